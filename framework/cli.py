@@ -1,0 +1,246 @@
+"""The `tributary` command. Heavy imports (pyspark) happen only in commands that run Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.syntax import Syntax
+
+from framework.errors import BadInput, Problem, TributaryError
+
+app = typer.Typer(
+    name="tributary",
+    help="Declarative data pipelines on Spark: YAML + Spark SQL templates → Delta tables.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+PipelineArg = Annotated[str, typer.Argument(help="Pipeline file or name (pipelines/<name>.yaml).")]
+ProfileOpt = Annotated[Optional[str], typer.Option("--profile", "-p", help="Profile in configs/ (default: $TRIBUTARY_PROFILE or local).")]
+VarOpt = Annotated[Optional[list[str]], typer.Option("--var", help="Set a var: --var name=value (repeatable).")]
+SelectOpt = Annotated[Optional[str], typer.Option("--select", "-s", help="Steps: a, +a (with upstream), a+ (with downstream), comma list.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+
+
+def _guard(debug: bool, fn, *args, **kwargs):  # noqa: ANN001, ANN202
+    """Run a command body; turn errors into one clear message and the right exit code."""
+    try:
+        return fn(*args, **kwargs)
+    except TributaryError as e:
+        if debug:
+            err.print(traceback.format_exc())
+        label = "invalid" if isinstance(e, BadInput) else "run failed"
+        err.print(f"[bold red]{label}:[/] {e}" if "\n" not in str(e) else f"[bold red]{label}:[/]\n{e}")
+        raise typer.Exit(e.exit_code) from None
+    except KeyboardInterrupt:
+        err.print("[red]interrupted[/]; outputs stay at their previous version")
+        raise typer.Exit(130) from None
+    except typer.Exit:
+        raise
+    except Exception as e:  # noqa: BLE001 - the last line of defence
+        if debug:
+            err.print(traceback.format_exc())
+        else:
+            err.print(f"[bold red]run failed:[/] {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+                      "\n  (run again with --debug for the traceback)")
+        raise typer.Exit(1) from None
+
+
+def _context(pipeline: str | None, profile_name: str | None):  # noqa: ANN202
+    from framework.profiles import load_profile
+    from framework.project import find_project
+
+    start = Path(pipeline) if pipeline and Path(pipeline).exists() else None
+    project = find_project(start)
+    profile = load_profile(project, profile_name)
+    return project, profile
+
+
+def _compile(pipeline: str, profile_name: str | None, variables: list[str] | None, select: str | None = None):  # noqa: ANN202
+    from framework.compiler import compile_pipeline
+    from framework.variables import parse_cli_vars
+
+    cli_vars = parse_cli_vars(variables or [])
+    project, profile = _context(pipeline, profile_name)
+    return compile_pipeline(project, project.pipeline_path(pipeline), profile, cli_vars, select), profile
+
+
+@app.command()
+def validate(
+    pipelines: Annotated[Optional[list[str]], typer.Argument(help="Pipeline files (default: all in pipelines/).")] = None,
+    profile: ProfileOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Check pipelines without starting Spark: schema, keys, refs, cycles, templates, SQL syntax."""
+
+    def body() -> None:
+        from framework.compiler import compile_pipeline
+
+        project, prof = _context(pipelines[0] if pipelines else None, profile)
+        paths = [project.pipeline_path(p) for p in pipelines] if pipelines else project.all_pipelines()
+        if not paths:
+            raise BadInput(Problem("no pipelines found", hint="pass a pipeline file or add one under pipelines/"))
+        failures = []
+        for path in paths:
+            shown = project.relative(path)
+            try:
+                compiled = compile_pipeline(project, path, prof)
+                out.print(f"[green]✓[/] {shown}  ({len(compiled.spec.steps)} steps, {len(compiled.spec.outputs)} outputs)")
+            except BadInput as e:
+                failures.append(e)
+                out.print(f"[red]✗[/] {shown}")
+                for p in e.problems:
+                    err.print(f"  {p}".replace("\n", "\n  "))
+        if failures:
+            raise typer.Exit(2)
+
+    _guard(debug, body)
+
+
+@app.command("compile")
+def compile_cmd(pipeline: PipelineArg, profile: ProfileOpt = None, var: VarOpt = None, select: SelectOpt = None,
+                debug: DebugOpt = False) -> None:
+    """Print the rendered SQL of each step, in run order."""
+
+    def body() -> None:
+        compiled, _ = _compile(pipeline, profile, var, select)
+        for step in compiled.selected:
+            spec = compiled.spec.steps[step]
+            out.rule(f"[bold]{step}[/] ({spec.kind})", align="left")
+            if step in compiled.sql:
+                out.print(f"[dim]-- from {compiled.sql[step].template}[/]")
+                out.print(Syntax(compiled.sql[step].text.strip(), "sql", theme="ansi_dark", word_wrap=True))
+            else:
+                out.print(json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_defaults=True), indent=2))
+
+    _guard(debug, body)
+
+
+@app.command()
+def run(
+    pipeline: PipelineArg,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    select: SelectOpt = None,
+    full_refresh: Annotated[bool, typer.Option("--full-refresh", help="Rebuild outputs from scratch (overwrite).")] = False,
+    show: Annotated[int, typer.Option("--show", help="Print the first N rows of each output written.")] = 0,
+    debug: DebugOpt = False,
+) -> None:
+    """Run a pipeline: build every step, write the outputs to Delta, log the run."""
+
+    def body() -> None:
+        from framework.display import LiveProgress, arrow_table, run_summary
+        from framework.engine.runner import BatchRunner, show_rows
+        from framework.io.delta_store import choose_store
+
+        compiled, prof = _compile(pipeline, profile, var, select)
+        out.print(f"[bold]{compiled.name}[/] · profile {prof.name} · {len(compiled.selected)} step(s), "
+                  f"{len(compiled.selected_outputs())} output(s)")
+        runner = BatchRunner(compiled, prof, full_refresh=full_refresh)
+        with LiveProgress(out) as progress:
+            runner.reporter = progress
+            try:
+                result = runner.run()
+            finally:
+                pass
+        out.print(run_summary(result))
+        if show:
+            store = choose_store(None, "delta-rs", prof.storage_options) if result.store == "delta-rs" else None
+            for o in result.outputs:
+                if store is not None and not o.name.startswith("_"):
+                    out.print(arrow_table(f"{o.name} (first {show} rows)", show_rows(store, o.table, show)))
+
+    try:
+        _guard(debug, body)
+    finally:
+        _stop_spark()
+
+
+@app.command()
+def graph(
+    pipeline: PipelineArg,
+    svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the graph as an SVG picture.")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write an HTML page with the picture.")] = None,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Print the pipeline DAG as Mermaid text (paste into Markdown); optionally draw it."""
+
+    def body() -> None:
+        compiled, _ = _compile(pipeline, profile, var)
+        out.print(compiled.graph.to_mermaid(), end="", markup=False)
+        picture = compiled.graph.to_svg()
+        if svg:
+            svg.write_text(picture, encoding="utf-8")
+            err.print(f"wrote {svg}")
+        if html:
+            html.write_text(
+                f"<!doctype html><html><head><meta charset='utf-8'><title>{compiled.name}</title>"
+                "<style>body{font-family:Helvetica,Arial,sans-serif;margin:2em}</style></head>"
+                f"<body><h1>{compiled.name}</h1><p>{compiled.spec.description}</p>{picture}</body></html>\n",
+                encoding="utf-8",
+            )
+            err.print(f"wrote {html}")
+
+    _guard(debug, body)
+
+
+@app.command()
+def schema() -> None:
+    """Print the pipeline spec as JSON Schema (for editor completion: tributary schema > tributary.schema.json)."""
+    from framework.spec.json_schema import pipeline_json_schema
+
+    out.print(json.dumps(pipeline_json_schema(), indent=2), markup=False, soft_wrap=True)
+
+
+@app.command()
+def runs(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs.")] = 20,
+    profile: ProfileOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """List recent runs from the run log (<warehouse>/_tributary/events)."""
+
+    def body() -> None:
+        from framework.display import arrow_table
+        from framework.engine.events import RECENT_RUNS_SQL
+        from framework.io.delta_rs import DeltaRsStore
+        from framework.io.locations import EVENTS_TABLE, Warehouse
+
+        project, prof = _context(None, profile)
+        table = Warehouse.of(project, prof).internal(EVENTS_TABLE)
+        rows = DeltaRsStore(prof.storage_options).query(table, RECENT_RUNS_SQL.format(limit=int(limit)))
+        if rows.num_rows == 0:
+            out.print("no runs yet")
+            return
+        out.print(arrow_table(f"recent runs ({table})", rows))
+
+    _guard(debug, body)
+
+
+def _stop_spark() -> None:
+    if "pyspark" in sys.modules:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            try:
+                active.stop()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def main() -> None:
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    app()

@@ -1,0 +1,97 @@
+"""What the CLI draws: live progress per step/output, the run summary, tables of rows."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from framework.engine.runner import RunResult
+
+_DONE = {"ok", "planned", "written", "skipped", "staged"}
+_STYLE = {"failed": "red", "skipped": "yellow", "written": "green", "ok": "green", "rolled back": "red"}
+
+
+class LiveProgress:
+    """One line per step and output, updated in place on a terminal, printed line by line elsewhere."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.rows: dict[tuple[str, str], tuple[str, str, float]] = {}
+        self.started = time.perf_counter()
+        self.live: Live | None = None
+
+    def __enter__(self) -> LiveProgress:
+        if self.console.is_terminal:
+            self.live = Live(self._render(), console=self.console, refresh_per_second=8, transient=True)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live:
+            self.live.__exit__(*exc)
+
+    def update(self, kind: str, name: str, status: str, detail: str = "") -> None:
+        self.rows[(kind, name)] = (status, detail, time.perf_counter() - self.started)
+        if self.live:
+            self.live.update(self._render())
+        else:
+            self.console.print(f"  {kind:<6} {name:<24} {status}{'  ' + detail if detail else ''}", highlight=False)
+
+    def _render(self) -> Table:
+        grid = Table.grid(padding=(0, 1))
+        for (kind, name), (status, detail, _) in self.rows.items():
+            icon = Text("✓", style="green") if status in _DONE else Spinner("dots", style="cyan")
+            grid.add_row(icon, Text(f"{kind:<6} {name:<24} {status}  {detail}", style=_STYLE.get(status, "")))
+        return grid
+
+
+def run_summary(result: RunResult) -> Group:
+    outputs = Table(title=f"run {result.run_id} · {result.pipeline} · {result.status} in {result.duration_s:.1f}s",
+                    title_justify="left", header_style="bold")
+    for column in ("output", "mode", "rows written", "delta version", "status", "seconds", "table"):
+        outputs.add_column(column, justify="right" if column in ("rows written", "delta version", "seconds") else "left")
+    for out in result.outputs:
+        outputs.add_row(
+            out.name, out.mode, _n(out.rows if out.status != "skipped" else 0), _n(out.version),
+            Text(out.status, style=_STYLE.get(out.status, "")), f"{out.duration_s:.2f}", out.table,
+        )
+    steps = Table(header_style="bold", title="steps", title_justify="left")
+    for column in ("step", "kind", "rows", "status"):
+        steps.add_column(column, justify="right" if column == "rows" else "left")
+    for step in result.steps:
+        steps.add_row(step.name, step.kind, _n(step.rows), step.status)
+    parts: list[Any] = [steps, outputs]
+    if result.quarantined:
+        counts = ", ".join(f"{n} from {s}" for s, n in result.quarantined.items())
+        parts.append(Text(f"quarantined {counts} malformed record(s): see _tributary/quarantine", style="yellow"))
+    return Group(*parts)
+
+
+def arrow_table(title: str, table: pa.Table) -> Table:
+    view = Table(title=title, title_justify="left", header_style="bold")
+    for name in table.column_names:
+        view.add_column(name)
+    for row in table.to_pylist():
+        view.add_row(*[_cell(v) for v in row.values()])
+    return view
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "∅"
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def _n(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"

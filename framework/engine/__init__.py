@@ -1,0 +1,1 @@
+"""Running pipelines: Spark session, batch runner, run log."""

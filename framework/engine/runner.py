@@ -1,0 +1,465 @@
+"""The batch runner: compiled pipeline → DataFrames per step → staged outputs → Delta commits.
+
+Order of work, so that a failure changes nothing:
+1. check inputs before Spark starts (missing paths are bad input);
+2. plan: read sources, build each step's DataFrame (analysis errors are found here, per step),
+   check each output against its table (schema, partition and merge columns);
+3. stage: compute every output into Parquet under the warehouse staging folder;
+4. commit: each output in one Delta transaction; if one fails, the ones already committed are
+   restored to their previous version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pyarrow as pa
+
+from framework.compiler import CompiledPipeline
+from framework.engine.events import EventLog
+from framework.errors import BadInput, Problem, RunFailed, TributaryError
+from framework.io import staging as staging_files
+from framework.io.delta_store import DeltaStore, StagedWrite, choose_store
+from framework.io.locations import EVENTS_TABLE, QUARANTINE_TABLE, STAGING_DIR, Warehouse, is_uri, resolve_location
+from framework.io.sources import SourceFrame, check_source_exists, read_source, source_location
+from framework.operators import StepContext, build_step
+from framework.profiles import Profile
+from framework.spec.models import DeltaSource, Output
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class Reporter(Protocol):
+    """Progress callbacks (the CLI draws them; tests may ignore them)."""
+
+    def update(self, kind: str, name: str, status: str, detail: str = "") -> None: ...
+
+
+class _Silent:
+    def update(self, kind: str, name: str, status: str, detail: str = "") -> None:
+        pass
+
+
+@dataclass
+class StepResult:
+    name: str
+    kind: str
+    status: str = "pending"
+    rows: int | None = None
+    plan_s: float = 0.0
+
+
+@dataclass
+class OutputResult:
+    name: str
+    step: str
+    table: str
+    mode: str
+    status: str = "pending"  # written | skipped | failed | rolled back
+    rows: int | None = None
+    version: int | None = None
+    previous_version: int | None = None
+    duration_s: float = 0.0
+    app_id: str = ""
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    pipeline: str
+    status: str = "running"
+    duration_s: float = 0.0
+    store: str = ""
+    steps: list[StepResult] = field(default_factory=list)
+    outputs: list[OutputResult] = field(default_factory=list)
+    quarantined: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+class BatchRunner:
+    def __init__(
+        self,
+        compiled: CompiledPipeline,
+        profile: Profile,
+        *,
+        full_refresh: bool = False,
+        reporter: Reporter | None = None,
+        spark: SparkSession | None = None,
+    ):
+        self.compiled = compiled
+        self.profile = profile
+        self.full_refresh = full_refresh
+        self.reporter = reporter or _Silent()
+        self.spark = spark
+        self.warehouse = Warehouse.of(compiled.project, profile)
+        self.run_id = new_run_id()
+        self.result = RunResult(self.run_id, compiled.name)
+        self._views: list[str] = []
+        self._persisted: list[DataFrame] = []
+        self._observations: dict[str, Any] = {}
+
+    # -- entry point -------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        started = time.perf_counter()
+        spec = self.compiled.spec
+        needed = self._needed_nodes()
+        locations = {
+            name: source_location(self.compiled.project, self.warehouse, spec.sources[name])
+            for name in spec.sources
+            if name in needed
+        }
+        self._check_file_sources(locations)
+
+        from framework.engine.session import spark_session
+
+        spark = self.spark or spark_session(self.profile)
+        store = choose_store(spark, self.profile.delta_writer, self.profile.storage_options)
+        self.result.store = store.name
+        events = EventLog(store, self.warehouse.internal(EVENTS_TABLE), self.run_id, spec.name)
+        events.record("run_start", status="running", details={"profile": self.profile.name, "writer": store.name,
+                                                               "select": self.compiled.selected, "vars": self.compiled.variables})
+        events.flush()
+        staged: list[tuple[OutputResult, StagedWrite]] = []
+        try:
+            frames = self._plan(spark, store, locations, needed)
+            targets = self._check_outputs(store, frames)
+            staged = self._stage(store, frames, targets, locations)
+            staged += self._stage_quarantine(store)
+            self._commit(spark, store, staged)
+            self.result.status = "ok"
+        except BaseException as e:
+            self.result.status = "failed"
+            self.result.error = _one_line(e)
+            for _, write in staged:
+                _quietly(lambda w=write: store.discard(w))
+            raise _as_run_error(e) from (None if isinstance(e, TributaryError) else e)
+        finally:
+            self.result.duration_s = time.perf_counter() - started
+            self._record_events(events)
+            self._cleanup(spark)
+        return self.result
+
+    # -- 1. inputs ---------------------------------------------------------------------------
+
+    def _needed_nodes(self) -> set[str]:
+        graph = self.compiled.graph
+        needed: set[str] = set()
+        for step in self.compiled.selected:
+            needed.add(step)
+            needed |= graph.upstream(step)
+        return needed
+
+    def _check_file_sources(self, locations: dict[str, str]) -> None:
+        from framework.io.delta_rs import DeltaRsStore
+
+        problems = []
+        local_store = DeltaRsStore(self.profile.storage_options)
+        for name, location in locations.items():
+            spec = self.compiled.spec.sources[name]
+            if isinstance(spec, DeltaSource) and (is_uri(location) or self.profile.delta_writer == "spark"):
+                continue
+            try:
+                check_source_exists(name, location, spec, local_store)
+            except BadInput as e:
+                problems += e.problems
+        if problems:
+            raise BadInput(*problems)
+
+    # -- 2. plan -----------------------------------------------------------------------------
+
+    def _plan(self, spark: SparkSession, store: DeltaStore, locations: dict[str, str], needed: set[str]) -> dict[str, Any]:
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        spec, graph = self.compiled.spec, self.compiled.graph
+        self._sources: dict[str, SourceFrame] = {}
+        frames: dict[str, DataFrame] = {}
+        consumers = {n: graph.readers_count(n, needed) for n in needed}
+        for out in self.compiled.selected_outputs():
+            consumers[spec.output_step(out)] = consumers.get(spec.output_step(out), 0) + 1
+        for node in graph.order():
+            if node not in needed:
+                continue
+            kind = graph.kinds[node]
+            began = time.perf_counter()
+            if kind == "source":
+                source = read_source(spark, node, spec.sources[node], locations[node], store)
+                self._sources[node] = source
+                frame = source.df
+            else:
+                self.reporter.update("step", node, "planning")
+                step = spec.steps[node]
+                context = StepContext(spark, node, step, {i: frames[i] for i in graph.inputs[node]}, self.compiled.sql.get(node))
+                frame = build_step(kind, context)
+                observation = Observation(f"tributary_step_{node}")
+                frame = frame.observe(observation, F.count(F.lit(1)).alias("rows"))
+                self._observations[node] = observation
+                self.result.steps.append(StepResult(node, kind, "planned", plan_s=time.perf_counter() - began))
+                self.reporter.update("step", node, "planned")
+            if consumers.get(node, 0) > 1 and kind != "source":
+                frame = frame.persist()  # read by several steps or outputs: compute once
+                self._persisted.append(frame)
+            frames[node] = frame
+            frame.createOrReplaceTempView(node)
+            self._views.append(node)
+        return frames
+
+    def _check_outputs(self, store: DeltaStore, frames: dict[str, Any]) -> dict[str, tuple[Output, str]]:
+        spec = self.compiled.spec
+        targets: dict[str, tuple[Output, str]] = {}
+        problems: list[Problem] = []
+        for name in self.compiled.selected_outputs():
+            output = spec.outputs[name]
+            step = spec.output_step(name)
+            table = resolve_location(self.compiled.project, self.warehouse, output.name or name if not output.path else None, output.path)
+            columns = {c.lower() for c in frames[step].columns}
+            for kind, wanted in (("partition_by", output.partition_by), ("keys", output.keys)):
+                missing = [c for c in wanted if c.lower() not in columns]
+                if missing:
+                    problems.append(self.compiled.loaded.problem(
+                        f"output '{name}': {kind} column(s) {missing} not in step '{step}'",
+                        ("outputs", name, kind),
+                        hint=f"step '{step}' has columns: {', '.join(frames[step].columns)}",
+                    ))
+            if output.mode in ("append", "merge") and not self.full_refresh:
+                existing = store.schema(table)
+                if existing is not None:
+                    problem = _schema_problem(name, table, existing, frames[step].schema)
+                    if problem:
+                        problems.append(self.compiled.loaded.problem(problem, ("outputs", name),
+                                        hint="change the step to produce the table's columns, or rebuild the table with --full-refresh"))
+            targets[name] = (output, table)
+        if problems:
+            raise BadInput(*problems)
+        return targets
+
+    # -- 3. stage ----------------------------------------------------------------------------
+
+    def _stage(self, store: DeltaStore, frames: dict[str, Any], targets: dict[str, tuple[Output, str]],
+               locations: dict[str, str]) -> list[tuple[OutputResult, StagedWrite]]:
+        run_key = self._run_key(store, locations)
+        staged = []
+        for name, (output, table) in targets.items():
+            step = self.compiled.spec.output_step(name)
+            mode = "overwrite" if self.full_refresh else output.mode
+            result = OutputResult(name, step, table, mode, previous_version=store.version(table))
+            self.result.outputs.append(result)
+            result.app_id = self._app_id(name, mode, run_key)
+            if mode != "overwrite" and store.has_transaction(table, result.app_id):
+                result.status, result.version = "skipped", result.previous_version
+                self.reporter.update("output", name, "skipped", "already written by an identical run")
+                continue
+            self.reporter.update("output", name, "computing")
+            began = time.perf_counter()
+            frame = frames[step]
+            existing = store.schema(table) if mode == "append" else None
+            if existing is not None:
+                frame = frame.select(*[_match_column(frame.columns, f.name) for f in existing.fields])
+            write = store.stage(frame, name, table, self._staging(name), list(output.partition_by))
+            result.rows, result.duration_s = write.rows, time.perf_counter() - began
+            if mode == "merge":
+                _check_unique_keys(frame.sparkSession, write, output.keys, name)
+            staged.append((result, write))
+            self.reporter.update("output", name, "staged", f"{write.rows:,} rows")
+        self._collect_step_rows()
+        return staged
+
+    def _stage_quarantine(self, store: DeltaStore) -> list[tuple[OutputResult, StagedWrite]]:
+        """Malformed source records go to <warehouse>/_tributary/quarantine with file and reason."""
+        from pyspark.sql import functions as F
+
+        bad = [(name, s) for name, s in self._sources.items() if (s.bad_count() or 0) > 0]
+        if not bad:
+            return []
+        frames = [
+            s.bad_rows.select(  # type: ignore[union-attr]
+                F.lit(self.run_id).alias("run_id"), F.lit(self.compiled.name).alias("pipeline"),
+                F.lit(name).alias("source"), "file", "record", "reason",
+                F.current_timestamp().alias("quarantined_at"),
+            )
+            for name, s in bad
+        ]
+        frame = frames[0]
+        for other in frames[1:]:
+            frame = frame.unionByName(other)
+        table = self.warehouse.internal(QUARANTINE_TABLE)
+        result = OutputResult("_quarantine", "-", table, "append", previous_version=store.version(table))
+        result.app_id = f"tributary/{self.compiled.name}/_quarantine/{self.run_id}"
+        write = store.stage(frame, result.name, table, self._staging(result.name), [])
+        result.rows = write.rows
+        self.result.quarantined = {name: s.bad_count() or 0 for name, s in bad}
+        self.result.outputs.append(result)
+        self.reporter.update("output", result.name, "staged", f"{write.rows:,} malformed records")
+        return [(result, write)]
+
+    # -- 4. commit ---------------------------------------------------------------------------
+
+    def _commit(self, spark: SparkSession, store: DeltaStore, staged: list[tuple[OutputResult, StagedWrite]]) -> None:
+        committed: list[OutputResult] = []
+        for result, write in staged:
+            spec_output = self.compiled.spec.outputs.get(result.name)
+            keys = list(spec_output.keys) if spec_output else []
+            try:
+                self.reporter.update("output", result.name, "committing")
+                outcome = store.commit(spark, write, result.mode, keys, result.app_id)
+            except BaseException:
+                result.status = "failed"
+                for done in reversed(committed):
+                    _quietly(lambda d=done: store.restore(d.table, d.previous_version))
+                    done.status = "rolled back"
+                raise
+            result.version = outcome.version
+            result.status = "skipped" if outcome.skipped else "written"
+            committed.append(result)
+            self.reporter.update("output", result.name, result.status, f"version {outcome.version}")
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _staging(self, output: str) -> str:
+        return self.warehouse.internal(f"{STAGING_DIR}/{self.run_id}/{output}")
+
+    def _app_id(self, output: str, mode: str, run_key: str) -> str:
+        # Overwrite is idempotent by itself; its id is unique so an old run never masks a newer table.
+        key = self.run_id if mode == "overwrite" else run_key
+        return f"tributary/{self.compiled.name}/{output}/{key}"
+
+    def _run_key(self, store: DeltaStore, locations: dict[str, str]) -> str:
+        """Identifies 'the same batch run': same spec, rendered SQL, vars and input files/versions."""
+        spec = self.compiled.spec
+        fingerprint: dict[str, Any] = {
+            "spec": spec.model_dump(mode="json", by_alias=True),
+            "sql": {k: v.text for k, v in sorted(self.compiled.sql.items())},
+            "vars": self.compiled.variables,
+            "inputs": {},
+        }
+        for name, location in sorted(locations.items()):
+            source = spec.sources[name]
+            if isinstance(source, DeltaSource):
+                fingerprint["inputs"][name] = source.version if source.version is not None else str(source.timestamp or store.version(location))
+            else:
+                fingerprint["inputs"][name] = _file_fingerprint(location)
+        digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
+        return digest[:20]
+
+    def _collect_step_rows(self) -> None:
+        for step in self.result.steps:
+            observation = self._observations.get(step.name)
+            java = getattr(observation, "_jo", None)
+            if observation is not None and (java is None or java.future().isCompleted()):
+                step.rows = int(observation.get.get("rows", 0))
+                step.status = "ok"
+                self.reporter.update("step", step.name, "ok", f"{step.rows:,} rows")
+
+    def _record_events(self, events: EventLog) -> None:
+        for step in self.result.steps:
+            events.record("step_end", name=step.name, status=step.status, rows=step.rows, duration_s=step.plan_s,
+                          details={"kind": step.kind})
+        for out in self.result.outputs:
+            events.record("output_end", name=out.name, status=out.status, rows=out.rows, version=out.version,
+                          duration_s=out.duration_s, details={"table": out.table, "mode": out.mode,
+                                                              "previous_version": out.previous_version})
+        for source, count in self.result.quarantined.items():
+            events.record("quarantine", name=source, status="ok", rows=count)
+        events.record("run_end", status=self.result.status, duration_s=self.result.duration_s, error=self.result.error)
+        try:
+            events.flush()
+        except Exception as e:  # noqa: BLE001 - the run's own outcome matters more than its log line
+            if self.result.status == "ok":
+                raise RunFailed(f"the run finished but its events could not be written: {_one_line(e)}") from e
+
+    def _cleanup(self, spark: SparkSession) -> None:
+        for view in self._views:
+            _quietly(lambda v=view: spark.catalog.dropTempView(v))
+        for frame in self._persisted:
+            _quietly(frame.unpersist)
+        _quietly(lambda: staging_files.remove_tree(self.warehouse.internal(f"{STAGING_DIR}/{self.run_id}")))
+
+
+def _schema_problem(output: str, table: str, existing: Any, produced: Any) -> str | None:
+    have = {f.name.lower(): f.dataType.simpleString() for f in existing.fields}
+    new = {f.name.lower(): f.dataType.simpleString() for f in produced.fields}
+    missing = [c for c in have if c not in new]
+    extra = [c for c in new if c not in have]
+    changed = [f"{c} ({have[c]} → {new[c]})" for c in have if c in new and have[c] != new[c]]
+    if not (missing or extra or changed):
+        return None
+    parts = []
+    if missing:
+        parts.append(f"missing columns {missing}")
+    if extra:
+        parts.append(f"new columns {extra}")
+    if changed:
+        parts.append(f"changed types {changed}")
+    return f"output '{output}': the step's columns do not match the table at {table}: " + "; ".join(parts)
+
+
+def _match_column(columns: list[str], name: str) -> str:
+    for c in columns:
+        if c.lower() == name.lower():
+            return f"`{c}`"
+    return f"`{name}`"
+
+
+def _check_unique_keys(spark: SparkSession, write: StagedWrite, keys: list[str], output: str) -> None:
+    if not write.files:
+        return
+    reader = spark.read.schema(write.schema)
+    if write.partition_by:
+        reader = reader.option("basePath", write.staging)
+    dupes = reader.parquet(write.staging).groupBy(*keys).count().where("count > 1").limit(3).collect()
+    if dupes:
+        sample = ", ".join(str({k: row[k] for k in keys}) for row in dupes)
+        raise RunFailed(f"output '{output}': merge keys {keys} are not unique in the new rows (e.g. {sample})")
+
+
+def _file_fingerprint(location: str) -> Any:
+    try:
+        fs, root = staging_files.filesystem(location)
+        import glob as globbing
+
+        import pyarrow.fs as pafs
+
+        paths = globbing.glob(root) if not is_uri(location) and globbing.has_magic(root) else [root]
+        entries = []
+        for path in paths:
+            info = fs.get_file_info(path)
+            infos = fs.get_file_info(pafs.FileSelector(path, recursive=True)) if info.type == pafs.FileType.Directory else [info]
+            entries += [(i.path, i.size, i.mtime_ns) for i in infos if i.type == pafs.FileType.File]
+        return sorted(entries)
+    except Exception:  # noqa: BLE001 - unlistable input: never treat two runs as the same
+        return uuid.uuid4().hex
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text if isinstance(error, TributaryError) else f"{type(error).__name__}: {text.splitlines()[0]}"
+
+
+def _as_run_error(error: BaseException) -> BaseException:
+    if isinstance(error, (TributaryError, KeyboardInterrupt)):
+        return error
+    return RunFailed(f"run failed: {_one_line(error)}")
+
+
+def _quietly(fn: Any) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - best-effort cleanup after the real error
+        pass
+
+
+def show_rows(store: DeltaStore, table: str, limit: int) -> pa.Table:
+    return store.query(table, f"SELECT * FROM t LIMIT {int(limit)}")
+

@@ -1,0 +1,71 @@
+"""The SparkSession a profile asks for: embedded local Spark by default, a cluster by config."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from framework.profiles import Profile
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+#: Settings every session gets unless the profile overrides them.
+DEFAULT_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    # delta-rs (and many Delta readers) refuse INT96 timestamps, Spark's Parquet default.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG_CONFIG}",
+}
+
+
+def spark_session(profile: Profile) -> SparkSession:
+    """Start (or reuse) the session. Python workers use this interpreter, not `python3` on PATH."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName(profile.spark.app_name)
+    if profile.spark.remote:
+        builder = builder.remote(profile.spark.remote)
+    elif profile.spark.master:
+        builder = builder.master(profile.spark.master)
+    conf = {**DEFAULT_CONF, **{k: _conf_value(v) for k, v in profile.spark.conf.items()}}
+    if profile.spark.remote:
+        conf = {k: v for k, v in conf.items() if not k.startswith(("spark.driver.", "spark.ui."))}
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if not profile.spark.remote:
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def has_delta_jars(spark: SparkSession) -> bool:
+    """True when Spark's own Delta implementation is on the classpath (a cluster with delta-spark jars)."""
+    try:
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - Spark Connect has no JVM on this side; trust the server's extensions
+        return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
+    try:
+        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
+        return True
+    except Exception:  # noqa: BLE001 - ClassNotFoundException through py4j
+        return False
+
+
+def _conf_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,55 @@
+"""Errors the user sees. Each carries the exit code the CLI returns for it.
+
+Exit codes: 0 ok, 1 the run failed, 2 bad input (spec, template, vars, missing source path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the user's input, located as precisely as we can."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    col: int | None = None
+    hint: str | None = None
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file
+            if self.line:
+                where += f":{self.line}"
+                if self.col:
+                    where += f":{self.col}"
+            where += ": "
+        text = f"{where}{self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class TributaryError(Exception):
+    """Base class; `exit_code` tells the CLI what to return."""
+
+    exit_code = 1
+
+
+class BadInput(TributaryError):
+    """The user's spec, template, vars or files are wrong: nothing was run or changed."""
+
+    exit_code = 2
+
+    def __init__(self, *problems: Problem | str):
+        self.problems = [p if isinstance(p, Problem) else Problem(p) for p in problems]
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class RunFailed(TributaryError):
+    """The run started but could not finish; outputs stay at their previous version."""
+
+    exit_code = 1

@@ -1,0 +1,1 @@
+"""Reading sources and writing Delta tables."""

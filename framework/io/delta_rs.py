@@ -1,0 +1,191 @@
+"""Delta through delta-rs (`deltalake`): the embedded default, no JVM jars needed.
+
+Spark writes the Parquet files; delta-rs commits them as add actions in one transaction, so data
+is written once and the commit scales with executors. Merge reads the staged files as an Arrow
+stream into delta-rs' MERGE.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from framework.errors import BadInput, Problem
+from framework.io import staging as staging_files
+from framework.io.delta_store import CommitResult, DeltaStore, StagedWrite, WriteMode
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+#: Reader features delta-rs may write that a plain Parquet scan would get wrong.
+_FEATURES_NEEDING_DELTA_READER = {"deletionVectors", "columnMapping"}
+
+
+class DeltaRsStore(DeltaStore):
+    name = "delta-rs"
+
+    def __init__(self, storage_options: dict[str, str] | None = None):
+        self.storage_options = storage_options or None
+
+    def _table(self, table: str, version: int | None = None) -> DeltaTable | None:
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(table, storage_options=self.storage_options):
+            return None
+        return DeltaTable(table, version=version, storage_options=self.storage_options)
+
+    def version(self, table: str) -> int | None:
+        dt = self._table(table)
+        return dt.version() if dt else None
+
+    def schema(self, table: str) -> StructType | None:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        dt = self._table(table)
+        return from_arrow_schema(arrow_schema(dt)) if dt else None
+
+    def has_transaction(self, table: str, app_id: str) -> bool:
+        dt = self._table(table)
+        return dt is not None and dt.transaction_version(app_id) is not None
+
+    def read(self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None) -> DataFrame:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        dt = self._table(table)
+        if dt is None:
+            raise BadInput(Problem(f"no Delta table at {table}", hint="check the path or table name, or run the pipeline that writes it"))
+        try:
+            if version is not None:
+                dt.load_as_version(version)
+            elif timestamp is not None:
+                dt.load_as_version(timestamp if isinstance(timestamp, datetime) else datetime.fromisoformat(str(timestamp)))
+        except Exception as e:  # noqa: BLE001 - delta-rs raises plain exceptions for missing versions
+            raise BadInput(Problem(f"cannot time-travel {table} to {version if version is not None else timestamp}: {e}")) from None
+        schema = from_arrow_schema(arrow_schema(dt))
+        partition_columns = dt.metadata().partition_columns
+        files = [str(p) for p in dt.file_uris()]
+        if not files:
+            return spark.createDataFrame([], schema)
+        features = set(dt.protocol().reader_features or [])
+        if features & _FEATURES_NEEDING_DELTA_READER:
+            # The Parquet files alone do not describe the rows: let delta-rs read them.
+            return spark.createDataFrame(pa.table(dt.to_pyarrow_dataset().to_table()).to_pandas(), schema)
+        reader = spark.read.schema(schema)
+        if partition_columns:
+            reader = reader.option("basePath", dt.table_uri)
+        return reader.parquet(*files).select(*schema.fieldNames())
+
+    def commit(self, spark: SparkSession, staged: StagedWrite, mode: WriteMode, keys: list[str], app_id: str) -> CommitResult:
+        from deltalake import CommitProperties, Schema, Transaction
+        from deltalake.transaction import AddAction, create_table_with_add_actions
+
+        dt = self._table(staged.table)
+        if dt is not None and dt.transaction_version(app_id) is not None:
+            self.discard(staged)
+            return CommitResult(dt.version(), skipped=True)
+        properties = CommitProperties(app_transactions=[Transaction(app_id, 0)], custom_metadata={"tributary.app_id": app_id})
+        if mode == "merge" and dt is not None:
+            self._merge(dt, staged, keys, properties)
+        else:
+            schema = Schema.from_arrow(spark_to_arrow(staged.schema))
+            staging_files.move_into(staged.staging, staged.files, staged.table)
+            actions = [
+                AddAction(
+                    f["path"], f["size"], f["partition_values"], f["mtime_ms"], True, json.dumps({"numRecords": f["rows"]})
+                )
+                for f in staged.files
+            ]
+            if dt is None:
+                create_table_with_add_actions(
+                    staged.table,
+                    schema,
+                    actions,
+                    mode="error",
+                    partition_by=staged.partition_by or None,
+                    storage_options=self.storage_options,
+                    commit_properties=properties,
+                )
+            else:
+                dt.create_write_transaction(
+                    actions,
+                    mode="append" if mode == "append" else "overwrite",
+                    schema=dt.schema() if mode == "append" else schema,
+                    partition_by=staged.partition_by or None,
+                    commit_properties=properties,
+                )
+        self.discard(staged)
+        return CommitResult(self.version(staged.table))
+
+    def _merge(self, dt: DeltaTable, staged: StagedWrite, keys: list[str], properties: Any) -> None:
+        import pyarrow.dataset as ds
+
+        full = spark_to_arrow(staged.schema)
+        partitioning = None
+        if staged.partition_by:
+            partitioning = ds.partitioning(pa.schema([full.field(c) for c in staged.partition_by]), flavor="hive")
+        fs, root = staging_files.filesystem(staged.staging)
+        source = ds.dataset(root, filesystem=fs, format="parquet", schema=full, partitioning=partitioning)
+        predicate = " AND ".join(f't."{k}" IS NOT DISTINCT FROM s."{k}"' for k in keys)
+        (
+            dt.merge(
+                source.scanner().to_reader(),
+                predicate=predicate,
+                source_alias="s",
+                target_alias="t",
+                commit_properties=properties,
+            )
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+
+    def restore(self, table: str, version: int | None) -> None:
+        if version is None:
+            staging_files.remove_tree(table)
+            return
+        dt = self._table(table)
+        if dt is not None and dt.version() != version:
+            dt.restore(version)
+
+    def append_rows(self, table: str, rows: pa.Table) -> None:
+        from deltalake import write_deltalake
+
+        write_deltalake(table, rows, mode="append", storage_options=self.storage_options)
+
+    def query(self, table: str, sql: str) -> pa.Table:
+        from deltalake import QueryBuilder
+
+        dt = self._table(table)
+        if dt is None:
+            return pa.table({})
+        result = QueryBuilder().register("t", dt).execute(sql).read_all()
+        return _plain_strings(pa.table(result))
+
+
+def arrow_schema(dt: DeltaTable) -> pa.Schema:
+    return pa.schema(dt.schema().to_arrow())
+
+
+def spark_to_arrow(schema: StructType) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def _plain_strings(table: pa.Table) -> pa.Table:
+    """DataFusion returns string_view columns; plain strings are what the rest of the code expects."""
+    columns = []
+    for column in table.columns:
+        if pa.types.is_string_view(column.type):
+            column = column.cast(pa.string())
+        columns.append(column)
+    return pa.table(columns, names=table.column_names)
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)

@@ -1,0 +1,113 @@
+"""One interface over the two Delta implementations a run may use.
+
+A run first *stages* every output (Spark computes it and writes Parquet under the warehouse's
+staging folder), then *commits* them one after another. Nothing is visible to readers before
+the commit, so a failure while computing leaves every table at its previous version; a failure
+during the commits is undone by restoring the tables already committed.
+
+Each commit carries a Delta application transaction (app id = tributary/<pipeline>/<output>/<run
+key>): a re-run of the same batch run finds its transaction in the log and skips the write.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+WriteMode = Literal["append", "overwrite", "merge"]
+
+
+@dataclass
+class StagedWrite:
+    """An output computed and written to staging, not yet visible in its table."""
+
+    output: str
+    table: str  # table location
+    staging: str  # staging folder
+    schema: StructType
+    partition_by: list[str]
+    rows: int = 0
+    files: list[dict[str, Any]] = field(default_factory=list)  # path (relative), size, partition_values, rows
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    version: int | None  # table version after the commit (None: skipped and table absent)
+    skipped: bool = False  # the same run's transaction was already in the table
+
+
+class DeltaStore(ABC):
+    """Reads and writes Delta tables for one run."""
+
+    name: str
+
+    @abstractmethod
+    def version(self, table: str) -> int | None:
+        """Current version, or None when there is no table."""
+
+    @abstractmethod
+    def schema(self, table: str) -> StructType | None:
+        """Current schema as Spark types, or None when there is no table."""
+
+    @abstractmethod
+    def has_transaction(self, table: str, app_id: str) -> bool:
+        """True when a commit with this application transaction id is in the table's log."""
+
+    @abstractmethod
+    def read(self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None) -> DataFrame:
+        """The table (optionally as of a version or time) as a Spark DataFrame."""
+
+    def stage(self, df: DataFrame, output: str, table: str, staging: str, partition_by: list[str]) -> StagedWrite:
+        """Compute the output and write it as Parquet under `staging`."""
+        from framework.io import staging as staging_files
+
+        writer = df.write.mode("overwrite")
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        writer.parquet(staging)
+        staged = StagedWrite(output, table, staging, df.schema, list(partition_by))
+        staged.files = staging_files.list_parquet(staging)
+        staged.rows = sum(f["rows"] for f in staged.files)
+        return staged
+
+    @abstractmethod
+    def commit(self, spark: SparkSession, staged: StagedWrite, mode: WriteMode, keys: list[str], app_id: str) -> CommitResult:
+        """Make a staged write visible in its table, atomically, tagged with app_id."""
+
+    def discard(self, staged: StagedWrite) -> None:
+        from framework.io import staging as staging_files
+
+        staging_files.remove_tree(staged.staging)
+
+    @abstractmethod
+    def restore(self, table: str, version: int | None) -> None:
+        """Put the table back to `version` (None: the table did not exist; remove it)."""
+
+    @abstractmethod
+    def append_rows(self, table: str, rows: pa.Table) -> None:
+        """Append a small Arrow table (run events, quality results) to a Delta table."""
+
+    @abstractmethod
+    def query(self, table: str, sql: str) -> pa.Table:
+        """Run a small SQL query over a table (named `t`) without a JVM, for the CLI's listings."""
+
+
+def choose_store(spark: SparkSession | None, preference: str, storage_options: dict[str, str] | None = None) -> DeltaStore:
+    """Spark's Delta writer when its jars are on the classpath (or the profile asks), else delta-rs."""
+    from framework.io.delta_rs import DeltaRsStore
+
+    if preference == "delta-rs" or spark is None:
+        return DeltaRsStore(storage_options or {})
+    from framework.engine.session import has_delta_jars
+
+    if preference == "spark" or has_delta_jars(spark):
+        from framework.io.delta_spark import SparkDeltaStore
+
+        return SparkDeltaStore(spark)
+    return DeltaRsStore(storage_options or {})

@@ -1,0 +1,54 @@
+"""Where tables live: names under the warehouse, explicit paths, and Tributary's own tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from framework.profiles import Profile
+from framework.project import Project
+
+EVENTS_TABLE = "_tributary/events"
+QUARANTINE_TABLE = "_tributary/quarantine"
+STAGING_DIR = "_tributary/staging"
+
+
+def is_uri(location: str) -> bool:
+    parsed = urlparse(location)
+    return bool(parsed.scheme) and len(parsed.scheme) > 1 and parsed.scheme != "file"
+
+
+def join(base: str, *parts: str) -> str:
+    base = base.rstrip("/")
+    return "/".join([base, *(p.strip("/") for p in parts)])
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    """The warehouse root of a profile, resolved against the project."""
+
+    root: str
+
+    @classmethod
+    def of(cls, project: Project, profile: Profile) -> Warehouse:
+        if is_uri(profile.warehouse):
+            return cls(profile.warehouse.rstrip("/"))
+        location = profile.warehouse.removeprefix("file://")
+        return cls(str(project.resolve(location).resolve()))
+
+    def table(self, name: str) -> str:
+        """`sales.daily` lives at <warehouse>/sales/daily."""
+        return join(self.root, *name.split("."))
+
+    def internal(self, relative: str) -> str:
+        return join(self.root, relative)
+
+    def is_local(self) -> bool:
+        return not is_uri(self.root)
+
+
+def resolve_location(project: Project, warehouse: Warehouse, name: str | None, path: str | None) -> str:
+    if path is not None:
+        return path if is_uri(path) else str(project.resolve(path).resolve())
+    assert name is not None
+    return warehouse.table(name)

@@ -1,0 +1,40 @@
+"""`sql:` steps: the rendered query, run by Spark over the views of sources and earlier steps."""
+
+from __future__ import annotations
+
+import re
+
+from framework.errors import BadInput, Problem
+from framework.operators import StepContext, operator
+
+_POSITION = re.compile(r"line (\d+),? pos (\d+)")
+
+
+@operator("sql")
+def build_sql(context: StepContext):  # noqa: ANN201 - a DataFrame
+    from pyspark.errors import AnalysisException, ParseException
+
+    sql = context.sql
+    assert sql is not None
+    try:
+        return context.spark.sql(sql.text)
+    except (AnalysisException, ParseException) as e:
+        message = str(getattr(e, "getMessage", lambda: str(e))() or e)
+        first = message.strip().splitlines()[0]
+        line = None
+        match = _POSITION.search(message)
+        if match:
+            line = sql.locate(int(match.group(1)), int(match.group(2)) + 1)[1]
+        context_info = getattr(e, "getQueryContext", lambda: [])()
+        if line is None and context_info:
+            fragment_start = context_info[0].startIndex() if hasattr(context_info[0], "startIndex") else None
+            if fragment_start is not None and fragment_start >= 0:
+                line = sql.source_map.locate(fragment_start)[1]
+        raise BadInput(
+            Problem(
+                f"step '{context.name}': Spark cannot run this query: {first}",
+                file=sql.template,
+                line=line,
+                hint="fix the query; `tributary compile` shows the SQL as Spark sees it",
+            )
+        ) from None

@@ -1,0 +1,70 @@
+"""Profiles (configs/<name>.yaml): where Spark runs, where the warehouse is, which Delta writer.
+
+`local` is the embedded default. Values may use ${ENV} or ${ENV:-default}.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from framework.errors import BadInput, Problem
+from framework.project import Project
+from framework.spec.base import SpecModel, did_you_mean
+from framework.spec.loader import validation_problems
+from framework.spec.yaml_source import load_yaml_file
+
+DEFAULT_PROFILE = "local"
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class SparkSettings(SpecModel):
+    master: str | None = Field("local[*]", description="Spark master URL, e.g. local[*] or spark://host:7077.")
+    remote: str | None = Field(None, description="Spark Connect URL (sc://host:15002); used instead of master.")
+    app_name: str = "tributary"
+    conf: dict[str, str | int | float | bool] = Field(default_factory=dict, description="Extra Spark confs.")
+
+
+class Profile(SpecModel):
+    """Where and how pipelines run."""
+
+    name: str = DEFAULT_PROFILE
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    warehouse: str = Field("./warehouse", description="Folder or URI holding the Delta tables.")
+    delta_writer: Literal["auto", "delta-rs", "spark"] = Field(
+        "auto", description="auto: Spark's Delta writer when its jars are on the classpath, else delta-rs."
+    )
+    vars: dict[str, Any] = Field(default_factory=dict, description="Values for var(), over the pipeline's defaults.")
+    storage_options: dict[str, str] = Field(default_factory=dict, description="Object-store options for delta-rs.")
+
+
+def load_profile(project: Project, name: str | None = None) -> Profile:
+    name = name or os.environ.get("TRIBUTARY_PROFILE") or DEFAULT_PROFILE
+    path = project.configs_dir / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in project.configs_dir.glob("*.yaml")) if project.configs_dir.is_dir() else []
+        if name == DEFAULT_PROFILE and not known:
+            return Profile()
+        raise BadInput(Problem(f"profile '{name}' not found in {project.relative(project.configs_dir)}/", hint=did_you_mean(name, known)))
+    doc = load_yaml_file(path, project.relative(path))
+    data = _expand_env(doc.data or {})
+    if not isinstance(data, dict):
+        raise BadInput(Problem("a profile must be a mapping", file=doc.file, line=1))
+    data.setdefault("name", name)
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as e:
+        raise BadInput(*validation_problems(e, doc)) from None
+
+
+def _expand_env(value: Any) -> Any:
+    if isinstance(value, str):
+        return _ENV_REF.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), value)
+    if isinstance(value, dict):
+        return {k: _expand_env(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v) for v in value]
+    return value

@@ -1,0 +1,71 @@
+"""Where a project's folders are: pipelines/, sql/, udfs/, configs/ under one root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from framework.errors import BadInput, Problem
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+
+    @property
+    def sql_dir(self) -> Path:
+        return self.root / "sql"
+
+    @property
+    def pipelines_dir(self) -> Path:
+        return self.root / "pipelines"
+
+    @property
+    def configs_dir(self) -> Path:
+        return self.root / "configs"
+
+    @property
+    def udfs_dir(self) -> Path:
+        return self.root / "udfs"
+
+    def resolve(self, path: str) -> Path:
+        """A path from a spec or profile: absolute as is, relative to the project root."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else self.root / p
+
+    def relative(self, path: Path) -> str:
+        """How to show a path to the user: relative to the project when inside it."""
+        try:
+            return str(Path(path).resolve().relative_to(self.root.resolve()))
+        except ValueError:
+            return str(path)
+
+    def pipeline_path(self, name_or_path: str) -> Path:
+        """Accept `pipelines/x.yaml`, `x.yaml` or just `x`."""
+        candidates = [Path(name_or_path), self.root / name_or_path]
+        if not name_or_path.endswith((".yaml", ".yml")):
+            candidates += [self.pipelines_dir / f"{name_or_path}.yaml", self.pipelines_dir / f"{name_or_path}.yml"]
+        for c in candidates:
+            if c.is_file():
+                return c
+        known = sorted(p.stem for p in self.pipelines_dir.glob("*.y*ml")) if self.pipelines_dir.is_dir() else []
+        raise BadInput(
+            Problem(
+                f"pipeline '{name_or_path}' not found",
+                hint=f"pipelines here: {', '.join(known)}" if known else "give the path of a pipeline YAML file",
+            )
+        )
+
+    def all_pipelines(self) -> list[Path]:
+        return sorted(self.pipelines_dir.glob("*.y*ml"))
+
+
+def find_project(start: Path | None = None) -> Project:
+    """The nearest folder at or above `start` holding configs/ or pipelines/; else `start`."""
+    start = (start or Path.cwd()).resolve()
+    if start.is_file():
+        start = start.parent
+    for folder in [start, *start.parents]:
+        if (folder / "configs").is_dir() or (folder / "pipelines").is_dir():
+            return Project(folder)
+    return Project(start)

@@ -1,0 +1,44 @@
+"""Shared pydantic base for spec models: unknown keys are errors with a 'did you mean'."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
+
+#: Names of sources, steps and outputs: they become SQL view names, so plain identifiers.
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+def closest(word: str, choices: list[str] | set[str]) -> str | None:
+    matches = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def did_you_mean(word: str, choices: list[str] | set[str]) -> str:
+    match = closest(word, choices)
+    if match:
+        return f"did you mean '{match}'?"
+    return f"valid: {', '.join(sorted(choices))}" if choices else ""
+
+
+class SpecModel(BaseModel):
+    """A part of the pipeline spec. Rejects unknown keys naming the closest valid one."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            allowed = {field.alias or name for name, field in cls.model_fields.items()}
+            for key in data:
+                if key not in allowed:
+                    raise PydanticCustomError(
+                        "unknown_key",
+                        "unknown key '{key}'; {suggestion}",
+                        {"key": key, "suggestion": did_you_mean(str(key), allowed)},
+                    )
+        return data

@@ -1,0 +1,95 @@
+"""The pipeline spec: what a pipeline YAML file may say. Validation only, no Spark here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, model_validator
+
+from framework.spec.base import Name, SpecModel
+from framework.spec.steps import any_step_type
+
+Scalar = Union[str, int, float, bool]
+
+
+class FileSource(SpecModel):
+    """Files (a file, a folder or a glob) in JSON lines, CSV or Parquet."""
+
+    format: Literal["json", "csv", "parquet"]
+    path: str = Field(description="File, folder or glob; relative paths start at the project root.")
+    schema_: str | dict[str, str] | None = Field(
+        None,
+        alias="schema",
+        description="Spark DDL ('ts TIMESTAMP, n INT') or a mapping column: type. Without it the schema is inferred.",
+    )
+    options: dict[str, Scalar] = Field(default_factory=dict, description="Spark reader options.")
+    description: str = ""
+
+    def ddl(self) -> str | None:
+        if self.schema_ is None or isinstance(self.schema_, str):
+            return self.schema_
+        return ", ".join(f"`{col}` {typ}" for col, typ in self.schema_.items())
+
+
+class DeltaSource(SpecModel):
+    """A Delta table by path or by name under the warehouse, optionally at a past version."""
+
+    format: Literal["delta"]
+    path: str | None = Field(None, description="Table location (relative paths start at the project root).")
+    table: str | None = Field(None, description="Table name under the warehouse (see outputs' name).")
+    version: int | None = Field(None, ge=0, description="Time travel: read this table version.")
+    timestamp: datetime | None = Field(None, description="Time travel: read the table as of this time.")
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _one_location(self) -> DeltaSource:
+        if (self.path is None) == (self.table is None):
+            raise ValueError("a delta source needs exactly one of 'path' or 'table'")
+        if self.version is not None and self.timestamp is not None:
+            raise ValueError("give 'version' or 'timestamp', not both")
+        return self
+
+
+Source = Annotated[Union[FileSource, DeltaSource], Field(discriminator="format")]
+
+
+class Output(SpecModel):
+    """A Delta table written from a step."""
+
+    from_: Name | None = Field(None, alias="from", description="The step to write (default: the output's own name).")
+    name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$",
+        description="Table name under the warehouse (default: the output's own name).",
+    )
+    path: str | None = Field(None, description="Explicit table location instead of a name under the warehouse.")
+    mode: Literal["append", "overwrite", "merge"] = "overwrite"
+    keys: list[str] = Field(default_factory=list, description="Columns identifying a row (required for merge).")
+    partition_by: list[str] = Field(default_factory=list)
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Output:
+        if self.mode == "merge" and not self.keys:
+            raise ValueError("mode 'merge' needs 'keys': the columns that identify a row, e.g. keys: [id]")
+        if self.keys and self.mode != "merge":
+            raise ValueError(f"'keys' only apply to mode 'merge' (this output's mode is '{self.mode}')")
+        if self.name is not None and self.path is not None:
+            raise ValueError("give 'name' or 'path', not both")
+        return self
+
+
+class Pipeline(SpecModel):
+    """A pipeline: sources are read, steps transform them, outputs write steps to Delta."""
+
+    name: Name
+    description: str = ""
+    mode: Literal["batch", "streaming"] = "batch"
+    vars: dict[str, Any] = Field(default_factory=dict, description="Defaults for var(); overridden by the profile and --var.")
+    sources: dict[Name, Source] = Field(default_factory=dict)
+    steps: dict[Name, any_step_type()] = Field(min_length=1)  # type: ignore[valid-type]
+    outputs: dict[Name, Output] = Field(min_length=1)
+
+    def output_step(self, output_name: str) -> str:
+        return self.outputs[output_name].from_ or output_name

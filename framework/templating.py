@@ -1,0 +1,331 @@
+"""Render a step's SQL template: sandboxed Jinja2, StrictUndefined, and the user's vocabulary.
+
+Vocabulary: `ref('step')`, `source('name')`, `var('x', default)`, the `lit` filter (a value as
+a safe SQL literal), the `ident` filter (a safe identifier) and every macro in sql/macros/*.sql.
+
+Rendering keeps a map from each character of the output back to the template line that emitted
+it, so a SQL syntax error found in rendered text is reported at the template's own file:line.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextvars
+import math
+import traceback
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import SandboxedEnvironment
+
+from framework.errors import BadInput, Problem
+from framework.spec.base import did_you_mean
+
+_MISSING = object()
+_INLINE = "<inline>"
+
+
+class TemplateUserError(Exception):
+    """Raised by ref()/source()/var()/lit inside a template; located by the renderer."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
+
+
+def sql_literal(value: Any) -> str:
+    """A Python value as a Spark SQL literal that cannot break out of its quotes."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TemplateUserError(f"{value} has no SQL literal", hint="pass a finite number")
+        return repr(value)
+    if isinstance(value, Decimal):
+        return f"{value}BD"
+    if isinstance(value, datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return "(" + ", ".join(sql_literal(v) for v in items) + ")"
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def sql_identifier(value: Any) -> str:
+    """A name as a back-quoted Spark SQL identifier."""
+    return "`" + str(value).replace("`", "``") + "`"
+
+
+class Relation(str):
+    """What ref()/source() return: the quoted view name the runner registers for that node."""
+
+
+@dataclass
+class _RenderState:
+    step: str
+    steps: set[str]
+    sources: set[str]
+    variables: dict[str, Any]
+    refs: list[str] = field(default_factory=list)
+    source_refs: list[str] = field(default_factory=list)
+    vars_used: set[str] = field(default_factory=set)
+
+
+_state: contextvars.ContextVar[_RenderState] = contextvars.ContextVar("tributary_render_state")
+
+
+def _ref(name: str) -> Relation:
+    state = _state.get()
+    if name not in state.steps:
+        if name in state.sources:
+            raise TemplateUserError(f"ref('{name}'): '{name}' is a source", hint=f"write source('{name}')")
+        raise TemplateUserError(f"ref('{name}'): no step named '{name}'", hint=did_you_mean(name, state.steps))
+    if name not in state.refs:
+        state.refs.append(name)
+    return Relation(sql_identifier(name))
+
+
+def _source(name: str) -> Relation:
+    state = _state.get()
+    if name not in state.sources:
+        if name in state.steps:
+            raise TemplateUserError(f"source('{name}'): '{name}' is a step", hint=f"write ref('{name}')")
+        raise TemplateUserError(f"source('{name}'): no source named '{name}'", hint=did_you_mean(name, state.sources))
+    if name not in state.source_refs:
+        state.source_refs.append(name)
+    return Relation(sql_identifier(name))
+
+
+def _var(name: str, default: Any = _MISSING) -> Any:
+    state = _state.get()
+    state.vars_used.add(name)
+    if name in state.variables:
+        return state.variables[name]
+    if default is not _MISSING:
+        return default
+    raise TemplateUserError(
+        f"var('{name}') is not defined",
+        hint=f"add it under 'vars:' in the pipeline or the profile, pass --var {name}=..., or give a default: var('{name}', ...)",
+    )
+
+
+@dataclass(frozen=True)
+class SourceMap:
+    """Maps offsets in rendered SQL to (template file, line)."""
+
+    starts: list[int]  # rendered offset where each piece starts
+    pieces: list[tuple[str, int, bool, str]]  # (file, template line at piece start, is_literal, text)
+
+    def locate(self, offset: int) -> tuple[str, int]:
+        i = max(bisect.bisect_right(self.starts, offset) - 1, 0)
+        file, line, literal, text = self.pieces[i]
+        if literal:
+            line += text.count("\n", 0, offset - self.starts[i])
+        return file, line
+
+
+@dataclass(frozen=True)
+class RenderedSql:
+    step: str
+    text: str
+    template: str  # the template as shown to the user (sql/x.sql, or the pipeline file for inline SQL)
+    source_map: SourceMap
+    refs: tuple[str, ...]
+    sources: tuple[str, ...]
+    vars_used: frozenset[str]
+
+    def locate(self, line: int, col: int = 1) -> tuple[str, int]:
+        """Template file and line of a 1-based (line, col) in the rendered text."""
+        lines = self.text.split("\n")
+        offset = sum(len(t) + 1 for t in lines[: max(line - 1, 0)]) + max(col - 1, 0)
+        return self.source_map.locate(min(offset, max(len(self.text) - 1, 0)))
+
+
+class TemplateRenderer:
+    """One per pipeline: a sandboxed environment over sql/ with macros loaded as globals."""
+
+    def __init__(self, sql_dir: Path, shown_root: Path, steps: set[str], sources: set[str], variables: dict[str, Any]):
+        self.sql_dir = sql_dir
+        self.shown_root = shown_root
+        self.steps, self.sources, self.variables = steps, sources, variables
+        self.env = SandboxedEnvironment(
+            loader=jinja2.FileSystemLoader(str(sql_dir)),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            autoescape=False,
+        )
+        self.env.filters.update(lit=sql_literal, quote=sql_literal, ident=sql_identifier)
+        self.env.globals.update(ref=_ref, source=_source, var=_var)
+        self._macros_loaded = False
+
+    def _shown(self, filename: str | None) -> str:
+        if not filename:
+            return _INLINE
+        try:
+            return str(Path(filename).resolve().relative_to(self.shown_root.resolve()))
+        except ValueError:
+            return filename
+
+    def _load_macros(self, state: _RenderState) -> None:
+        """Every macro of sql/macros/*.sql becomes a global (dbt style: callable by name)."""
+        if self._macros_loaded:
+            return
+        self._macros_loaded = True
+        macro_dir = self.sql_dir / "macros"
+        for path in sorted(macro_dir.glob("*.sql")) if macro_dir.is_dir() else []:
+            rel = path.relative_to(self.sql_dir).as_posix()
+            module = self._guarded(lambda rel=rel: self.env.get_template(rel).module, state, inline=None)
+            for name in dir(module):
+                if not name.startswith("_"):
+                    self.env.globals[name] = getattr(module, name)
+
+    def render_file(self, step: str, relative: str) -> RenderedSql:
+        state = self._state(step)
+        token = _state.set(state)
+        try:
+            self._load_macros(state)
+            path = self.sql_dir / relative
+            if not path.is_file():
+                raise BadInput(
+                    Problem(
+                        f"step '{step}': template '{relative}' not found under {self._shown(str(self.sql_dir))}/",
+                        hint=_template_hint(self.sql_dir, relative),
+                    )
+                )
+            template = self._guarded(lambda: self.env.get_template(relative), state, inline=None)
+            return self._render(template, state, self._shown(str(path)), inline=None)
+        finally:
+            _state.reset(token)
+
+    def render_inline(self, step: str, sql: str, shown_file: str, first_line: int) -> RenderedSql:
+        state = self._state(step)
+        token = _state.set(state)
+        try:
+            self._load_macros(state)
+            inline = (shown_file, first_line)
+            template = self._guarded(lambda: self.env.from_string(sql), state, inline=inline)
+            return self._render(template, state, shown_file, inline=inline, source=sql)
+        finally:
+            _state.reset(token)
+
+    def _state(self, step: str) -> _RenderState:
+        return _RenderState(step=step, steps=self.steps, sources=self.sources, variables=self.variables)
+
+    def _render(
+        self, template: jinja2.Template, state: _RenderState, shown: str, inline: tuple[str, int] | None, source: str | None = None
+    ) -> RenderedSql:
+        if source is None:
+            source = Path(template.filename).read_text(encoding="utf-8") if template.filename else ""
+
+        def run() -> tuple[str, SourceMap]:
+            return _render_with_map(template, shown, inline, source)
+
+        text, source_map = self._guarded(run, state, inline)
+        return RenderedSql(
+            step=state.step,
+            text=text,
+            template=shown,
+            source_map=source_map,
+            refs=tuple(state.refs),
+            sources=tuple(state.source_refs),
+            vars_used=frozenset(state.vars_used),
+        )
+
+    def _guarded(self, fn: Any, state: _RenderState, inline: tuple[str, int] | None) -> Any:
+        """Run fn; turn any template error into a BadInput at the template's own file:line."""
+        try:
+            return fn()
+        except BadInput:
+            raise
+        except jinja2.TemplateSyntaxError as e:
+            file, line = self._where(e.filename, e.lineno, inline)
+            raise BadInput(
+                Problem(f"step '{state.step}': template syntax error: {e.message}", file=file, line=line,
+                        hint="check the {{ }} and {% %} tags on that line")
+            ) from None
+        except jinja2.TemplateNotFound as e:
+            raise BadInput(
+                Problem(f"step '{state.step}': template '{e.name}' not found", hint=_template_hint(self.sql_dir, str(e.name)))
+            ) from None
+        except Exception as e:  # noqa: BLE001 - every render error is the user's template's
+            file, line = self._where_in_traceback(e, inline)
+            if isinstance(e, TemplateUserError):
+                message, hint = str(e), e.hint
+            elif isinstance(e, jinja2.UndefinedError):
+                message = f"{e.message}"
+                hint = "template values come from var('name'), ref('step'), source('name') or a macro"
+            elif isinstance(e, jinja2.exceptions.SecurityError):
+                message, hint = f"not allowed in a template: {e}", "templates may only build SQL text"
+            else:
+                message, hint = f"{type(e).__name__}: {e}", None
+            raise BadInput(Problem(f"step '{state.step}': {message}", file=file, line=line, hint=hint)) from None
+
+    def _where(self, filename: str | None, lineno: int | None, inline: tuple[str, int] | None) -> tuple[str, int | None]:
+        if inline and (filename is None or filename == "<template>"):
+            return inline[0], inline[1] + (lineno or 1) - 1
+        return self._shown(filename), lineno
+
+    def _where_in_traceback(self, error: BaseException, inline: tuple[str, int] | None) -> tuple[str | None, int | None]:
+        """The innermost traceback frame that belongs to a template (Jinja rewrites them)."""
+        for frame in reversed(traceback.extract_tb(error.__traceback__)):
+            name = frame.filename
+            if name == "<template>" or (name and Path(name).suffix == ".sql"):
+                return self._where(name, frame.lineno, inline)
+        return (inline[0], inline[1]) if inline else (None, None)
+
+
+def _template_hint(sql_dir: Path, relative: str) -> str:
+    known = [p.relative_to(sql_dir).as_posix() for p in sql_dir.rglob("*.sql")] if sql_dir.is_dir() else []
+    return did_you_mean(relative, [k for k in known if not k.startswith("macros/")]) or "create the file under sql/"
+
+
+def _render_with_map(
+    template: jinja2.Template, shown: str, inline: tuple[str, int] | None, source: str
+) -> tuple[str, SourceMap]:
+    """Render, recording which template line emitted each chunk (Jinja's debug line info)."""
+    line_starts = [0] + [i + 1 for i, c in enumerate(source) if c == "\n"]
+    offset_base = inline[1] - 1 if inline else 0
+    context = template.new_context({})
+    generator = template.root_render_func(context)
+    starts: list[int] = []
+    pieces: list[tuple[str, int, bool, str]] = []
+    out: list[str] = []
+    position = 0
+    try:
+        for chunk in generator:
+            reported = template.get_corresponding_lineno(generator.gi_frame.f_lineno) if generator.gi_frame else 1
+            line, literal = _chunk_line(chunk, reported, source, line_starts)
+            starts.append(position)
+            pieces.append((shown, line + offset_base, literal, chunk))
+            out.append(chunk)
+            position += len(chunk)
+    except Exception:
+        template.environment.handle_exception()  # re-raises with template frames in the traceback
+    if not pieces:
+        starts, pieces = [0], [(shown, 1 + offset_base, True, "")]
+    return "".join(out), SourceMap(starts, pieces)
+
+
+def _chunk_line(chunk: str, reported: int, source: str, line_starts: list[int]) -> tuple[int, bool]:
+    """Where a chunk starts in the template. Literal text is found verbatim near the reported line
+    (Jinja reports the line of the preceding tag for text that follows a block tag)."""
+    if not source or not chunk or (len(chunk) < 2 and "\n" not in chunk):
+        return reported, "\n" in chunk
+    begin = line_starts[min(max(reported - 1, 0), len(line_starts) - 1)]
+    found = source.find(chunk, begin)
+    if found >= 0:
+        line = bisect.bisect_right(line_starts, found)
+        if line - reported <= 3:
+            return line, True
+    return reported, False
