@@ -40,7 +40,8 @@ def _guard(debug: bool, fn, *args, **kwargs):  # noqa: ANN001, ANN202
         if debug:
             err.print(traceback.format_exc())
         label = "invalid" if isinstance(e, BadInput) else "run failed"
-        err.print(f"[bold red]{label}:[/] {e}" if "\n" not in str(e) else f"[bold red]{label}:[/]\n{e}")
+        err.print(f"[bold red]{label}:[/]", end="\n" if "\n" in str(e) else " ")
+        err.print(str(e), markup=False, soft_wrap=True)
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
         err.print("[red]interrupted[/]; outputs stay at their previous version")
@@ -51,8 +52,9 @@ def _guard(debug: bool, fn, *args, **kwargs):  # noqa: ANN001, ANN202
         if debug:
             err.print(traceback.format_exc())
         else:
-            err.print(f"[bold red]run failed:[/] {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-                      "\n  (run again with --debug for the traceback)")
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            err.print("[bold red]run failed:[/]", end=" ")
+            err.print(f"{type(e).__name__}: {first}\n  (run again with --debug for the traceback)", markup=False, soft_wrap=True)
         raise typer.Exit(1) from None
 
 
@@ -100,7 +102,7 @@ def validate(
                 failures.append(e)
                 out.print(f"[red]✗[/] {shown}")
                 for p in e.problems:
-                    err.print(f"  {p}".replace("\n", "\n  "))
+                    err.print(f"  {p}".replace("\n", "\n  "), markup=False, soft_wrap=True)
         if failures:
             raise typer.Exit(2)
 
@@ -231,14 +233,9 @@ def runs(
 
 def _stop_spark() -> None:
     if "pyspark" in sys.modules:
-        from pyspark.sql import SparkSession
+        from framework.engine.session import stop_started_session
 
-        active = SparkSession.getActiveSession()
-        if active is not None:
-            try:
-                active.stop()
-            except Exception:  # noqa: BLE001
-                pass
+        stop_started_session()
 
 
 def main() -> None:

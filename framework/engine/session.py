@@ -14,6 +14,9 @@ if TYPE_CHECKING:
 
 _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
+#: The session this process started (the CLI stops it at exit; a session someone else made is left alone).
+started_here: SparkSession | None = None
+
 #: Settings every session gets unless the profile overrides them.
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -33,6 +36,7 @@ def spark_session(profile: Profile) -> SparkSession:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    global started_here
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -47,9 +51,19 @@ def spark_session(profile: Profile) -> SparkSession:
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    started_here = spark
     if not profile.spark.remote:
         spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def stop_started_session() -> None:
+    global started_here
+    if started_here is not None:
+        try:
+            started_here.stop()
+        finally:
+            started_here = None
 
 
 def has_delta_jars(spark: SparkSession) -> bool:

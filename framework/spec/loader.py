@@ -104,8 +104,12 @@ def _describe(err: dict[str, Any], loc: tuple[Any, ...]) -> tuple[str, str | Non
         return message, hint, (*loc, *relative)
     if kind == "missing":
         return f"missing required key '{loc[-1]}'", None, loc
-    if kind == "union_tag_not_found" and ctx.get("discriminator") == "'format'":
-        return "missing required key 'format'", "one of: json, csv, parquet, delta", loc
+    if kind == "union_tag_not_found":
+        tag = str(ctx.get("discriminator", "")).strip("'")
+        typo = _near_key(err.get("input"), tag)
+        if typo is not None:
+            return f"unknown key '{typo}'", f"did you mean '{tag}'?", (*loc, typo)
+        return f"missing required key '{tag}'", "one of: json, csv, parquet, delta" if tag == "format" else None, loc
     if kind == "union_tag_invalid":
         return (
             f"{ctx.get('discriminator', 'value')} {ctx.get('tag')!r} is not one of {ctx.get('expected_tags')}",
@@ -119,6 +123,14 @@ def _describe(err: dict[str, Any], loc: tuple[Any, ...]) -> tuple[str, str | Non
     if kind == "literal_error":
         return f"{err['input']!r} is not allowed; expected {ctx.get('expected')}", None, loc
     return err["msg"], None, loc
+
+
+def _near_key(raw: Any, wanted: str) -> str | None:
+    if isinstance(raw, dict):
+        for key in raw:
+            if did_you_mean(str(key), {wanted}).startswith("did you mean"):
+                return str(key)
+    return None
 
 
 def _describe_step_kind(raw: Any) -> tuple[str, str | None, tuple[Any, ...]]:

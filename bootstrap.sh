@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set up .venv with the pinned dependencies (once, or again when they change), then:
+#   ./bootstrap.sh example   validate the pipelines and run the example on embedded local Spark
+#   ./bootstrap.sh test      run the test suite (extra arguments go to pytest)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+python_bin="${PYTHON:-}"
+if [ -z "$python_bin" ]; then
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      python_bin="$candidate"; break
+    fi
+  done
+fi
+[ -n "$python_bin" ] || { echo "bootstrap: Python 3.11 is needed (set PYTHON=/path/to/python3.11)" >&2; exit 2; }
+command -v java >/dev/null || { echo "bootstrap: Java 17 is needed for Spark (java not on PATH)" >&2; exit 2; }
+
+stamp=.venv/.tributary-installed
+if [ ! -x .venv/bin/python ] || [ setup.cfg -nt "$stamp" ] || [ requirements.lock -nt "$stamp" ]; then
+  echo "bootstrap: installing pinned dependencies into .venv (first time takes a few minutes)" >&2
+  "$python_bin" -m venv .venv
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -c requirements.lock -e '.[dev]'
+  touch "$stamp"
+fi
+
+task="${1:-example}"
+shift || true
+case "$task" in
+  example)
+    .venv/bin/tributary validate
+    exec .venv/bin/tributary run pipelines/service_calls.yaml --show 5 "$@"
+    ;;
+  test)
+    exec .venv/bin/python -m pytest "$@"
+    ;;
+  *)
+    echo "usage: ./bootstrap.sh example|test [args]" >&2; exit 2
+    ;;
+esac

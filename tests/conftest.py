@@ -1,0 +1,71 @@
+"""Shared fixtures: one local SparkSession for the whole test session, a fresh project per test."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from framework.engine.session import spark_session
+    from framework.profiles import Profile, SparkSettings
+
+    profile = Profile(spark=SparkSettings(master="local[2]", app_name="tributary-tests", conf={"spark.sql.shuffle.partitions": 2}))
+    session = spark_session(profile)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the repo's example project (pipelines, sql, data) with its own warehouse."""
+    for folder in ("pipelines", "sql", "data", "udfs"):
+        if (REPO / folder).exists():
+            shutil.copytree(REPO / folder, tmp_path / folder)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "local.yaml").write_text(
+        "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 2\nwarehouse: ./warehouse\n"
+    )
+    return tmp_path
+
+
+@pytest.fixture
+def cli(project: Path, monkeypatch: pytest.MonkeyPatch):
+    """Invoke the CLI in-process from the project folder; returns (exit code, stdout, stderr)."""
+    from framework.cli import app
+
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("TRIBUTARY_PROFILE", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        result = runner.invoke(app, list(args), catch_exceptions=False)
+        return result.exit_code, result.stdout, result.stderr
+
+    return invoke
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def delta_rows(table: Path, order_by: str | None = None) -> list[dict]:
+    """Read a Delta table back with delta-rs (not Spark), as plain dicts."""
+    from framework.io.delta_rs import DeltaRsStore
+
+    sql = "SELECT * FROM t" + (f" ORDER BY {order_by}" if order_by else "")
+    return DeltaRsStore().query(str(table), sql).to_pylist()
+
+
+def delta_version(table: Path) -> int | None:
+    from framework.io.delta_rs import DeltaRsStore
+
+    return DeltaRsStore().version(str(table))

@@ -1,0 +1,196 @@
+"""Every kind of bad input gets one clear message naming where it is, exit code 2, and changes nothing.
+
+These run without Spark: validation never starts a JVM.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write
+
+GOOD = """\
+name: demo
+sources:
+  calls:
+    format: json
+    path: data/samples/service_calls/static
+    schema: ts TIMESTAMP, head_service STRING, response_ms INT
+steps:
+  recent:
+    sql: |
+      select head_service, response_ms
+      from {{ source('calls') }}
+  stats:
+    sql: stats.sql
+outputs:
+  stats:
+    mode: overwrite
+"""
+
+STATS_SQL = """\
+select head_service,
+       count(*) as calls
+from {{ ref('recent') }}
+group by head_service
+"""
+
+
+@pytest.fixture
+def demo(project: Path) -> Path:
+    write(project / "sql" / "stats.sql", STATS_SQL)
+    return write(project / "pipelines" / "demo.yaml", GOOD)
+
+
+def test_the_good_pipeline_validates(cli, demo):
+    code, out, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 0, err
+    assert "✓ pipelines/demo.yaml" in out
+
+
+def test_malformed_yaml_names_file_line_and_column(cli, demo):
+    demo.write_text(GOOD.replace("  recent:\n", "  recent:\n   bad: [unclosed\n"))
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "pipelines/demo.yaml:10:8:" in err and "malformed YAML" in err
+
+
+def test_unknown_key_suggests_the_closest(cli, demo):
+    demo.write_text(GOOD.replace("    format: json", "    formt: json\n    format: json"))
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "pipelines/demo.yaml:4:5" in err
+    assert "unknown key 'formt'" in err and "did you mean 'format'" in err
+
+
+def test_unknown_step_kind_suggests_the_closest(cli, demo):
+    demo.write_text(GOOD.replace("    sql: stats.sql", "    sqll: stats.sql"))
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "unknown step kind 'sqll'" in err and "did you mean 'sql'" in err and ":13:" in err
+
+
+def test_duplicate_step_names_are_reported(cli, demo):
+    demo.write_text(GOOD.replace("  stats:\n    sql: stats.sql", "  stats:\n    sql: stats.sql\n  stats:\n    sql: stats.sql"))
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "duplicate key 'stats'" in err and "first defined on line 12" in err
+
+
+def test_missing_template_file(cli, demo):
+    demo.write_text(GOOD.replace("sql: stats.sql", "sql: stat.sql"))
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "template 'stat.sql' not found" in err and "did you mean 'stats.sql'" in err
+
+
+def test_undefined_var_points_at_the_template_line(cli, project, demo):
+    write(project / "sql" / "stats.sql", STATS_SQL.replace("group by", "where calls > {{ var('min_calls') }}\ngroup by"))
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "sql/stats.sql:4:" in err and "var('min_calls') is not defined" in err and "--var min_calls=" in err
+
+
+def test_sql_syntax_error_points_at_the_template_line(cli, project, demo):
+    write(project / "sql" / "stats.sql", "{% set n = 2 %}\nselect head_service,\n  count(*) as calls\nfrom {{ ref('recent') }}\ngroup head_service\n")
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "sql/stats.sql:5:" in err and "SQL syntax error" in err and "step 'stats'" in err
+
+
+def test_sql_syntax_error_in_inline_sql_points_at_the_pipeline_line(cli, demo):
+    demo.write_text(GOOD.replace("select head_service, response_ms", "select head_service response_ms bogus"))
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "pipelines/demo.yaml:10:" in err and "step 'recent'" in err
+
+
+def test_unknown_ref(cli, project, demo):
+    write(project / "sql" / "stats.sql", STATS_SQL.replace("ref('recent')", "ref('recnt')"))
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "sql/stats.sql:3:" in err and "no step named 'recnt'" in err and "did you mean 'recent'" in err
+
+
+def test_reading_a_step_without_ref_is_flagged(cli, project, demo):
+    write(project / "sql" / "stats.sql", STATS_SQL.replace("{{ ref('recent') }}", "recent"))
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "reads 'recent' directly" in err and "ref('recent')" in err
+
+
+def test_cycle_is_reported_with_its_full_path(cli, demo):
+    looped = GOOD.replace("from {{ source('calls') }}", "from {{ source('calls') }} join {{ ref('c') }} using (head_service)")
+    looped = looped.replace(
+        "outputs:", "  b:\n    sql: select * from {{ ref('stats') }}\n  c:\n    sql: select * from {{ ref('b') }}\noutputs:"
+    )
+    demo.write_text(looped)
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    cycle = err.split("cycle: ")[1].splitlines()[0]
+    names = [n.strip() for n in cycle.split("→")]
+    assert names[0] == names[-1] and set(names) == {"recent", "stats", "b", "c"} and len(names) == 5
+
+
+def test_merge_without_keys(cli, demo):
+    demo.write_text(GOOD.replace("mode: overwrite", "mode: merge"))
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "pipelines/demo.yaml:15:" in err and "needs 'keys'" in err and "keys: [id]" in err
+
+
+@pytest.mark.parametrize("bad", ["min_calls", "=3", "1x=3"])
+def test_bad_var_syntax(cli, demo, bad):
+    code, _, err = cli("run", "pipelines/demo.yaml", "--var", bad)
+    assert code == 2
+    assert f"bad --var '{bad}'" in err
+
+
+def test_var_the_pipeline_does_not_use(cli, demo):
+    code, _, err = cli("compile", "pipelines/demo.yaml", "--var", "min_cals=3")
+    assert code == 2
+    assert "has no var 'min_cals'" in err
+
+
+def test_missing_source_path_fails_before_spark_starts(cli, demo):
+    demo.write_text(GOOD.replace("data/samples/service_calls/static", "data/nowhere"))
+    code, _, err = cli("run", "pipelines/demo.yaml")
+    assert code == 2
+    assert "source 'calls': path not found" in err
+    assert "pyspark.sql.session" not in sys.modules or _no_active_session()
+
+
+def test_streaming_mode_is_rejected_clearly_for_now(cli, demo):
+    demo.write_text("mode: streaming\n" + GOOD)
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "pipelines/demo.yaml:1:" in err and "streaming" in err
+
+
+def test_output_of_unknown_step(cli, demo):
+    demo.write_text(GOOD + "  other:\n    from: stast\n")
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "writes step 'stast'" in err and "did you mean 'stats'" in err
+
+
+def test_bad_select(cli, demo):
+    code, _, err = cli("compile", "pipelines/demo.yaml", "--select", "+stat")
+    assert code == 2
+    assert "no step named 'stat'" in err
+
+
+def test_several_problems_are_reported_together(cli, demo):
+    demo.write_text(GOOD.replace("    format: json", "    formt: json").replace("mode: overwrite", "mode: upsert"))
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "formt" in err and "upsert" in err
+
+
+def _no_active_session() -> bool:
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is None
