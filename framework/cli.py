@@ -22,8 +22,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# Off a terminal (CI logs, pipes) tables get room instead of 80 columns.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 PipelineArg = Annotated[str, typer.Argument(help="Pipeline file or name (pipelines/<name>.yaml).")]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", "-p", help="Profile in configs/ (default: $TRIBUTARY_PROFILE or local).")]

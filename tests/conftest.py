@@ -18,6 +18,9 @@ def spark():
 
     profile = Profile(spark=SparkSettings(master="local[2]", app_name="tributary-tests", conf={"spark.sql.shuffle.partitions": 2}))
     session = spark_session(profile)
+    import framework.engine.session as session_module
+
+    session_module.started_here = None  # owned by the tests: `tributary run` in-process must not stop it
     yield session
     session.stop()
 

@@ -79,9 +79,9 @@ class EventLog:
 RECENT_RUNS_SQL = """
 SELECT run_id,
        max(pipeline) AS pipeline,
-       min(CASE WHEN event = 'run_start' THEN ts END) AS started,
+       date_format(min(CASE WHEN event = 'run_start' THEN ts END), '%Y-%m-%d %H:%M:%S') AS started,
        max(CASE WHEN event = 'run_end' THEN status END) AS status,
-       max(CASE WHEN event = 'run_end' THEN duration_s END) AS duration_s,
+       round(max(CASE WHEN event = 'run_end' THEN duration_s END), 1) AS seconds,
        sum(CASE WHEN event = 'output_end' THEN rows END) AS rows_written,
        max(CASE WHEN event = 'run_end' THEN error END) AS error
 FROM t

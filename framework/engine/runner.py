@@ -450,7 +450,7 @@ def _one_line(error: BaseException) -> str:
 def _as_run_error(error: BaseException) -> BaseException:
     if isinstance(error, (TributaryError, KeyboardInterrupt)):
         return error
-    return RunFailed(f"run failed: {_one_line(error)}")
+    return RunFailed(_one_line(error))
 
 
 def _quietly(fn: Any) -> None:

@@ -130,7 +130,7 @@ class DeltaRsStore(DeltaStore):
             partitioning = ds.partitioning(pa.schema([full.field(c) for c in staged.partition_by]), flavor="hive")
         fs, root = staging_files.filesystem(staged.staging)
         source = ds.dataset(root, filesystem=fs, format="parquet", schema=full, partitioning=partitioning)
-        predicate = " AND ".join(f't."{k}" IS NOT DISTINCT FROM s."{k}"' for k in keys)
+        predicate = " AND ".join(f'(t."{k}" IS NOT DISTINCT FROM s."{k}")' for k in keys)
         (
             dt.merge(
                 source.scanner().to_reader(),

@@ -1,0 +1,229 @@
+"""End-to-end runs on the shared local SparkSession, with Delta tables read back through delta-rs."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import delta_rows, delta_version, write
+
+pytestmark = pytest.mark.spark
+
+APPEND = """\
+name: calls_log
+sources:
+  calls:
+    format: json
+    path: incoming
+    schema: ts TIMESTAMP, head_service STRING, response_ms INT
+steps:
+  slow:
+    sql: |
+      select head_service, response_ms, ts
+      from {{ source('calls') }}
+      where response_ms >= {{ var('threshold', 0) | lit }}
+outputs:
+  slow:
+    mode: append
+"""
+
+
+def _lines(rows: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def _calls(n: int, start: int = 0, head: str = "/a.html") -> list[dict]:
+    return [{"ts": f"2026-11-02T08:00:{(start + i) % 60:02d}Z", "head_service": head, "response_ms": 10 * (start + i)} for i in range(n)]
+
+
+def test_example_pipeline_writes_real_delta_tables(spark, cli, project):
+    code, out, err = cli("run", "service_calls")
+    assert code == 0, err
+    warehouse = project / "warehouse"
+    assert (warehouse / "service_stats" / "_delta_log" / "00000000000000000000.json").is_file()
+
+    raw = [json.loads(line) for f in sorted((project / "data/samples/service_calls").rglob("*.json")) for line in f.open()]
+    expected = Counter((r["requested_service"], r["head_service"]) for r in raw)
+    stats = delta_rows(warehouse / "service_stats")
+    assert {(r["requested_service"], r["head_service"]): r["calls"] for r in stats} == dict(expected)
+    some = stats[0]
+    times = [r["response_ms"] for r in raw if (r["requested_service"], r["head_service"]) == (some["requested_service"], some["head_service"])]
+    assert some["avg_response_ms"] == pytest.approx(sum(times) / len(times), abs=0.06)
+
+    from deltalake import DeltaTable
+
+    daily = DeltaTable(str(warehouse / "daily_head_stats"))
+    assert daily.metadata().partition_columns == ["day"]
+    assert sum(r["invocations"] for r in delta_rows(warehouse / "daily_head_stats")) == len(raw)
+
+    events = delta_rows(warehouse / "_tributary" / "events")
+    kinds = Counter(e["event"] for e in events)
+    assert kinds["run_start"] == 1 and kinds["run_end"] == 1 and kinds["output_end"] == 2
+    assert [e["status"] for e in events if e["event"] == "run_end"] == ["ok"]
+    assert "service_stats" in out and "written" in out
+
+
+def test_rerunning_the_same_append_run_does_not_duplicate(spark, cli, project):
+    write(project / "pipelines" / "calls_log.yaml", APPEND)
+    write(project / "incoming" / "a.json", _lines(_calls(5)))
+    table = project / "warehouse" / "slow"
+
+    assert cli("run", "calls_log")[0] == 0
+    assert len(delta_rows(table)) == 5
+    code, out, _ = cli("run", "calls_log")
+    assert code == 0 and "skipped" in out
+    assert len(delta_rows(table)) == 5 and delta_version(table) == 0
+
+    write(project / "incoming" / "b.json", _lines(_calls(3, start=5)))
+    assert cli("run", "calls_log")[0] == 0
+    assert len(delta_rows(table)) == 5 + 5 + 3  # a new batch run: the folder as it is now is appended
+    assert cli("run", "calls_log", "--full-refresh")[0] == 0
+    assert len(delta_rows(table)) == 8
+
+
+def test_merge_updates_rows_in_place(spark, cli, project):
+    assert cli("run", "service_calls")[0] == 0
+    table = project / "warehouse" / "daily_head_stats"
+    before = {r["head_service"]: r["invocations"] for r in delta_rows(table)}
+    extra = [{"ts": "2026-11-02T09:00:00Z", "client_ip": "10.9.9.9", "head_service": "/news.html",
+              "requested_service": "/news.html", "response_ms": 5}] * 4
+    write(project / "data/samples/service_calls/static/part-999.json", _lines(extra))
+    assert cli("run", "service_calls")[0] == 0
+    after = {r["head_service"]: r["invocations"] for r in delta_rows(table)}
+    assert len(delta_rows(table)) == len(before)
+    assert after["/news.html"] == before["/news.html"] + 4
+    assert {k: v for k, v in after.items() if k != "/news.html"} == {k: v for k, v in before.items() if k != "/news.html"}
+
+
+def test_schema_mismatch_on_append_names_columns_and_leaves_the_table(spark, cli, project):
+    write(project / "pipelines" / "calls_log.yaml", APPEND)
+    write(project / "incoming" / "a.json", _lines(_calls(5)))
+    assert cli("run", "calls_log")[0] == 0
+    table = project / "warehouse" / "slow"
+    changed = APPEND.replace("select head_service, response_ms, ts", "select head_service, cast(response_ms as string) as response_ms, ts, 1 as extra")
+    write(project / "pipelines" / "calls_log.yaml", changed)
+    code, _, err = cli("run", "calls_log")
+    assert code == 2
+    assert "new columns ['extra']" in err and "response_ms (int → string)" in err
+    assert delta_version(table) == 0 and len(delta_rows(table)) == 5
+
+
+def test_a_failing_step_leaves_every_output_at_its_previous_version(spark, cli, project):
+    assert cli("run", "service_calls")[0] == 0
+    warehouse = project / "warehouse"
+    before = {t: (delta_version(warehouse / t), delta_rows(warehouse / t, "1")) for t in ("service_stats", "daily_head_stats")}
+    write(project / "sql" / "daily_head_stats.sql",
+          "select to_date(ts) as day, head_service, count(*) as invocations, count(distinct client_ip) as clients,\n"
+          "  cast(max(if(response_ms > 0, raise_error('boom'), 0)) as int) as p95_response_ms\n"
+          "from {{ ref('all_calls') }} group by 1, 2\n")
+    code, _, err = cli("run", "service_calls")
+    assert code == 1 and "boom" in err
+    after = {t: (delta_version(warehouse / t), delta_rows(warehouse / t, "1")) for t in before}
+    assert after == before
+    assert not any((warehouse / "_tributary" / "staging").glob("*/*")), "staging is cleaned up"
+    ends = [e for e in delta_rows(warehouse / "_tributary" / "events") if e["event"] == "run_end"]
+    assert sorted(e["status"] for e in ends) == ["failed", "ok"]
+
+
+def test_a_failed_commit_restores_the_outputs_already_committed(spark, cli, project):
+    assert cli("run", "service_calls")[0] == 0
+    warehouse = project / "warehouse"
+    before = delta_rows(warehouse / "service_stats", "1")
+    write(project / "blocker", "a file where the second table's folder should be\n")
+    pipeline = project / "pipelines" / "service_calls.yaml"
+    pipeline.write_text(pipeline.read_text().replace("    mode: merge\n", "    mode: merge\n    path: blocker/daily\n")
+                        .replace("since: \"2026-01-01 00:00:00\"", "since: \"2026-11-02 08:04:00\""))
+    code, _, err = cli("run", "service_calls")
+    assert code == 1
+    assert delta_rows(warehouse / "service_stats", "1") == before
+
+
+def test_malformed_records_are_quarantined_not_dropped(spark, cli, project):
+    write(project / "pipelines" / "calls_log.yaml", APPEND)
+    good = _calls(4)
+    write(project / "incoming" / "a.json", _lines(good) + "this is not json\n" + '{"ts": "2026-11-02T08:00:00Z", "head_service": "/x", "response_ms": "slow"}\n')
+    code, out, err = cli("run", "calls_log")
+    assert code == 0, err
+    assert len(delta_rows(project / "warehouse" / "slow")) == 4
+    bad = delta_rows(project / "warehouse" / "_tributary" / "quarantine", "record")
+    assert len(bad) == 2 and len(bad) + 4 == 6
+    assert all(r["file"].endswith("incoming/a.json") and r["source"] == "calls" and "malformed json" in r["reason"] for r in bad)
+    assert "this is not json" in {r["record"] for r in bad}
+    assert "quarantined" in out
+
+
+def test_delta_source_reads_a_past_version(spark, cli, project):
+    write(project / "pipelines" / "calls_log.yaml", APPEND)
+    write(project / "incoming" / "a.json", _lines(_calls(2)))
+    assert cli("run", "calls_log")[0] == 0
+    write(project / "incoming" / "b.json", _lines(_calls(3, start=2)))
+    assert cli("run", "calls_log")[0] == 0  # version 1: 2 + 5 rows
+    write(project / "pipelines" / "reader.yaml", """\
+name: reader
+sources:
+  first_load: {format: delta, table: slow, version: 0}
+  latest: {format: delta, table: slow}
+steps:
+  counts:
+    sql: |
+      select (select count(*) from {{ source('first_load') }}) as v0,
+             (select count(*) from {{ source('latest') }}) as now
+outputs:
+  counts: {}
+""")
+    code, _, err = cli("run", "reader")
+    assert code == 0, err
+    assert delta_rows(project / "warehouse" / "counts") == [{"v0": 2, "now": 7}]
+
+
+def test_an_unknown_column_is_reported_at_the_template(spark, cli, project):
+    write(project / "sql" / "service_stats.sql", "select requested_service,\n  count(*) as calls,\n  avg(respons_ms) as a\nfrom {{ ref('all_calls') }}\ngroup by 1\n")
+    code, _, err = cli("run", "service_calls")
+    assert code == 2
+    assert "sql/service_stats.sql:3" in err and "respons_ms" in err
+    assert not (project / "warehouse" / "service_stats").exists()
+
+
+def test_union_type_conflict_names_both_inputs(spark, cli, project):
+    pipeline = project / "pipelines" / "service_calls.yaml"
+    text = pipeline.read_text()
+    pipeline.write_text(text.replace("requested_service STRING, response_ms INT\n  image_calls", "requested_service STRING, response_ms INT\n  image_calls", 1)
+                        .replace("head_service STRING, requested_service STRING, response_ms INT\n\nsteps",
+                                 "head_service STRING, requested_service STRING, response_ms STRING\n\nsteps"))
+    code, _, err = cli("run", "service_calls")
+    assert code == 2
+    assert "'response_ms' is int in 'static_calls' but string in 'image_calls'" in err
+
+
+def test_select_writes_only_the_chosen_outputs(spark, cli, project):
+    code, _, err = cli("run", "service_calls", "--select", "daily_head_stats")
+    assert code == 0, err
+    assert (project / "warehouse" / "daily_head_stats").exists()
+    assert not (project / "warehouse" / "service_stats").exists()
+
+
+def test_runs_lists_recent_runs(spark, cli, project):
+    assert cli("run", "service_calls")[0] == 0
+    code, out, _ = cli("runs")
+    assert code == 0 and "service_calls" in out and "ok" in out
+
+
+def test_union_adds_the_source_name(spark, project):
+    from framework.compiler import compile_pipeline
+    from framework.engine.runner import BatchRunner
+    from framework.profiles import load_profile
+    from framework.project import Project
+
+    p = Project(project)
+    pipeline = project / "pipelines" / "service_calls.yaml"
+    pipeline.write_text(pipeline.read_text() + "  all_calls: {}\n")
+    compiled = compile_pipeline(p, pipeline, load_profile(p))
+    result = BatchRunner(compiled, load_profile(p), spark=spark).run()
+    assert result.status == "ok"
+    rows = delta_rows(project / "warehouse" / "all_calls")
+    by_source = Counter(r["_source"] for r in rows)
+    raw_static = sum(1 for f in (project / "data/samples/service_calls/static").glob("*.json") for _ in f.open())
+    assert by_source["static_calls"] == raw_static and set(by_source) == {"static_calls", "image_calls"}
