@@ -1,0 +1,91 @@
+"""Graph selection and pictures, the JSON Schema, and the example pipelines validating fast."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from framework.errors import BadInput
+from framework.graph import PipelineGraph
+from tests.conftest import REPO
+
+
+@pytest.fixture
+def graph() -> PipelineGraph:
+    inputs = {"a": ("src",), "b": ("a",), "c": ("a",), "d": ("b", "c"), "e": ("src",)}
+    kinds = {"src": "source", **{k: "sql" for k in inputs}}
+    return PipelineGraph.build(inputs, kinds, {"d": "d"})
+
+
+def test_selection(graph):
+    assert graph.select(None) == graph.steps
+    assert graph.select("b") == ["b"]
+    assert set(graph.select("+b")) == {"a", "b"}
+    assert set(graph.select("b+")) == {"b", "d"}
+    assert set(graph.select("+d")) == {"a", "b", "c", "d"}
+    assert set(graph.select("e, c+")) == {"e", "c", "d"}
+    order = graph.order()
+    assert all(order.index(i) < order.index(n) for n, ins in graph.inputs.items() for i in ins)
+
+
+def test_unknown_selection(graph):
+    with pytest.raises(BadInput, match="did you mean|valid"):
+        graph.select("x+")
+
+
+def test_mermaid_and_svg(graph):
+    text = graph.to_mermaid()
+    assert text.startswith("flowchart LR") and "a --> b" in text and "b --> d" in text and "d ==> out_d" in text
+    svg = ET.fromstring(graph.to_svg())
+    labels = {t.text for t in svg.iter("{http://www.w3.org/2000/svg}text")}
+    assert {"src", "a", "b", "c", "d", "e"} <= labels
+    edges = [p for p in svg.iter("{http://www.w3.org/2000/svg}path") if p.get("marker-end")]
+    assert len(edges) == 7  # 6 reads + 1 output
+
+
+def test_published_json_schema_is_current_and_describes_steps(cli):
+    code, out, _ = cli("schema")
+    assert code == 0
+    schema = json.loads(out)
+    assert json.loads((REPO / "tributary.schema.json").read_text()) == schema, "run: tributary schema > tributary.schema.json"
+    assert set(schema["properties"]) >= {"name", "sources", "steps", "outputs", "vars", "mode"}
+    assert "merge" in json.dumps(schema["$defs"]["Output"])
+
+
+def test_every_example_pipeline_references_the_schema():
+    for path in (REPO / "pipelines").glob("*.yaml"):
+        assert path.read_text().startswith("# yaml-language-server: $schema=../tributary.schema.json"), path
+
+
+def test_validate_examples_without_a_jvm_in_under_a_second():
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "framework", "validate"], cwd=REPO, capture_output=True, text=True)
+    wall = time.perf_counter() - began
+    assert done.returncode == 0, done.stderr
+    assert "✓ pipelines/service_calls.yaml" in done.stdout
+    assert wall < 3.0  # the < 1 s target is measured by benchmarks/bench_validate.py
+
+
+def test_validate_never_imports_pyspark():
+    code = "import sys; from framework.cli import main; sys.argv=['tributary','validate']\ntry:\n main()\nexcept SystemExit: pass\nprint('pyspark' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert done.stdout.strip().endswith("False"), done.stdout + done.stderr
+
+
+def test_compile_prints_rendered_sql(cli):
+    code, out, _ = cli("compile", "service_calls", "--var", "min_calls=7")
+    assert code == 0
+    assert "having count(*) >= 7" in out and "from `all_calls`" in out and "percentile_approx(response_ms, 0.95)" in out
+
+
+def test_graph_writes_pictures(cli, project: Path):
+    code, out, _ = cli("graph", "service_calls", "--svg", "g.svg", "--html", "g.html")
+    assert code == 0 and "static_calls --> all_calls" in out
+    ET.fromstring((project / "g.svg").read_text())
+    assert "<svg" in (project / "g.html").read_text()
