@@ -80,7 +80,7 @@ RECENT_RUNS_SQL = """
 SELECT run_id,
        max(pipeline) AS pipeline,
        date_format(min(CASE WHEN event = 'run_start' THEN ts END), '%Y-%m-%d %H:%M:%S') AS started,
-       max(CASE WHEN event = 'run_end' THEN status END) AS status,
+       coalesce(max(CASE WHEN event = 'run_end' THEN status END), 'incomplete') AS status,
        round(max(CASE WHEN event = 'run_end' THEN duration_s END), 1) AS seconds,
        sum(CASE WHEN event = 'output_end' THEN rows END) AS rows_written,
        max(CASE WHEN event = 'run_end' THEN error END) AS error

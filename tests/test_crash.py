@@ -1,0 +1,48 @@
+"""Kill real `tributary run` processes at random moments: every output stays at a previous,
+complete version (never a partial commit), and the next run succeeds."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import delta_rows, delta_version, write
+
+pytestmark = pytest.mark.spark
+TABLES = ("service_stats", "daily_head_stats")
+
+
+def _snapshot(warehouse: Path) -> dict[str, tuple[int | None, list[dict]]]:
+    return {t: (delta_version(warehouse / t), delta_rows(warehouse / t, "1, 2")) for t in TABLES}
+
+
+def test_sigkill_at_random_moments_never_leaves_a_partial_output(spark, cli, project):
+    assert cli("run", "service_calls")[0] == 0
+    warehouse = project / "warehouse"
+    complete_states = [_snapshot(warehouse)]
+    rng = random.Random(int(os.environ.get("CRASH_SEED", "20261121")))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    for attempt in range(3):
+        # new input, so a run that got through would change both tables
+        write(project / f"data/samples/service_calls/static/extra-{attempt}.json",
+              f'{{"ts": "2026-11-0{3 + attempt}T10:00:00Z", "client_ip": "10.1.1.1", "head_service": "/news.html", '
+              f'"requested_service": "/news.html", "response_ms": {attempt + 1}}}\n')
+        process = subprocess.Popen([sys.executable, "-m", "framework", "run", "service_calls"], cwd=project, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(rng.uniform(4.0, 14.0))
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        state = _snapshot(warehouse)
+        assert any(state == known for known in complete_states) or process.returncode == 0, f"attempt {attempt}: partial state"
+        complete_states.append(state)  # a finished run is a complete state too
+    code, _, err = cli("run", "service_calls")
+    assert code == 0, err
+    final = delta_rows(warehouse / "daily_head_stats")
+    assert sum(r["invocations"] for r in final) == sum(1 for f in (project / "data").rglob("*.json") for _ in f.open())
