@@ -36,11 +36,16 @@ def scaled_example_project(target: Path, rows_per_stream: int, seed: int = 1) ->
             with open(folder / f"part-{part:03d}.json", "w") as f:
                 for i in range(per_file):
                     second = (part * per_file + i) // 50
-                    f.write(json.dumps({
-                        "ts": f"2026-11-{2 + second // 86400 % 20:02d}T{second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d}Z",
-                        "client_ip": f"10.0.{rng.randrange(16)}.{rng.randrange(250)}",
-                        "head_service": rng.choice(heads),
-                        "requested_service": rng.choice(subs + heads),
-                        "response_ms": int(rng.lognormvariate(3.3, 0.6)),
-                    }) + "\n")
+                    f.write(
+                        json.dumps(
+                            {
+                                "ts": f"2026-11-{2 + second // 86400 % 20:02d}T{second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d}Z",
+                                "client_ip": f"10.0.{rng.randrange(16)}.{rng.randrange(250)}",
+                                "head_service": rng.choice(heads),
+                                "requested_service": rng.choice(subs + heads),
+                                "response_ms": int(rng.lognormvariate(3.3, 0.6)),
+                            }
+                        )
+                        + "\n"
+                    )
     return target

@@ -42,8 +42,13 @@ def hand_written(spark, root: Path, warehouse: Path, compiled) -> None:  # noqa:
     daily = pa.table(spark.sql(compiled.sql["daily_head_stats"].text).toArrow())
     target = warehouse / "daily_head_stats"
     if DeltaTable.is_deltatable(str(target)):
-        (DeltaTable(str(target)).merge(daily, "t.day = s.day AND t.head_service = s.head_service", source_alias="s", target_alias="t")
-         .when_matched_update_all().when_not_matched_insert_all().execute())
+        (
+            DeltaTable(str(target))
+            .merge(daily, "t.day = s.day AND t.head_service = s.head_service", source_alias="s", target_alias="t")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
     else:
         write_deltalake(str(target), daily, partition_by=["day"])
     all_calls.unpersist()

@@ -1,6 +1,6 @@
 """Wall time of `tributary validate pipelines/*.yaml` in a fresh process (target < 1 s).
 
-    .venv/bin/python benchmarks/bench_validate.py [--repeat 7]
+.venv/bin/python benchmarks/bench_validate.py [--repeat 7]
 """
 
 from __future__ import annotations

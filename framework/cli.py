@@ -27,9 +27,13 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 PipelineArg = Annotated[str, typer.Argument(help="Pipeline file or name (pipelines/<name>.yaml).")]
-ProfileOpt = Annotated[Optional[str], typer.Option("--profile", "-p", help="Profile in configs/ (default: $TRIBUTARY_PROFILE or local).")]
+ProfileOpt = Annotated[
+    Optional[str], typer.Option("--profile", "-p", help="Profile in configs/ (default: $TRIBUTARY_PROFILE or local).")
+]
 VarOpt = Annotated[Optional[list[str]], typer.Option("--var", help="Set a var: --var name=value (repeatable).")]
-SelectOpt = Annotated[Optional[str], typer.Option("--select", "-s", help="Steps: a, +a (with upstream), a+ (with downstream), comma list.")]
+SelectOpt = Annotated[
+    Optional[str], typer.Option("--select", "-s", help="Steps: a, +a (with upstream), a+ (with downstream), comma list.")
+]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
 
 
@@ -111,8 +115,9 @@ def validate(
 
 
 @app.command("compile")
-def compile_cmd(pipeline: PipelineArg, profile: ProfileOpt = None, var: VarOpt = None, select: SelectOpt = None,
-                debug: DebugOpt = False) -> None:
+def compile_cmd(
+    pipeline: PipelineArg, profile: ProfileOpt = None, var: VarOpt = None, select: SelectOpt = None, debug: DebugOpt = False
+) -> None:
     """Print the rendered SQL of each step, in run order."""
 
     def body() -> None:
@@ -147,8 +152,10 @@ def run(
         from framework.io.delta_store import choose_store
 
         compiled, prof = _compile(pipeline, profile, var, select)
-        out.print(f"[bold]{compiled.name}[/] · profile {prof.name} · {len(compiled.selected)} step(s), "
-                  f"{len(compiled.selected_outputs())} output(s)")
+        out.print(
+            f"[bold]{compiled.name}[/] · profile {prof.name} · {len(compiled.selected)} step(s), "
+            f"{len(compiled.selected_outputs())} output(s)"
+        )
         runner = BatchRunner(compiled, prof, full_refresh=full_refresh)
         with LiveProgress(out) as progress:
             runner.reporter = progress

@@ -137,7 +137,13 @@ def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str]) -
     except sqlglot.errors.SqlglotError as e:
         raise BadInput(Problem(f"step '{sql.step}': SQL error: {e}", file=sql.template)) from None
     if len(statements) != 1 or not isinstance(statements[0], _QUERY_TYPES):
-        what = "no statement" if not statements else f"{len(statements)} statements" if len(statements) > 1 else statements[0].key.upper()
+        what = (
+            "no statement"
+            if not statements
+            else f"{len(statements)} statements"
+            if len(statements) > 1
+            else statements[0].key.upper()
+        )
         raise BadInput(
             Problem(
                 f"step '{sql.step}': a SQL step holds one query (SELECT/WITH/VALUES), found {what}",

@@ -55,14 +55,22 @@ class LiveProgress:
 
 
 def run_summary(result: RunResult) -> Group:
-    outputs = Table(title=f"run {result.run_id} · {result.pipeline} · {result.status} in {result.duration_s:.1f}s",
-                    title_justify="left", header_style="bold")
+    outputs = Table(
+        title=f"run {result.run_id} · {result.pipeline} · {result.status} in {result.duration_s:.1f}s",
+        title_justify="left",
+        header_style="bold",
+    )
     for column in ("output", "mode", "rows written", "delta version", "status", "seconds", "table"):
         outputs.add_column(column, justify="right" if column in ("rows written", "delta version", "seconds") else "left")
     for out in result.outputs:
         outputs.add_row(
-            out.name, out.mode, _n(out.rows if out.status != "skipped" else 0), _n(out.version),
-            Text(out.status, style=_STYLE.get(out.status, "")), f"{out.duration_s:.2f}", out.table,
+            out.name,
+            out.mode,
+            _n(out.rows if out.status != "skipped" else 0),
+            _n(out.version),
+            Text(out.status, style=_STYLE.get(out.status, "")),
+            f"{out.duration_s:.2f}",
+            out.table,
         )
     steps = Table(header_style="bold", title="steps", title_justify="left")
     for column in ("step", "kind", "rows", "status"):

@@ -157,7 +157,7 @@ class PipelineGraph:
             else:
                 label, sub, fill, stroke, rx = node, self.kinds[node], "#fff8e8", "#b58a2e", 4
             parts.append(
-                f'<g><title>{escape(label)} ({escape(sub)})</title>'
+                f"<g><title>{escape(label)} ({escape(sub)})</title>"
                 f'<rect x="{x}" y="{y}" width="{box_w}" height="{box_h}" rx="{rx}" fill="{fill}" stroke="{stroke}"/>'
                 f'<text x="{x + box_w / 2}" y="{y + 20}" text-anchor="middle" font-weight="bold">{escape(label)}</text>'
                 f'<text x="{x + box_w / 2}" y="{y + 36}" text-anchor="middle" fill="#555" font-size="11">{escape(sub)}</text></g>'

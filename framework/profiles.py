@@ -48,7 +48,9 @@ def load_profile(project: Project, name: str | None = None) -> Profile:
         known = sorted(p.stem for p in project.configs_dir.glob("*.yaml")) if project.configs_dir.is_dir() else []
         if name == DEFAULT_PROFILE and not known:
             return Profile()
-        raise BadInput(Problem(f"profile '{name}' not found in {project.relative(project.configs_dir)}/", hint=did_you_mean(name, known)))
+        raise BadInput(
+            Problem(f"profile '{name}' not found in {project.relative(project.configs_dir)}/", hint=did_you_mean(name, known))
+        )
     doc = load_yaml_file(path, project.relative(path))
     data = _expand_env(doc.data or {})
     if not isinstance(data, dict):

@@ -223,7 +223,12 @@ class TemplateRenderer:
         return _RenderState(step=step, steps=self.steps, sources=self.sources, variables=self.variables)
 
     def _render(
-        self, template: jinja2.Template, state: _RenderState, shown: str, inline: tuple[str, int] | None, source: str | None = None
+        self,
+        template: jinja2.Template,
+        state: _RenderState,
+        shown: str,
+        inline: tuple[str, int] | None,
+        source: str | None = None,
     ) -> RenderedSql:
         if source is None:
             source = Path(template.filename).read_text(encoding="utf-8") if template.filename else ""
@@ -251,8 +256,12 @@ class TemplateRenderer:
         except jinja2.TemplateSyntaxError as e:
             file, line = self._where(e.filename, e.lineno, inline)
             raise BadInput(
-                Problem(f"step '{state.step}': template syntax error: {e.message}", file=file, line=line,
-                        hint="check the {{ }} and {% %} tags on that line")
+                Problem(
+                    f"step '{state.step}': template syntax error: {e.message}",
+                    file=file,
+                    line=line,
+                    hint="check the {{ }} and {% %} tags on that line",
+                )
             ) from None
         except jinja2.TemplateNotFound as e:
             raise BadInput(
@@ -290,9 +299,7 @@ def _template_hint(sql_dir: Path, relative: str) -> str:
     return did_you_mean(relative, [k for k in known if not k.startswith("macros/")]) or "create the file under sql/"
 
 
-def _render_with_map(
-    template: jinja2.Template, shown: str, inline: tuple[str, int] | None, source: str
-) -> tuple[str, SourceMap]:
+def _render_with_map(template: jinja2.Template, shown: str, inline: tuple[str, int] | None, source: str) -> tuple[str, SourceMap]:
     """Render, recording which template line emitted each chunk (Jinja's debug line info)."""
     line_starts = [0] + [i + 1 for i, c in enumerate(source) if c == "\n"]
     offset_base = inline[1] - 1 if inline else 0

@@ -16,7 +16,9 @@ def spark():
     from framework.engine.session import spark_session
     from framework.profiles import Profile, SparkSettings
 
-    profile = Profile(spark=SparkSettings(master="local[2]", app_name="tributary-tests", conf={"spark.sql.shuffle.partitions": 2}))
+    profile = Profile(
+        spark=SparkSettings(master="local[2]", app_name="tributary-tests", conf={"spark.sql.shuffle.partitions": 2})
+    )
     session = spark_session(profile)
     import framework.engine.session as session_module
 

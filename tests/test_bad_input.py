@@ -95,7 +95,10 @@ def test_undefined_var_points_at_the_template_line(cli, project, demo):
 
 
 def test_sql_syntax_error_points_at_the_template_line(cli, project, demo):
-    write(project / "sql" / "stats.sql", "{% set n = 2 %}\nselect head_service,\n  count(*) as calls\nfrom {{ ref('recent') }}\ngroup head_service\n")
+    write(
+        project / "sql" / "stats.sql",
+        "{% set n = 2 %}\nselect head_service,\n  count(*) as calls\nfrom {{ ref('recent') }}\ngroup head_service\n",
+    )
     code, _, err = cli("validate", "pipelines/demo.yaml")
     assert code == 2
     assert "sql/stats.sql:5:" in err and "SQL syntax error" in err and "step 'stats'" in err

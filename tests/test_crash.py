@@ -31,11 +31,19 @@ def test_sigkill_at_random_moments_never_leaves_a_partial_output(spark, cli, pro
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     for attempt in range(3):
         # new input, so a run that got through would change both tables
-        write(project / f"data/samples/service_calls/static/extra-{attempt}.json",
-              f'{{"ts": "2026-11-0{3 + attempt}T10:00:00Z", "client_ip": "10.1.1.1", "head_service": "/news.html", '
-              f'"requested_service": "/news.html", "response_ms": {attempt + 1}}}\n')
-        process = subprocess.Popen([sys.executable, "-m", "framework", "run", "service_calls"], cwd=project, env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        write(
+            project / f"data/samples/service_calls/static/extra-{attempt}.json",
+            f'{{"ts": "2026-11-0{3 + attempt}T10:00:00Z", "client_ip": "10.1.1.1", "head_service": "/news.html", '
+            f'"requested_service": "/news.html", "response_ms": {attempt + 1}}}\n',
+        )
+        process = subprocess.Popen(
+            [sys.executable, "-m", "framework", "run", "service_calls"],
+            cwd=project,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         time.sleep(rng.uniform(4.0, 14.0))
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()

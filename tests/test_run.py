@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -36,7 +35,10 @@ def _lines(rows: list[dict]) -> str:
 
 
 def _calls(n: int, start: int = 0, head: str = "/a.html") -> list[dict]:
-    return [{"ts": f"2026-11-02T08:00:{(start + i) % 60:02d}Z", "head_service": head, "response_ms": 10 * (start + i)} for i in range(n)]
+    return [
+        {"ts": f"2026-11-02T08:00:{(start + i) % 60:02d}Z", "head_service": head, "response_ms": 10 * (start + i)}
+        for i in range(n)
+    ]
 
 
 def test_example_pipeline_writes_real_delta_tables(spark, cli, project):
@@ -50,7 +52,11 @@ def test_example_pipeline_writes_real_delta_tables(spark, cli, project):
     stats = delta_rows(warehouse / "service_stats")
     assert {(r["requested_service"], r["head_service"]): r["calls"] for r in stats} == dict(expected)
     some = stats[0]
-    times = [r["response_ms"] for r in raw if (r["requested_service"], r["head_service"]) == (some["requested_service"], some["head_service"])]
+    times = [
+        r["response_ms"]
+        for r in raw
+        if (r["requested_service"], r["head_service"]) == (some["requested_service"], some["head_service"])
+    ]
     assert some["avg_response_ms"] == pytest.approx(sum(times) / len(times), abs=0.06)
 
     from deltalake import DeltaTable
@@ -88,8 +94,15 @@ def test_merge_updates_rows_in_place(spark, cli, project):
     assert cli("run", "service_calls")[0] == 0
     table = project / "warehouse" / "daily_head_stats"
     before = {r["head_service"]: r["invocations"] for r in delta_rows(table)}
-    extra = [{"ts": "2026-11-02T09:00:00Z", "client_ip": "10.9.9.9", "head_service": "/news.html",
-              "requested_service": "/news.html", "response_ms": 5}] * 4
+    extra = [
+        {
+            "ts": "2026-11-02T09:00:00Z",
+            "client_ip": "10.9.9.9",
+            "head_service": "/news.html",
+            "requested_service": "/news.html",
+            "response_ms": 5,
+        }
+    ] * 4
     write(project / "data/samples/service_calls/static/part-999.json", _lines(extra))
     assert cli("run", "service_calls")[0] == 0
     after = {r["head_service"]: r["invocations"] for r in delta_rows(table)}
@@ -103,7 +116,9 @@ def test_schema_mismatch_on_append_names_columns_and_leaves_the_table(spark, cli
     write(project / "incoming" / "a.json", _lines(_calls(5)))
     assert cli("run", "calls_log")[0] == 0
     table = project / "warehouse" / "slow"
-    changed = APPEND.replace("select head_service, response_ms, ts", "select head_service, cast(response_ms as string) as response_ms, ts, 1 as extra")
+    changed = APPEND.replace(
+        "select head_service, response_ms, ts", "select head_service, cast(response_ms as string) as response_ms, ts, 1 as extra"
+    )
     write(project / "pipelines" / "calls_log.yaml", changed)
     code, _, err = cli("run", "calls_log")
     assert code == 2
@@ -115,10 +130,12 @@ def test_a_failing_step_leaves_every_output_at_its_previous_version(spark, cli, 
     assert cli("run", "service_calls")[0] == 0
     warehouse = project / "warehouse"
     before = {t: (delta_version(warehouse / t), delta_rows(warehouse / t, "1")) for t in ("service_stats", "daily_head_stats")}
-    write(project / "sql" / "daily_head_stats.sql",
-          "select to_date(ts) as day, head_service, count(*) as invocations, count(distinct client_ip) as clients,\n"
-          "  cast(max(if(response_ms > 0, raise_error('boom'), 0)) as int) as p95_response_ms\n"
-          "from {{ ref('all_calls') }} group by 1, 2\n")
+    write(
+        project / "sql" / "daily_head_stats.sql",
+        "select to_date(ts) as day, head_service, count(*) as invocations, count(distinct client_ip) as clients,\n"
+        "  cast(max(if(response_ms > 0, raise_error('boom'), 0)) as int) as p95_response_ms\n"
+        "from {{ ref('all_calls') }} group by 1, 2\n",
+    )
     code, _, err = cli("run", "service_calls")
     assert code == 1 and "boom" in err
     after = {t: (delta_version(warehouse / t), delta_rows(warehouse / t, "1")) for t in before}
@@ -134,8 +151,11 @@ def test_a_failed_commit_restores_the_outputs_already_committed(spark, cli, proj
     before = delta_rows(warehouse / "service_stats", "1")
     write(project / "blocker", "a file where the second table's folder should be\n")
     pipeline = project / "pipelines" / "service_calls.yaml"
-    pipeline.write_text(pipeline.read_text().replace("    mode: merge\n", "    mode: merge\n    path: blocker/daily\n")
-                        .replace("since: \"2026-01-01 00:00:00\"", "since: \"2026-11-02 08:04:00\""))
+    pipeline.write_text(
+        pipeline.read_text()
+        .replace("    mode: merge\n", "    mode: merge\n    path: blocker/daily\n")
+        .replace('since: "2026-01-01 00:00:00"', 'since: "2026-11-02 08:04:00"')
+    )
     code, _, err = cli("run", "service_calls")
     assert code == 1
     assert delta_rows(warehouse / "service_stats", "1") == before
@@ -144,7 +164,10 @@ def test_a_failed_commit_restores_the_outputs_already_committed(spark, cli, proj
 def test_malformed_records_are_quarantined_not_dropped(spark, cli, project):
     write(project / "pipelines" / "calls_log.yaml", APPEND)
     good = _calls(4)
-    write(project / "incoming" / "a.json", _lines(good) + "this is not json\n" + '{"ts": "2026-11-02T08:00:00Z", "head_service": "/x", "response_ms": "slow"}\n')
+    write(
+        project / "incoming" / "a.json",
+        _lines(good) + "this is not json\n" + '{"ts": "2026-11-02T08:00:00Z", "head_service": "/x", "response_ms": "slow"}\n',
+    )
     code, out, err = cli("run", "calls_log")
     assert code == 0, err
     assert len(delta_rows(project / "warehouse" / "slow")) == 4
@@ -161,7 +184,9 @@ def test_delta_source_reads_a_past_version(spark, cli, project):
     assert cli("run", "calls_log")[0] == 0
     write(project / "incoming" / "b.json", _lines(_calls(3, start=2)))
     assert cli("run", "calls_log")[0] == 0  # version 1: 2 + 5 rows
-    write(project / "pipelines" / "reader.yaml", """\
+    write(
+        project / "pipelines" / "reader.yaml",
+        """\
 name: reader
 sources:
   first_load: {format: delta, table: slow, version: 0}
@@ -173,14 +198,18 @@ steps:
              (select count(*) from {{ source('latest') }}) as now
 outputs:
   counts: {}
-""")
+""",
+    )
     code, _, err = cli("run", "reader")
     assert code == 0, err
     assert delta_rows(project / "warehouse" / "counts") == [{"v0": 2, "now": 7}]
 
 
 def test_an_unknown_column_is_reported_at_the_template(spark, cli, project):
-    write(project / "sql" / "service_stats.sql", "select requested_service,\n  count(*) as calls,\n  avg(respons_ms) as a\nfrom {{ ref('all_calls') }}\ngroup by 1\n")
+    write(
+        project / "sql" / "service_stats.sql",
+        "select requested_service,\n  count(*) as calls,\n  avg(respons_ms) as a\nfrom {{ ref('all_calls') }}\ngroup by 1\n",
+    )
     code, _, err = cli("run", "service_calls")
     assert code == 2
     assert "sql/service_stats.sql:3" in err and "respons_ms" in err
@@ -190,9 +219,16 @@ def test_an_unknown_column_is_reported_at_the_template(spark, cli, project):
 def test_union_type_conflict_names_both_inputs(spark, cli, project):
     pipeline = project / "pipelines" / "service_calls.yaml"
     text = pipeline.read_text()
-    pipeline.write_text(text.replace("requested_service STRING, response_ms INT\n  image_calls", "requested_service STRING, response_ms INT\n  image_calls", 1)
-                        .replace("head_service STRING, requested_service STRING, response_ms INT\n\nsteps",
-                                 "head_service STRING, requested_service STRING, response_ms STRING\n\nsteps"))
+    pipeline.write_text(
+        text.replace(
+            "requested_service STRING, response_ms INT\n  image_calls",
+            "requested_service STRING, response_ms INT\n  image_calls",
+            1,
+        ).replace(
+            "head_service STRING, requested_service STRING, response_ms INT\n\nsteps",
+            "head_service STRING, requested_service STRING, response_ms STRING\n\nsteps",
+        )
+    )
     code, _, err = cli("run", "service_calls")
     assert code == 2
     assert "'response_ms' is int in 'static_calls' but string in 'image_calls'" in err

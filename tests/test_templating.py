@@ -19,7 +19,10 @@ def _renderer(sql_dir: Path, variables: dict | None = None) -> TemplateRenderer:
 
 def test_ref_source_var_and_macros(tmp_path: Path):
     write(tmp_path / "sql" / "macros" / "m.sql", "{% macro pct(c, p) %}percentile_approx({{ c }}, {{ p | lit }}){% endmacro %}")
-    write(tmp_path / "sql" / "b.sql", "select {{ pct('x', 0.5) }} from {{ ref('a') }} join {{ source('raw') }} where r = {{ var('r') | lit }}")
+    write(
+        tmp_path / "sql" / "b.sql",
+        "select {{ pct('x', 0.5) }} from {{ ref('a') }} join {{ source('raw') }} where r = {{ var('r') | lit }}",
+    )
     rendered = _renderer(tmp_path / "sql", {"r": "eu"}).render_file("b", "b.sql")
     assert rendered.text == "select percentile_approx(x, 0.5) from `a` join `raw` where r = 'eu'"
     assert rendered.refs == ("a",) and rendered.sources == ("raw",) and rendered.vars_used == {"r"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -64,7 +64,7 @@ class EventLog:
                 "duration_s": duration_s,
                 "error": error,
                 "details": json.dumps(details, default=str) if details else None,
-                "ts": datetime.now(timezone.utc),
+                "ts": datetime.now(UTC),
             }
         )
 

@@ -11,12 +11,13 @@ Order of work, so that a failure changes nothing:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
@@ -84,7 +85,7 @@ class RunResult:
 
 
 def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
 class BatchRunner:
@@ -128,8 +129,16 @@ class BatchRunner:
         store = choose_store(spark, self.profile.delta_writer, self.profile.storage_options)
         self.result.store = store.name
         events = EventLog(store, self.warehouse.internal(EVENTS_TABLE), self.run_id, spec.name)
-        events.record("run_start", status="running", details={"profile": self.profile.name, "writer": store.name,
-                                                               "select": self.compiled.selected, "vars": self.compiled.variables})
+        events.record(
+            "run_start",
+            status="running",
+            details={
+                "profile": self.profile.name,
+                "writer": store.name,
+                "select": self.compiled.selected,
+                "vars": self.compiled.variables,
+            },
+        )
         events.flush()
         staged: list[tuple[OutputResult, StagedWrite]] = []
         try:
@@ -223,23 +232,32 @@ class BatchRunner:
         for name in self.compiled.selected_outputs():
             output = spec.outputs[name]
             step = spec.output_step(name)
-            table = resolve_location(self.compiled.project, self.warehouse, output.name or name if not output.path else None, output.path)
+            table = resolve_location(
+                self.compiled.project, self.warehouse, output.name or name if not output.path else None, output.path
+            )
             columns = {c.lower() for c in frames[step].columns}
             for kind, wanted in (("partition_by", output.partition_by), ("keys", output.keys)):
                 missing = [c for c in wanted if c.lower() not in columns]
                 if missing:
-                    problems.append(self.compiled.loaded.problem(
-                        f"output '{name}': {kind} column(s) {missing} not in step '{step}'",
-                        ("outputs", name, kind),
-                        hint=f"step '{step}' has columns: {', '.join(frames[step].columns)}",
-                    ))
+                    problems.append(
+                        self.compiled.loaded.problem(
+                            f"output '{name}': {kind} column(s) {missing} not in step '{step}'",
+                            ("outputs", name, kind),
+                            hint=f"step '{step}' has columns: {', '.join(frames[step].columns)}",
+                        )
+                    )
             if output.mode in ("append", "merge") and not self.full_refresh:
                 existing = store.schema(table)
                 if existing is not None:
                     problem = _schema_problem(name, table, existing, frames[step].schema)
                     if problem:
-                        problems.append(self.compiled.loaded.problem(problem, ("outputs", name),
-                                        hint="change the step to produce the table's columns, or rebuild the table with --full-refresh"))
+                        problems.append(
+                            self.compiled.loaded.problem(
+                                problem,
+                                ("outputs", name),
+                                hint="change the step to produce the table's columns, or rebuild the table with --full-refresh",
+                            )
+                        )
             targets[name] = (output, table)
         if problems:
             raise BadInput(*problems)
@@ -247,8 +265,9 @@ class BatchRunner:
 
     # -- 3. stage ----------------------------------------------------------------------------
 
-    def _stage(self, store: DeltaStore, frames: dict[str, Any], targets: dict[str, tuple[Output, str]],
-               locations: dict[str, str]) -> list[tuple[OutputResult, StagedWrite]]:
+    def _stage(
+        self, store: DeltaStore, frames: dict[str, Any], targets: dict[str, tuple[Output, str]], locations: dict[str, str]
+    ) -> list[tuple[OutputResult, StagedWrite]]:
         run_key = self._run_key(store, locations)
         staged = []
         for name, (output, table) in targets.items():
@@ -285,8 +304,12 @@ class BatchRunner:
             return []
         frames = [
             s.bad_rows.select(  # type: ignore[union-attr]
-                F.lit(self.run_id).alias("run_id"), F.lit(self.compiled.name).alias("pipeline"),
-                F.lit(name).alias("source"), "file", "record", "reason",
+                F.lit(self.run_id).alias("run_id"),
+                F.lit(self.compiled.name).alias("pipeline"),
+                F.lit(name).alias("source"),
+                "file",
+                "record",
+                "reason",
                 F.current_timestamp().alias("quarantined_at"),
             )
             for name, s in bad
@@ -347,7 +370,9 @@ class BatchRunner:
         for name, location in sorted(locations.items()):
             source = spec.sources[name]
             if isinstance(source, DeltaSource):
-                fingerprint["inputs"][name] = source.version if source.version is not None else str(source.timestamp or store.version(location))
+                fingerprint["inputs"][name] = (
+                    source.version if source.version is not None else str(source.timestamp or store.version(location))
+                )
             else:
                 fingerprint["inputs"][name] = _file_fingerprint(location)
         digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
@@ -364,12 +389,24 @@ class BatchRunner:
 
     def _record_events(self, events: EventLog) -> None:
         for step in self.result.steps:
-            events.record("step_end", name=step.name, status=step.status, rows=step.rows, duration_s=step.plan_s,
-                          details={"kind": step.kind})
+            events.record(
+                "step_end",
+                name=step.name,
+                status=step.status,
+                rows=step.rows,
+                duration_s=step.plan_s,
+                details={"kind": step.kind},
+            )
         for out in self.result.outputs:
-            events.record("output_end", name=out.name, status=out.status, rows=out.rows, version=out.version,
-                          duration_s=out.duration_s, details={"table": out.table, "mode": out.mode,
-                                                              "previous_version": out.previous_version})
+            events.record(
+                "output_end",
+                name=out.name,
+                status=out.status,
+                rows=out.rows,
+                version=out.version,
+                duration_s=out.duration_s,
+                details={"table": out.table, "mode": out.mode, "previous_version": out.previous_version},
+            )
         for source, count in self.result.quarantined.items():
             events.record("quarantine", name=source, status="ok", rows=count)
         events.record("run_end", status=self.result.status, duration_s=self.result.duration_s, error=self.result.error)
@@ -454,12 +491,10 @@ def _as_run_error(error: BaseException) -> BaseException:
 
 
 def _quietly(fn: Any) -> None:
-    try:
+    """Best-effort cleanup after the real error: its own failure must not hide that error."""
+    with contextlib.suppress(Exception):
         fn()
-    except Exception:  # noqa: BLE001 - best-effort cleanup after the real error
-        pass
 
 
 def show_rows(store: DeltaStore, table: str, limit: int) -> pa.Table:
     return store.query(table, f"SELECT * FROM t LIMIT {int(limit)}")
-

@@ -8,7 +8,7 @@ stream into delta-rs' MERGE.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -58,14 +58,18 @@ class DeltaRsStore(DeltaStore):
 
         dt = self._table(table)
         if dt is None:
-            raise BadInput(Problem(f"no Delta table at {table}", hint="check the path or table name, or run the pipeline that writes it"))
+            raise BadInput(
+                Problem(f"no Delta table at {table}", hint="check the path or table name, or run the pipeline that writes it")
+            )
         try:
             if version is not None:
                 dt.load_as_version(version)
             elif timestamp is not None:
                 dt.load_as_version(timestamp if isinstance(timestamp, datetime) else datetime.fromisoformat(str(timestamp)))
         except Exception as e:  # noqa: BLE001 - delta-rs raises plain exceptions for missing versions
-            raise BadInput(Problem(f"cannot time-travel {table} to {version if version is not None else timestamp}: {e}")) from None
+            raise BadInput(
+                Problem(f"cannot time-travel {table} to {version if version is not None else timestamp}: {e}")
+            ) from None
         schema = from_arrow_schema(arrow_schema(dt))
         partition_columns = dt.metadata().partition_columns
         files = [str(p) for p in dt.file_uris()]
@@ -95,9 +99,7 @@ class DeltaRsStore(DeltaStore):
             schema = Schema.from_arrow(spark_to_arrow(staged.schema))
             staging_files.move_into(staged.staging, staged.files, staged.table)
             actions = [
-                AddAction(
-                    f["path"], f["size"], f["partition_values"], f["mtime_ms"], True, json.dumps({"numRecords": f["rows"]})
-                )
+                AddAction(f["path"], f["size"], f["partition_values"], f["mtime_ms"], True, json.dumps({"numRecords": f["rows"]}))
                 for f in staged.files
             ]
             if dt is None:
@@ -188,4 +190,4 @@ def _plain_strings(table: pa.Table) -> pa.Table:
 
 
 def now_utc() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)

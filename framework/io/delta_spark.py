@@ -52,7 +52,10 @@ class SparkDeltaStore(DeltaStore):
         found = self.spark.read.json(f"{log}/*.json").where(F.col("txn.appId") == app_id).limit(1).count() > 0
         if not found:
             try:
-                found = self.spark.read.parquet(f"{log}/*.checkpoint*.parquet").where(F.col("txn.appId") == app_id).limit(1).count() > 0
+                found = (
+                    self.spark.read.parquet(f"{log}/*.checkpoint*.parquet").where(F.col("txn.appId") == app_id).limit(1).count()
+                    > 0
+                )
             except Exception:  # noqa: BLE001 - no checkpoint yet
                 found = False
         return found
@@ -70,7 +73,11 @@ class SparkDeltaStore(DeltaStore):
         reader = spark.read.schema(staged.schema)
         if staged.partition_by:
             reader = reader.option("basePath", staged.staging)
-        frame = reader.parquet(staged.staging).select(*staged.schema.fieldNames()) if staged.files else spark.createDataFrame([], staged.schema)
+        frame = (
+            reader.parquet(staged.staging).select(*staged.schema.fieldNames())
+            if staged.files
+            else spark.createDataFrame([], staged.schema)
+        )
         if mode == "merge" and before is not None:
             from delta.tables import DeltaTable
 

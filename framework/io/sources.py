@@ -48,12 +48,21 @@ def check_source_exists(name: str, location: str, spec: FileSource | DeltaSource
     """Fail before Spark starts when a local source is missing (bad input, exit 2)."""
     if isinstance(spec, DeltaSource):
         if store.version(location) is None:
-            raise BadInput(Problem(f"source '{name}': no Delta table at {location}", hint="run the pipeline that writes it first, or fix 'path'/'table'"))
+            raise BadInput(
+                Problem(
+                    f"source '{name}': no Delta table at {location}",
+                    hint="run the pipeline that writes it first, or fix 'path'/'table'",
+                )
+            )
         return
     if is_uri(location):
         return
     if not glob.glob(location):
-        raise BadInput(Problem(f"source '{name}': path not found: {location}", hint="check 'path' (relative paths start at the project root)"))
+        raise BadInput(
+            Problem(
+                f"source '{name}': path not found: {location}", hint="check 'path' (relative paths start at the project root)"
+            )
+        )
 
 
 def read_source(spark: SparkSession, name: str, spec: FileSource | DeltaSource, location: str, store: DeltaStore) -> SourceFrame:
@@ -81,7 +90,12 @@ def _read_files(spark: SparkSession, name: str, spec: FileSource, location: str)
 
     declared = _parse_schema(name, ddl)
     with_corrupt = StructType([*declared.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
-    raw = reader.schema(with_corrupt).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_COLUMN).load(location)
+    raw = (
+        reader.schema(with_corrupt)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+        .load(location)
+    )
     counter = Observation(f"tributary_source_{name}")
     corrupt = F.col(CORRUPT_COLUMN)
     observed = raw.observe(counter, F.count(F.when(corrupt.isNotNull(), 1)).alias("bad"))
@@ -101,7 +115,12 @@ def _parse_schema(name: str, ddl: str) -> Any:
     try:
         parsed = _parse_datatype_string(ddl)
     except Exception as e:  # noqa: BLE001 - Spark's parser raises several types
-        raise BadInput(Problem(f"source '{name}': bad schema '{ddl}': {str(e).splitlines()[0]}", hint="write Spark DDL, e.g. 'ts TIMESTAMP, n INT'")) from None
+        raise BadInput(
+            Problem(
+                f"source '{name}': bad schema '{ddl}': {str(e).splitlines()[0]}",
+                hint="write Spark DDL, e.g. 'ts TIMESTAMP, n INT'",
+            )
+        ) from None
     if not isinstance(parsed, StructType):
         raise BadInput(Problem(f"source '{name}': schema must list columns, got '{ddl}'"))
     return parsed

@@ -19,7 +19,7 @@ def build_sql(context: StepContext):  # noqa: ANN201 - a DataFrame
     try:
         return context.spark.sql(sql.text)
     except (AnalysisException, ParseException) as e:
-        message = str(getattr(e, "getMessage", lambda: str(e))() or e)
+        message = e.getMessage() if hasattr(e, "getMessage") else str(e)
         first = message.strip().splitlines()[0]
         line = None
         match = _POSITION.search(message)
