@@ -142,21 +142,41 @@ def run(
     select: SelectOpt = None,
     full_refresh: Annotated[bool, typer.Option("--full-refresh", help="Rebuild outputs from scratch (overwrite).")] = False,
     show: Annotated[int, typer.Option("--show", help="Print the first N rows of each output written.")] = 0,
+    continuous: Annotated[
+        bool, typer.Option("--continuous", help="Streaming: keep running every trigger.processing_time until Ctrl-C/SIGTERM.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before --full-refresh clears streaming state.")] = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Run a pipeline: build every step, write the outputs to Delta, log the run."""
+    """Run a pipeline: build every step, write the outputs to Delta, log the run.
+
+    A streaming pipeline processes everything new and stops, or with --continuous keeps running."""
 
     def body() -> None:
         from framework.display import LiveProgress, arrow_table, run_summary
         from framework.engine.runner import BatchRunner, show_rows
+        from framework.engine.streaming import StreamingRunner
         from framework.io.delta_store import choose_store
 
         compiled, prof = _compile(pipeline, profile, var, select)
+        streaming = compiled.spec.mode == "streaming"
+        if continuous and not streaming:
+            raise BadInput(Problem("--continuous is for streaming pipelines", hint="set mode: streaming in the pipeline"))
+        if full_refresh and streaming and not yes:
+            outputs = ", ".join(compiled.selected_outputs())
+            question = f"--full-refresh deletes the checkpoints of {compiled.name} and the tables {outputs}. Continue?"
+            if not sys.stdin.isatty():
+                raise BadInput(Problem("--full-refresh of a streaming pipeline needs confirmation", hint="add --yes"))
+            if not typer.confirm(question):
+                raise typer.Exit(1)
         out.print(
             f"[bold]{compiled.name}[/] · profile {prof.name} · {len(compiled.selected)} step(s), "
             f"{len(compiled.selected_outputs())} output(s)"
         )
-        runner = BatchRunner(compiled, prof, full_refresh=full_refresh)
+        if streaming:
+            runner = StreamingRunner(compiled, prof, full_refresh=full_refresh, continuous=continuous)
+        else:
+            runner = BatchRunner(compiled, prof, full_refresh=full_refresh)
         with LiveProgress(out) as progress:
             runner.reporter = progress
             try:

@@ -19,7 +19,8 @@ from framework.profiles import Profile
 from framework.project import Project
 from framework.spec.base import did_you_mean
 from framework.spec.loader import LoadedPipeline, load_pipeline
-from framework.spec.steps import SqlStep
+from framework.spec.models import FileSource
+from framework.spec.steps import JoinStep, SqlStep
 from framework.templating import RenderedSql, TemplateRenderer
 from framework.variables import resolve_vars
 
@@ -59,14 +60,6 @@ def compile_pipeline(
     cli_vars = cli_vars or {}
     loaded = load_pipeline(pipeline_path, project.relative(pipeline_path))
     spec = loaded.spec
-    if spec.mode == "streaming":
-        raise BadInput(
-            loaded.problem(
-                "mode 'streaming' is not available in this version of Tributary",
-                ("mode",),
-                hint="use mode: batch (streaming pipelines arrive with the streaming release)",
-            )
-        )
     variables = resolve_vars(spec.vars, profile.vars, cli_vars)
     renderer = TemplateRenderer(project.sql_dir, project.root, set(spec.steps), set(spec.sources), variables)
 
@@ -91,7 +84,37 @@ def compile_pipeline(
     kinds = {name: "source" for name in spec.sources} | {name: step.kind for name, step in spec.steps.items()}
     outputs = {o: spec.output_step(o) for o in spec.outputs}
     graph = PipelineGraph.build(inputs, kinds, outputs)
+    if spec.mode == "streaming":
+        _check_streaming_spec(loaded, graph)
     return CompiledPipeline(project, loaded, variables, rendered, graph, graph.select(select))
+
+
+def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
+    """What a streaming pipeline needs that can be known without Spark."""
+    spec = loaded.spec
+    problems = []
+    for name, source in spec.sources.items():
+        if isinstance(source, FileSource) and source.schema_ is None:
+            problems.append(loaded.problem(f"source '{name}': a streaming source needs a 'schema'", ("sources", name),
+                                           hint="declare its columns, e.g. schema: ts TIMESTAMP, name STRING"))
+    for name, output in spec.outputs.items():
+        if output.mode == "overwrite":
+            problems.append(loaded.problem(f"output '{name}': a streaming output appends or merges, it cannot overwrite",
+                                           ("outputs", name, "mode") if "mode" in output.model_fields_set else ("outputs", name),
+                                           hint="set mode: append (or merge with keys)"))
+    for name, step in spec.steps.items():
+        if isinstance(step, JoinStep):
+            for side in (step.join.left, step.join.right):
+                sources = [n for n in ({side} | graph.upstream(side)) if graph.kinds.get(n) == "source"]
+                missing = [s for s in sources if spec.sources[s].watermark is None]
+                if missing:
+                    problems.append(loaded.problem(
+                        f"step '{name}': a streaming join needs a watermark on its inputs; source(s) {missing} have none",
+                        ("steps", name),
+                        hint="add event_time and watermark (e.g. watermark: 30s) to those sources",
+                    ))
+    if problems:
+        raise BadInput(*problems)
 
 
 def _render_step(renderer: TemplateRenderer, loaded: LoadedPipeline, name: str, step: SqlStep) -> RenderedSql:

@@ -81,6 +81,9 @@ def run_summary(result: RunResult) -> Group:
     if result.quarantined:
         counts = ", ".join(f"{n} from {s}" for s, n in result.quarantined.items())
         parts.append(Text(f"quarantined {counts} malformed record(s): see _tributary/quarantine", style="yellow"))
+    if result.late:
+        counts = ", ".join(f"{n} from {s}" for s, n in result.late.items())
+        parts.append(Text(f"late rows: {counts}, older than the watermark: see _tributary/late_rows", style="yellow"))
     return Group(*parts)
 
 

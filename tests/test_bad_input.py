@@ -166,11 +166,18 @@ def test_missing_source_path_fails_before_spark_starts(cli, demo):
     assert "pyspark.sql.session" not in sys.modules or _no_active_session()
 
 
-def test_streaming_mode_is_rejected_clearly_for_now(cli, demo):
+def test_streaming_output_cannot_overwrite(cli, demo):
     demo.write_text("mode: streaming\n" + GOOD)
     code, _, err = cli("validate", "pipelines/demo.yaml")
     assert code == 2
-    assert "pipelines/demo.yaml:1:" in err and "streaming" in err
+    assert "pipelines/demo.yaml:17:5" in err and "cannot overwrite" in err and "mode: append" in err
+
+
+def test_streaming_source_needs_a_schema(cli, demo):
+    demo.write_text("mode: streaming\n" + GOOD.replace("    schema: ts TIMESTAMP, head_service STRING, response_ms INT\n", "").replace("overwrite", "append"))
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "pipelines/demo.yaml:4:" in err and "streaming source needs a 'schema'" in err
 
 
 def test_output_of_unknown_step(cli, demo):

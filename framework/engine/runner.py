@@ -18,16 +18,18 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
 from framework.compiler import CompiledPipeline
 from framework.engine.events import EventLog
+from framework.engine.lock import RunLock
 from framework.errors import BadInput, Problem, RunFailed, TributaryError
 from framework.io import staging as staging_files
 from framework.io.delta_store import DeltaStore, StagedWrite, choose_store
-from framework.io.locations import EVENTS_TABLE, QUARANTINE_TABLE, STAGING_DIR, Warehouse, is_uri, resolve_location
+from framework.io.locations import EVENTS_TABLE, LOCKS_DIR, QUARANTINE_TABLE, STAGING_DIR, Warehouse, is_uri, resolve_location
 from framework.io.sources import SourceFrame, check_source_exists, read_source, source_location
 from framework.operators import StepContext, build_step
 from framework.profiles import Profile
@@ -81,6 +83,7 @@ class RunResult:
     steps: list[StepResult] = field(default_factory=list)
     outputs: list[OutputResult] = field(default_factory=list)
     quarantined: dict[str, int] = field(default_factory=dict)
+    late: dict[str, int] = field(default_factory=dict)
     error: str | None = None
 
 
@@ -140,6 +143,26 @@ class BatchRunner:
             },
         )
         events.flush()
+        lock = RunLock(Path(self.warehouse.internal(f"{LOCKS_DIR}/{spec.name}.lock")), self.run_id) if self.warehouse.is_local() else None
+        try:
+            if lock:
+                lock.acquire()
+            self._execute(spark, store, locations, needed)
+            self.result.status = "ok"
+        except BaseException as e:
+            self.result.status = "failed"
+            self.result.error = _one_line(e)
+            raise _as_run_error(e) from (None if isinstance(e, TributaryError) else e)
+        finally:
+            if lock:
+                lock.release()
+            self.result.duration_s = time.perf_counter() - started
+            self._record_events(events)
+            self._cleanup(spark)
+        return self.result
+
+    def _execute(self, spark: SparkSession, store: DeltaStore, locations: dict[str, str], needed: set[str]) -> None:
+        """Batch: plan, stage every output, then commit them all (restoring on a failed commit)."""
         staged: list[tuple[OutputResult, StagedWrite]] = []
         try:
             frames = self._plan(spark, store, locations, needed)
@@ -147,18 +170,10 @@ class BatchRunner:
             staged = self._stage(store, frames, targets, locations)
             staged += self._stage_quarantine(store)
             self._commit(spark, store, staged)
-            self.result.status = "ok"
-        except BaseException as e:
-            self.result.status = "failed"
-            self.result.error = _one_line(e)
+        except BaseException:
             for _, write in staged:
                 _quietly(lambda w=write: store.discard(w))
-            raise _as_run_error(e) from (None if isinstance(e, TributaryError) else e)
-        finally:
-            self.result.duration_s = time.perf_counter() - started
-            self._record_events(events)
-            self._cleanup(spark)
-        return self.result
+            raise
 
     # -- 1. inputs ---------------------------------------------------------------------------
 
@@ -189,9 +204,6 @@ class BatchRunner:
     # -- 2. plan -----------------------------------------------------------------------------
 
     def _plan(self, spark: SparkSession, store: DeltaStore, locations: dict[str, str], needed: set[str]) -> dict[str, Any]:
-        from pyspark.sql import Observation
-        from pyspark.sql import functions as F
-
         spec, graph = self.compiled.spec, self.compiled.graph
         self._sources: dict[str, SourceFrame] = {}
         frames: dict[str, DataFrame] = {}
@@ -204,26 +216,40 @@ class BatchRunner:
             kind = graph.kinds[node]
             began = time.perf_counter()
             if kind == "source":
-                source = read_source(spark, node, spec.sources[node], locations[node], store)
+                source = self._read_source(spark, node, locations[node], store)
                 self._sources[node] = source
                 frame = source.df
             else:
                 self.reporter.update("step", node, "planning")
                 step = spec.steps[node]
                 context = StepContext(spark, node, step, {i: frames[i] for i in graph.inputs[node]}, self.compiled.sql.get(node))
-                frame = build_step(kind, context)
-                observation = Observation(f"tributary_step_{node}")
-                frame = frame.observe(observation, F.count(F.lit(1)).alias("rows"))
-                self._observations[node] = observation
+                frame = self._instrument(node, build_step(kind, context))
                 self.result.steps.append(StepResult(node, kind, "planned", plan_s=time.perf_counter() - began))
                 self.reporter.update("step", node, "planned")
             if consumers.get(node, 0) > 1 and kind != "source":
-                frame = frame.persist()  # read by several steps or outputs: compute once
-                self._persisted.append(frame)
+                frame = self._share(frame)
             frames[node] = frame
             frame.createOrReplaceTempView(node)
             self._views.append(node)
         return frames
+
+    def _read_source(self, spark: SparkSession, name: str, location: str, store: DeltaStore) -> SourceFrame:
+        return read_source(spark, name, self.compiled.spec.sources[name], location, store)
+
+    def _instrument(self, step: str, frame: DataFrame) -> DataFrame:
+        """Count the step's rows as a side effect of the run (no extra Spark job)."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        observation = Observation(f"tributary_step_{step}")
+        self._observations[step] = observation
+        return frame.observe(observation, F.count(F.lit(1)).alias("rows"))
+
+    def _share(self, frame: DataFrame) -> DataFrame:
+        """A step read by several steps or outputs is computed once."""
+        frame = frame.persist()
+        self._persisted.append(frame)
+        return frame
 
     def _check_outputs(self, store: DeltaStore, frames: dict[str, Any]) -> dict[str, tuple[Output, str]]:
         spec = self.compiled.spec
@@ -409,6 +435,8 @@ class BatchRunner:
             )
         for source, count in self.result.quarantined.items():
             events.record("quarantine", name=source, status="ok", rows=count)
+        for source, count in self.result.late.items():
+            events.record("late_rows", name=source, status="ok", rows=count)
         events.record("run_end", status=self.result.status, duration_s=self.result.duration_s, error=self.result.error)
         try:
             events.flush()

@@ -49,9 +49,9 @@ class DeltaRsStore(DeltaStore):
         dt = self._table(table)
         return from_arrow_schema(arrow_schema(dt)) if dt else None
 
-    def has_transaction(self, table: str, app_id: str) -> bool:
+    def transaction_version(self, table: str, app_id: str) -> int | None:
         dt = self._table(table)
-        return dt is not None and dt.transaction_version(app_id) is not None
+        return dt.transaction_version(app_id) if dt is not None else None
 
     def read(self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None) -> DataFrame:
         from pyspark.sql.pandas.types import from_arrow_schema
@@ -84,15 +84,21 @@ class DeltaRsStore(DeltaStore):
             reader = reader.option("basePath", dt.table_uri)
         return reader.parquet(*files).select(*schema.fieldNames())
 
-    def commit(self, spark: SparkSession, staged: StagedWrite, mode: WriteMode, keys: list[str], app_id: str) -> CommitResult:
+    def commit(
+        self, spark: SparkSession, staged: StagedWrite, mode: WriteMode, keys: list[str], app_id: str, txn_version: int = 0
+    ) -> CommitResult:
         from deltalake import CommitProperties, Schema, Transaction
         from deltalake.transaction import AddAction, create_table_with_add_actions
 
         dt = self._table(staged.table)
-        if dt is not None and dt.transaction_version(app_id) is not None:
+        done = dt.transaction_version(app_id) if dt is not None else None
+        if dt is not None and done is not None and done >= txn_version:
+            # delta-rs does not refuse an old transaction version itself, so the check is ours.
             self.discard(staged)
             return CommitResult(dt.version(), skipped=True)
-        properties = CommitProperties(app_transactions=[Transaction(app_id, 0)], custom_metadata={"tributary.app_id": app_id})
+        properties = CommitProperties(
+            app_transactions=[Transaction(app_id, txn_version)], custom_metadata={"tributary.app_id": app_id}
+        )
         if mode == "merge" and dt is not None:
             self._merge(dt, staged, keys, properties)
         else:

@@ -6,6 +6,7 @@ Delta's idempotent-write options (txnAppId/txnVersion), so a replayed commit is 
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -42,23 +43,23 @@ class SparkDeltaStore(DeltaStore):
     def schema(self, table: str) -> StructType | None:
         return self.spark.read.format("delta").load(table).schema if self._exists(table) else None
 
-    def has_transaction(self, table: str, app_id: str) -> bool:
+    def transaction_version(self, table: str, app_id: str) -> int | None:
         """Application transactions live in the log as `txn` actions (JSON commits and checkpoints)."""
         if not self._exists(table):
-            return False
+            return None
         from pyspark.sql import functions as F
 
         log = f"{table.rstrip('/')}/_delta_log"
-        found = self.spark.read.json(f"{log}/*.json").where(F.col("txn.appId") == app_id).limit(1).count() > 0
-        if not found:
-            try:
-                found = (
-                    self.spark.read.parquet(f"{log}/*.checkpoint*.parquet").where(F.col("txn.appId") == app_id).limit(1).count()
-                    > 0
-                )
-            except Exception:  # noqa: BLE001 - no checkpoint yet
-                found = False
-        return found
+        frames = [self.spark.read.json(f"{log}/*.json")]
+        with contextlib.suppress(Exception):  # no checkpoint yet
+            frames.append(self.spark.read.parquet(f"{log}/*.checkpoint*.parquet"))
+        versions = []
+        for frame in frames:
+            if "txn" in frame.columns:
+                row = frame.where(F.col("txn.appId") == app_id).agg(F.max("txn.version").alias("v")).first()
+                if row is not None and row.v is not None:
+                    versions.append(int(row.v))
+        return max(versions) if versions else None
 
     def read(self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None) -> DataFrame:
         reader = spark.read.format("delta")
@@ -68,7 +69,9 @@ class SparkDeltaStore(DeltaStore):
             reader = reader.option("timestampAsOf", str(timestamp))
         return reader.load(table)
 
-    def commit(self, spark: SparkSession, staged: StagedWrite, mode: WriteMode, keys: list[str], app_id: str) -> CommitResult:
+    def commit(
+        self, spark: SparkSession, staged: StagedWrite, mode: WriteMode, keys: list[str], app_id: str, txn_version: int = 0
+    ) -> CommitResult:
         before = self.version(staged.table)
         reader = spark.read.schema(staged.schema)
         if staged.partition_by:
@@ -83,7 +86,7 @@ class SparkDeltaStore(DeltaStore):
 
             condition = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
             spark.conf.set(_TXN_APP_ID, app_id)
-            spark.conf.set(_TXN_VERSION, "0")
+            spark.conf.set(_TXN_VERSION, str(txn_version))
             try:
                 (
                     DeltaTable.forPath(spark, staged.table)
@@ -97,7 +100,7 @@ class SparkDeltaStore(DeltaStore):
                 spark.conf.unset(_TXN_APP_ID)
                 spark.conf.unset(_TXN_VERSION)
         else:
-            writer = frame.write.format("delta").option("txnAppId", app_id).option("txnVersion", 0)
+            writer = frame.write.format("delta").option("txnAppId", app_id).option("txnVersion", txn_version)
             writer = writer.mode("append" if mode == "append" else "overwrite")
             if mode != "append":
                 writer = writer.option("overwriteSchema", "true")

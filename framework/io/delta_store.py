@@ -5,8 +5,10 @@ staging folder), then *commits* them one after another. Nothing is visible to re
 the commit, so a failure while computing leaves every table at its previous version; a failure
 during the commits is undone by restoring the tables already committed.
 
-Each commit carries a Delta application transaction (app id = tributary/<pipeline>/<output>/<run
-key>): a re-run of the same batch run finds its transaction in the log and skips the write.
+Each commit carries a Delta application transaction (app id, version): batch runs use app id =
+tributary/<pipeline>/<output>/<run key> at version 0, streaming runs app id =
+tributary/<pipeline>/<output> at version = micro-batch id. A replayed commit finds its
+transaction in the log and is skipped, so nothing is written twice.
 """
 
 from __future__ import annotations
@@ -56,8 +58,12 @@ class DeltaStore(ABC):
         """Current schema as Spark types, or None when there is no table."""
 
     @abstractmethod
-    def has_transaction(self, table: str, app_id: str) -> bool:
-        """True when a commit with this application transaction id is in the table's log."""
+    def transaction_version(self, table: str, app_id: str) -> int | None:
+        """The highest version committed under this application id (None: never)."""
+
+    def has_transaction(self, table: str, app_id: str, version: int = 0) -> bool:
+        done = self.transaction_version(table, app_id)
+        return done is not None and done >= version
 
     @abstractmethod
     def read(self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None) -> DataFrame:
@@ -77,8 +83,11 @@ class DeltaStore(ABC):
         return staged
 
     @abstractmethod
-    def commit(self, spark: SparkSession, staged: StagedWrite, mode: WriteMode, keys: list[str], app_id: str) -> CommitResult:
-        """Make a staged write visible in its table, atomically, tagged with app_id."""
+    def commit(
+        self, spark: SparkSession, staged: StagedWrite, mode: WriteMode, keys: list[str], app_id: str, txn_version: int = 0
+    ) -> CommitResult:
+        """Make a staged write visible in its table, atomically, tagged (app_id, txn_version).
+        Skipped when the table already holds that app id at txn_version or later."""
 
     def discard(self, staged: StagedWrite) -> None:
         from framework.io import staging as staging_files

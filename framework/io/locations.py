@@ -11,6 +11,9 @@ from framework.project import Project
 EVENTS_TABLE = "_tributary/events"
 QUARANTINE_TABLE = "_tributary/quarantine"
 STAGING_DIR = "_tributary/staging"
+LOCKS_DIR = "_tributary/locks"
+CHECKPOINTS_DIR = "_tributary/checkpoints"
+LATE_ROWS_TABLE = "_tributary/late_rows"
 
 
 def is_uri(location: str) -> bool:

@@ -74,7 +74,6 @@ def read_source(spark: SparkSession, name: str, spec: FileSource | DeltaSource, 
 def _read_files(spark: SparkSession, name: str, spec: FileSource, location: str) -> SourceFrame:
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
 
     options: dict[str, Any] = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spec.options.items()}
     if spec.format == "csv":
@@ -89,24 +88,67 @@ def _read_files(spark: SparkSession, name: str, spec: FileSource, location: str)
         return SourceFrame(name, reader.load(location))
 
     declared = _parse_schema(name, ddl)
-    with_corrupt = StructType([*declared.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
-    raw = (
-        reader.schema(with_corrupt)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
-        .load(location)
-    )
+    raw = _with_corrupt_column(reader, declared).load(location)
     counter = Observation(f"tributary_source_{name}")
+    observed = raw.observe(counter, F.count(F.when(F.col(CORRUPT_COLUMN).isNotNull(), 1)).alias("bad"))
+    good, bad = _split_corrupt(observed, raw, spec, declared)
+    return SourceFrame(name, good, bad, counter)
+
+
+def read_source_stream(spark: SparkSession, name: str, spec: FileSource | DeltaSource, location: str) -> SourceFrame:
+    """The source as a stream: new files in the folder, or new versions of the Delta table."""
+    if isinstance(spec, DeltaSource):
+        from framework.io.delta_stream import register_delta_stream
+
+        register_delta_stream(spark)
+        frame = SourceFrame(name, spark.readStream.format("tributary_delta").option("path", location).load())
+    else:
+        ddl = spec.ddl()
+        if ddl is None:
+            raise BadInput(Problem(f"source '{name}': a streaming source needs a 'schema'", hint="declare the columns, e.g. schema: ts TIMESTAMP, n INT"))
+        options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spec.options.items()}
+        if spec.format == "csv":
+            options.setdefault("header", "true")
+        if spec.max_files_per_trigger:
+            options["maxFilesPerTrigger"] = str(spec.max_files_per_trigger)
+        reader = spark.readStream.format(spec.format).options(**options)
+        declared = _parse_schema(name, ddl)
+        if spec.format == "parquet":
+            frame = SourceFrame(name, reader.schema(declared).load(location))
+        else:
+            raw = _with_corrupt_column(reader, declared).load(location)
+            good, bad = _split_corrupt(raw, raw, spec, declared)
+            frame = SourceFrame(name, good, bad)
+    if spec.event_time and spec.event_time not in frame.df.columns:
+        raise BadInput(Problem(f"source '{name}': event_time column '{spec.event_time}' is not in its schema",
+                               hint=f"columns: {', '.join(frame.df.columns)}"))
+    if spec.watermark is not None:
+        from framework.spec.durations import spark_interval
+
+        frame.df = frame.df.withWatermark(spec.event_time, spark_interval(spec.watermark))
+    return frame
+
+
+def _with_corrupt_column(reader: Any, declared: Any) -> Any:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    with_corrupt = StructType([*declared.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
+    return reader.schema(with_corrupt).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+
+
+def _split_corrupt(counted: DataFrame, raw: DataFrame, spec: FileSource, declared: Any) -> tuple[DataFrame, DataFrame]:
+    """Good rows (without the corrupt column) and bad rows as (file, record, reason)."""
+    from pyspark.sql import functions as F
+
     corrupt = F.col(CORRUPT_COLUMN)
-    observed = raw.observe(counter, F.count(F.when(corrupt.isNotNull(), 1)).alias("bad"))
-    good = observed.where(corrupt.isNull()).drop(CORRUPT_COLUMN)
+    good = counted.where(corrupt.isNull()).drop(CORRUPT_COLUMN)
     bad = raw.where(corrupt.isNotNull()).select(
         F.col("_metadata.file_path").alias("file"),
         # Spark refuses queries that read only the corrupt column, so the data columns come along.
         F.coalesce(corrupt, F.to_json(F.struct(*[F.col(f"`{c}`") for c in declared.fieldNames()]))).alias("record"),
         F.lit(f"malformed {spec.format} record: does not parse or does not fit the declared schema").alias("reason"),
     )
-    return SourceFrame(name, good, bad, counter)
+    return good, bad
 
 
 def _parse_schema(name: str, ddl: str) -> Any:

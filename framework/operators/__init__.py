@@ -42,4 +42,4 @@ def build_step(kind: str, context: StepContext) -> DataFrame:
     return OPERATORS[kind](context)
 
 
-from framework.operators import sql, union  # noqa: E402,F401  (registers the built-in kinds)
+from framework.operators import join, sql, union  # noqa: E402,F401  (registers the built-in kinds)

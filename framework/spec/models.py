@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, model_validator
 
 from framework.spec.base import Name, SpecModel
+from framework.spec.durations import Duration
 from framework.spec.steps import any_step_type
 
 Scalar = Union[str, int, float, bool]
@@ -24,12 +25,25 @@ class FileSource(SpecModel):
         description="Spark DDL ('ts TIMESTAMP, n INT') or a mapping column: type. Without it the schema is inferred.",
     )
     options: dict[str, Scalar] = Field(default_factory=dict, description="Spark reader options.")
+    event_time: str | None = Field(None, description="Timestamp column giving each row's event time.")
+    watermark: Duration | None = Field(None, description="How late rows may arrive (streaming), e.g. 30s.")
+    max_files_per_trigger: int | None = Field(None, ge=1, description="Streaming: at most this many new files per micro-batch.")
     description: str = ""
+
+    @model_validator(mode="after")
+    def _event_time(self) -> FileSource:
+        return _check_event_time(self)
 
     def ddl(self) -> str | None:
         if self.schema_ is None or isinstance(self.schema_, str):
             return self.schema_
         return ", ".join(f"`{col}` {typ}" for col, typ in self.schema_.items())
+
+
+def _check_event_time(source: Any) -> Any:
+    if source.watermark is not None and source.event_time is None:
+        raise ValueError("'watermark' needs 'event_time': the timestamp column it applies to")
+    return source
 
 
 class DeltaSource(SpecModel):
@@ -40,6 +54,8 @@ class DeltaSource(SpecModel):
     table: str | None = Field(None, description="Table name under the warehouse (see outputs' name).")
     version: int | None = Field(None, ge=0, description="Time travel: read this table version.")
     timestamp: datetime | None = Field(None, description="Time travel: read the table as of this time.")
+    event_time: str | None = Field(None, description="Timestamp column giving each row's event time.")
+    watermark: Duration | None = Field(None, description="How late rows may arrive (streaming), e.g. 30s.")
     description: str = ""
 
     @model_validator(mode="after")
@@ -48,7 +64,7 @@ class DeltaSource(SpecModel):
             raise ValueError("a delta source needs exactly one of 'path' or 'table'")
         if self.version is not None and self.timestamp is not None:
             raise ValueError("give 'version' or 'timestamp', not both")
-        return self
+        return _check_event_time(self)
 
 
 Source = Annotated[Union[FileSource, DeltaSource], Field(discriminator="format")]
@@ -80,12 +96,20 @@ class Output(SpecModel):
         return self
 
 
+class Trigger(SpecModel):
+    """When a streaming pipeline processes new data. `tributary run` processes everything new and
+    stops (available now); `tributary run --continuous` runs every `processing_time`."""
+
+    processing_time: Duration = Field(10.0, gt=0, description="Interval between micro-batches with --continuous.")
+
+
 class Pipeline(SpecModel):
     """A pipeline: sources are read, steps transform them, outputs write steps to Delta."""
 
     name: Name
     description: str = ""
     mode: Literal["batch", "streaming"] = "batch"
+    trigger: Trigger = Field(default_factory=Trigger, description="Streaming only: micro-batch timing.")
     vars: dict[str, Any] = Field(default_factory=dict, description="Defaults for var(); overridden by the profile and --var.")
     sources: dict[Name, Source] = Field(default_factory=dict)
     steps: dict[Name, any_step_type()] = Field(min_length=1)  # type: ignore[valid-type]

@@ -6,11 +6,12 @@ kind is a new class here plus an operator in framework/operators, never a new br
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from framework.spec.base import Name, SpecModel
+from framework.spec.durations import Duration
 
 STEP_KINDS: dict[str, type[StepSpec]] = {}
 
@@ -53,6 +54,51 @@ class UnionStep(StepSpec):
 
     def declared_inputs(self) -> list[str]:
         return list(self.union)
+
+
+class TimeWindow(SpecModel):
+    """Right rows whose event time lies in [left.ts - before, left.ts + after]."""
+
+    before: Duration = Field(0.0, description="How far the right row may precede the left one.")
+    after: Duration = Field(0.0, description="How far the right row may follow the left one.")
+
+
+class CountWindow(SpecModel):
+    """Each row meets the matching rows among the last `left` rows of the left input and the last
+    `right` rows of the right input, counted when the later row of a pair arrived."""
+
+    left: int = Field(ge=1, description="W_A: window length of the left input, in rows.")
+    right: int = Field(ge=1, description="W_B: window length of the right input, in rows.")
+
+
+class JoinSpec(SpecModel):
+    left: Name
+    right: Name
+    on: list[str] = Field(min_length=1, description="Equality key columns present in both inputs.")
+    type: Literal["inner", "left"] = "inner"
+    event_time: str = Field("ts", description="Timestamp column of both inputs (the order of arrival).")
+    within: TimeWindow | None = Field(None, description="A time window.")
+    last: CountWindow | None = Field(None, description="A count window.")
+    tiebreak: list[str] = Field(default_factory=list, description="Columns ordering rows with equal event times.")
+
+    @model_validator(mode="after")
+    def _one_window(self) -> JoinSpec:
+        if (self.within is None) == (self.last is None):
+            raise ValueError("a join needs exactly one window: 'within' (time) or 'last' (count)")
+        if self.left == self.right:
+            raise ValueError("a join reads two different inputs")
+        return self
+
+
+@step_kind
+class JoinStep(StepSpec):
+    """Two inputs joined on equal keys within a time or count window (seed 001, Algorithm 1)."""
+
+    kind: ClassVar[str] = "join"
+    join: JoinSpec
+
+    def declared_inputs(self) -> list[str]:
+        return [self.join.left, self.join.right]
 
 
 def kind_of(raw: Any) -> str | None:

@@ -1,0 +1,215 @@
+"""The streaming runner: the same plan on Structured Streaming, one query per output.
+
+- `tributary run` processes everything new and stops (trigger availableNow): the mode for
+  scheduled incremental runs. `--continuous` runs every `trigger.processing_time` until Ctrl-C
+  or SIGTERM, then stops its queries cleanly.
+- Each output commits through foreachBatch with (app id, batch id) transactions, so a batch that
+  Spark replays after a crash is skipped, not appended twice (framework.io.stream_sink).
+- Checkpoints live under <warehouse>/_tributary/checkpoints/<pipeline>/<output>. The app id
+  carries the checkpoint's generation, so after --full-refresh batch ids start again cleanly.
+- Malformed records go to the quarantine table and rows later than their source's watermark to
+  the late-rows table, each through its own exactly-once query.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from framework.engine.runner import BatchRunner, OutputResult
+from framework.errors import BadInput, RunFailed
+from framework.io import staging as staging_files
+from framework.io.delta_store import DeltaStore
+from framework.io.late_rows import LateRowMonitor
+from framework.io.locations import CHECKPOINTS_DIR, LATE_ROWS_TABLE, QUARANTINE_TABLE, STAGING_DIR, join
+from framework.io.sources import SourceFrame, read_source_stream
+from framework.io.stream_sink import ExactlyOnceDeltaSink
+from framework.spec.durations import spark_interval
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+
+class StreamingRunner(BatchRunner):
+    def __init__(self, *args: Any, continuous: bool = False, stop: threading.Event | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.continuous = continuous
+        self.stop = stop or threading.Event()
+        self._queries: list[tuple[str, StreamingQuery, ExactlyOnceDeltaSink, OutputResult | None]] = []
+
+    # -- plan hooks: streams instead of static frames ------------------------------------------
+
+    def _read_source(self, spark: SparkSession, name: str, location: str, store: DeltaStore) -> SourceFrame:
+        return read_source_stream(spark, name, self.compiled.spec.sources[name], location)
+
+    def _instrument(self, step: str, frame: DataFrame) -> DataFrame:
+        return frame  # observations are batch-only; streaming rows come from the sinks' counts
+
+    def _share(self, frame: DataFrame) -> DataFrame:
+        return frame  # a stream cannot be cached; each output query reads its own
+
+    # -- run -----------------------------------------------------------------------------------
+
+    def _execute(self, spark: SparkSession, store: DeltaStore, locations: dict[str, str], needed: set[str]) -> None:
+        frames = self._plan(spark, store, locations, needed)
+        self._check_streaming(spark, frames)
+        targets = self._check_outputs(store, frames)
+        if self.full_refresh:
+            self._clear(targets)
+        try:
+            for name, (output, table) in targets.items():
+                result = OutputResult(name, self.compiled.spec.output_step(name), table, output.mode,
+                                      previous_version=store.version(table))
+                self.result.outputs.append(result)
+                sink = self._sink(store, name, table, output.mode, tuple(output.keys), tuple(output.partition_by))
+                self._start(frames[result.step], name, sink, result)
+            for name, source in self._sources.items():
+                self._start_side_queries(store, name, source)
+            self._wait()
+        finally:
+            for _, query, _, _ in self._queries:
+                if query.isActive:
+                    query.stop()
+        self._collect()
+
+    def _check_streaming(self, spark: SparkSession, frames: dict[str, DataFrame]) -> None:
+        """Name the first step Spark cannot run as a stream, before any query starts."""
+        from py4j.protocol import Py4JJavaError
+
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        checker = getattr(getattr(jvm.org.apache.spark.sql.catalyst.analysis, "UnsupportedOperationChecker$"), "MODULE$")
+        append = jvm.org.apache.spark.sql.streaming.OutputMode.Append()
+        for step in self.compiled.graph.steps:
+            frame = frames.get(step)
+            if frame is None or not frame.isStreaming:
+                continue
+            try:
+                checker.checkForStreaming(frame._jdf.queryExecution().analyzed(), append)
+            except Py4JJavaError as e:
+                reason = str(e.java_exception.getMessage()).split(" SQLSTATE")[0]
+                raise BadInput(
+                    self.compiled.loaded.problem(
+                        f"step '{step}' cannot run in streaming: {reason}",
+                        ("steps", step),
+                        hint="aggregate over event-time windows on a source with event_time and watermark, "
+                        "or run the pipeline with mode: batch",
+                    )
+                ) from None
+
+    def _clear(self, targets: dict[str, Any]) -> None:
+        staging_files.remove_tree(self.warehouse.internal(f"{CHECKPOINTS_DIR}/{self.compiled.name}"))
+        for _, table in targets.values():
+            staging_files.remove_tree(table)
+
+    def _checkpoint(self, name: str) -> tuple[str, str]:
+        """The checkpoint folder of one query and its generation (new after a full refresh)."""
+        folder = self.warehouse.internal(f"{CHECKPOINTS_DIR}/{self.compiled.name}/{name}")
+        fs, path = staging_files.filesystem(folder + ".generation")
+        if staging_files.exists(folder + ".generation") and staging_files.exists(folder):
+            with fs.open_input_stream(path) as handle:
+                return folder, handle.read().decode().strip()
+        generation = uuid.uuid4().hex[:12]
+        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        with fs.open_output_stream(path) as handle:
+            handle.write(generation.encode())
+        return folder, generation
+
+    def _sink(self, store: DeltaStore, name: str, table: str, mode: str, keys: tuple[str, ...] = (),
+              partition_by: tuple[str, ...] = (), prepare: Any = None) -> ExactlyOnceDeltaSink:
+        folder, generation = self._checkpoint(name)
+        sink = ExactlyOnceDeltaSink(
+            store, name, table, app_id=f"tributary/{self.compiled.name}/{name}/{generation}",
+            staging_root=self.warehouse.internal(f"{STAGING_DIR}/{self.run_id}/{name}"), mode=mode, keys=keys,
+            partition_by=partition_by, prepare=prepare,
+            on_commit=lambda n, b, rows, v: self.reporter.update("output", n, "written", f"batch {b}: {rows:,} rows → version {v}"),
+        )
+        sink.checkpoint = folder  # type: ignore[attr-defined]
+        return sink
+
+    def _start(self, frame: DataFrame, name: str, sink: ExactlyOnceDeltaSink, result: OutputResult | None) -> None:
+        writer = frame.writeStream.foreachBatch(sink).option("checkpointLocation", sink.checkpoint)  # type: ignore[attr-defined]
+        writer = writer.queryName(f"{self.compiled.name}__{name}")
+        if self.continuous:
+            writer = writer.trigger(processingTime=spark_interval(self.compiled.spec.trigger.processing_time))
+        else:
+            writer = writer.trigger(availableNow=True)
+        self.reporter.update("output", name, "streaming")
+        self._queries.append((name, writer.start(), sink, result))
+
+    def _start_side_queries(self, store: DeltaStore, name: str, source: SourceFrame) -> None:
+        from pyspark.sql import functions as F
+
+        if source.bad_rows is not None:
+            run_id, pipeline = self.run_id, self.compiled.name
+
+            def quarantine(batch: DataFrame, _: int, source_name: str = name) -> DataFrame:
+                return batch.select(F.lit(run_id).alias("run_id"), F.lit(pipeline).alias("pipeline"),
+                                    F.lit(source_name).alias("source"), "file", "record", "reason",
+                                    F.current_timestamp().alias("quarantined_at"))
+
+            sink = self._sink(store, f"_quarantine_{name}", self.warehouse.internal(QUARANTINE_TABLE), "append", prepare=quarantine)
+            self._start(source.bad_rows, sink.name, sink, None)
+        spec = self.compiled.spec.sources[name]
+        if spec.watermark is not None and spec.event_time:
+            readers = tuple(s for s in self.compiled.graph.steps if name in self.compiled.graph.inputs.get(s, ()))
+            folder, _ = self._checkpoint(f"_late_{name}")
+            monitor = LateRowMonitor(name, readers, spec.event_time, spec.watermark, join(folder + ".late", "state.json"),
+                                     self.run_id, self.compiled.name)
+            sink = self._sink(store, f"_late_{name}", self.warehouse.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
+            self._start(source.df, sink.name, sink, None)
+
+    def _wait(self) -> None:
+        if not self.continuous:
+            for name, query, _, _ in self._queries:
+                query.awaitTermination()
+                self._raise_if_failed(name, query)
+            return
+        previous = _install_stop_handlers(self.stop)
+        try:
+            while not self.stop.is_set():
+                for name, query, _, _ in self._queries:
+                    self._raise_if_failed(name, query)
+                    if not query.isActive:
+                        raise RunFailed(f"output '{name}': its streaming query stopped")
+                time.sleep(0.5)
+        finally:
+            _restore_handlers(previous)
+
+    @staticmethod
+    def _raise_if_failed(name: str, query: StreamingQuery) -> None:
+        error = query.exception()
+        if error is not None:
+            message = str(getattr(error, "desc", error)).strip().splitlines()[0]
+            raise RunFailed(f"output '{name}': streaming query failed: {message}")
+
+    def _collect(self) -> None:
+        for name, _, sink, result in self._queries:
+            if result is not None:
+                result.rows = sink.rows
+                result.version = sink.version if sink.version is not None else result.previous_version
+                result.status = "written" if sink.rows else "skipped"
+                if sink.replayed:
+                    self.reporter.update("output", name, result.status, f"{sink.replayed} replayed batch(es) skipped")
+            elif name.startswith("_quarantine_") and sink.rows:
+                self.result.quarantined[name.removeprefix("_quarantine_")] = sink.rows
+            elif name.startswith("_late_") and sink.rows:
+                self.result.late[name.removeprefix("_late_")] = sink.rows
+
+
+def _install_stop_handlers(stop: threading.Event) -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous[signum] = signal.signal(signum, lambda *_: stop.set())
+    return previous
+
+
+def _restore_handlers(previous: dict[int, Any]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+

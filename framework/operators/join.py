@@ -1,0 +1,364 @@
+"""`join:` steps: two inputs joined on equal keys within a time or a count window (seed 001).
+
+Left input A, right input B, key columns `on`, event time column `event_time` in both.
+
+Time window (`within: {before, after}`): pairs (a, b) with equal keys and
+b.ts in [a.ts - before, a.ts + after], both ends included. It is one plain Spark join whose
+condition is the key equalities plus that range, nothing else (no sort, window or aggregate), so
+the same plan runs on streaming inputs as a stream-stream join once the caller has set
+watermarks on the sources.
+
+Count window (`last: {left: W_A, right: W_B}`), Algorithm 1 of the seed: A and B are merged into
+one arrival sequence; when a row arrives it meets the matching rows among the last W rows (all
+keys) of the other input that arrived before it, then enters its own window. So a pair (a, b)
+with equal keys is produced once, at the later of the two arrivals: if a arrived after b, b must
+be among the last W_B rows of B that arrived before a; if b arrived after a, a must be among the
+last W_A rows of A that arrived before b.
+
+Arrival order (a total order up to identical rows) sorts by, in turn:
+  1. event_time (rows with a null event time never arrive: they join nothing and do not count
+     in any window; a left join still outputs such A rows, unmatched);
+  2. the `tiebreak` columns, in the order given (they must be in both inputs);
+  3. the input: A before B;
+  4. the remaining columns of the row's own input, in their order, ascending, nulls first
+     (columns Spark cannot order, such as maps, by their JSON text).
+Rows equal on all of these are identical, so their relative order cannot change the result.
+
+Types: `inner` gives the matching pairs; `left` also gives every unmatched A row once, with B's
+columns null.
+
+Output: the key columns once (A's values), then A's other columns, then B's other columns; a
+non-key column name present in both inputs (case-insensitively) is prefixed with its input's
+name, e.g. `phones_ts` and `emails_ts`.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING
+
+from framework.errors import BadInput, Problem
+from framework.operators import StepContext, operator
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+MAX_BUCKETS = 1024
+
+
+@operator("join")
+def build_join(context: StepContext):  # noqa: ANN201 - a DataFrame
+    spec = context.spec.join
+    left, right = context.inputs[spec.left], context.inputs[spec.right]
+    _check_inputs(context, left, right)
+    plan = _OutputPlan(context, left, right)
+    if spec.within is not None:
+        return _time_join(context, plan, left, right)
+    if left.isStreaming or right.isStreaming:
+        streaming = spec.left if left.isStreaming else spec.right
+        raise BadInput(
+            Problem(
+                f"step '{context.name}': a count window ('last:') cannot join a streaming input yet ('{streaming}' is streaming)",
+                hint="use a time window ('within:') on streaming inputs, or read the inputs in batch",
+            )
+        )
+    return _count_join(context, plan, left, right)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks and output naming
+
+
+def _field(df: DataFrame, column: str):  # noqa: ANN202 - a StructField or None
+    for field in df.schema.fields:
+        if field.name.lower() == column.lower():
+            return field
+    return None
+
+
+def _check_inputs(context: StepContext, left: DataFrame, right: DataFrame) -> None:
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    spec = context.spec.join
+    problems: list[Problem] = []
+    for name, df in ((spec.left, left), (spec.right, right)):
+        columns = ", ".join(df.columns)
+        for role, wanted in [("key", c) for c in spec.on] + [("event_time", spec.event_time)] + [("tiebreak", c) for c in spec.tiebreak]:
+            field = _field(df, wanted)
+            if field is None:
+                problems.append(
+                    Problem(
+                        f"step '{context.name}': {role} column '{wanted}' is not in input '{name}'",
+                        hint=f"'{name}' has: {columns}",
+                    )
+                )
+            elif role == "event_time" and not isinstance(field.dataType, (TimestampType, TimestampNTZType)):
+                problems.append(
+                    Problem(
+                        f"step '{context.name}': event_time column '{wanted}' of input '{name}' is "
+                        f"{field.dataType.simpleString()}, not a timestamp",
+                        hint="cast it to a timestamp in a SQL step before the join, or name another column in event_time",
+                    )
+                )
+    if problems:
+        raise BadInput(*problems)
+
+
+class _OutputPlan:
+    """Output names: keys once (from A), then A's other columns, then B's other columns."""
+
+    def __init__(self, context: StepContext, left: DataFrame, right: DataFrame) -> None:
+        spec = context.spec.join
+        keys = {c.lower() for c in spec.on}
+        self.keys = [_field(left, c).name for c in spec.on]  # A's spelling
+        self.left_rest = [c for c in left.columns if c.lower() not in keys]
+        self.right_rest = [c for c in right.columns if c.lower() not in keys]
+        left_lower = {c.lower() for c in self.left_rest}
+        right_lower = {c.lower() for c in self.right_rest}
+        both = left_lower & right_lower
+        self.left_out = [f"{spec.left}_{c}" if c.lower() in both else c for c in self.left_rest]
+        self.right_out = [f"{spec.right}_{c}" if c.lower() in both else c for c in self.right_rest]
+        names = self.keys + self.left_out + self.right_out
+        seen: set[str] = set()
+        for name in names:
+            if name.lower() in seen:
+                raise BadInput(
+                    Problem(
+                        f"step '{context.name}': the join would output column '{name}' twice",
+                        hint="rename the columns of one input in a SQL step before the join",
+                    )
+                )
+            seen.add(name.lower())
+
+
+def _renamed(df: DataFrame, prefix: str, extra: list[Column] | None = None) -> DataFrame:
+    """The input with columns renamed to positional internal names (`__a0`, `__a1`...).
+
+    New attributes keep the two sides apart even when both inputs derive from one DataFrame
+    (Spark's ambiguous self-join), and make any user column name safe to reference."""
+    from pyspark.sql import functions as F
+
+    columns = [F.col(_quote(c)).alias(f"{prefix}{i}") for i, c in enumerate(df.columns)]
+    return df.select(*columns, *(extra or []))
+
+
+def _quote(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
+def _index(df: DataFrame, column: str) -> int:
+    return [c.lower() for c in df.columns].index(column.lower())
+
+
+def _finish(plan: _OutputPlan, joined: DataFrame, left: DataFrame, right: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    out = [F.col(f"__a{_index(left, k)}").alias(k) for k in plan.keys]
+    out += [F.col(f"__a{_index(left, c)}").alias(n) for c, n in zip(plan.left_rest, plan.left_out, strict=True)]
+    out += [F.col(f"__b{_index(right, c)}").alias(n) for c, n in zip(plan.right_rest, plan.right_out, strict=True)]
+    return joined.select(*out)
+
+
+def _key_condition(context: StepContext, left: DataFrame, right: DataFrame) -> Column:
+    from pyspark.sql import functions as F
+
+    spec = context.spec.join
+    condition = None
+    for key in spec.on:
+        equal = F.col(f"__a{_index(left, key)}") == F.col(f"__b{_index(right, key)}")
+        condition = equal if condition is None else condition & equal
+    return condition
+
+
+# ---------------------------------------------------------------------------------------------
+# Time window
+
+
+def _interval(seconds: float) -> Column:
+    """A day-time interval *literal* (stream-stream joins read the range bounds off literals)."""
+    from pyspark.sql import functions as F
+
+    return F.lit(datetime.timedelta(microseconds=round(seconds * 1_000_000)))
+
+
+def _time_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    spec = context.spec.join
+    a, b = _renamed(left, "__a"), _renamed(right, "__b")
+    a_ts = F.col(f"__a{_index(left, spec.event_time)}")
+    b_ts = F.col(f"__b{_index(right, spec.event_time)}")
+    condition = (
+        _key_condition(context, left, right)
+        & (b_ts >= a_ts - _interval(spec.within.before))
+        & (b_ts <= a_ts + _interval(spec.within.after))
+    )
+    joined = a.join(b, on=condition, how="inner" if spec.type == "inner" else "left_outer")
+    return _finish(plan, joined, left, right)
+
+
+# ---------------------------------------------------------------------------------------------
+# Count window (batch)
+#
+# Positions. For a row x of the merged sequence let cntA(x) / cntB(x) be the number of A / B rows
+# (with an event time) strictly before x. For a in A, posA(a) = cntA(a) is its 0-based index among
+# A's rows; for b in B, posB(b) = cntB(b). Then, since the order is total:
+#   b arrived before a                      <=>  posB(b) < cntB(a)
+#   b is among the last W_B B rows before a <=>  cntB(a) - W_B <= posB(b) < cntB(a)
+# and symmetrically a is among the last W_A A rows before b <=> cntA(b) - W_A <= posA(a) < cntA(b).
+# The two ranges cannot both hold (one needs b before a, the other a before b), so the equi-join on
+# the keys with "range 1 OR range 2" gives each pair of Algorithm 1 exactly once.
+#
+# Distributed running counts (no single-partition window): the event times are cut into buckets
+# at boundaries taken from approximate quantiles (a distributed aggregate; the boundaries come to
+# the driver as a short list). The bucket of a row is a pure function of its event time,
+# monotone in it, and event time is the first component of the order, so every row of bucket i
+# precedes every row of bucket j > i. A grouped count per bucket (a tiny collected list) gives
+# each bucket's offsets: the A and B rows in earlier buckets. Inside a bucket a window
+# PARTITION BY bucket ORDER BY <arrival order> ROWS UNBOUNDED PRECEDING..1 PRECEDING counts the
+# rows before each row; offset + that count = cntA / cntB. Nothing depends on how Spark happened
+# to partition the data, so recomputing a stage cannot skew the counts against the offsets. Rows
+# equal on every ordering column are identical, and the ROWS frame still gives them distinct
+# consecutive positions, whichever way round. One event time cannot be split over buckets, so a
+# huge run of equal event times stays in one task.
+
+
+def _orderable(data_type) -> bool:  # noqa: ANN001 - a Spark DataType
+    from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
+
+    if isinstance(data_type, (MapType, VariantType)):
+        return False
+    if isinstance(data_type, ArrayType):
+        return _orderable(data_type.elementType)
+    if isinstance(data_type, StructType):
+        return all(_orderable(f.dataType) for f in data_type.fields)
+    return True
+
+
+def _epoch_micros(ts: Column, ntz: bool) -> Column:
+    """Microseconds since the epoch, monotone in `ts` (for TIMESTAMP_NTZ read as UTC wall time:
+    a cast through the session time zone would not be monotone across a DST gap)."""
+    from pyspark.sql import functions as F
+
+    if not ntz:
+        return F.unix_micros(ts)
+    wall = F.make_timestamp(
+        F.year(ts), F.month(ts), F.dayofmonth(ts), F.hour(ts), F.minute(ts), F.date_part(F.lit("SECOND"), ts), F.lit("UTC")
+    )
+    return F.unix_micros(wall)
+
+
+def _bucket_of(micros: Column, bounds: list[int], lo: int = 0, hi: int | None = None) -> Column:
+    """The number of bounds <= micros (a balanced CASE tree over the sorted bounds)."""
+    from pyspark.sql import functions as F
+
+    hi = len(bounds) if hi is None else hi
+    if lo == hi:
+        return F.lit(lo)
+    mid = (lo + hi) // 2
+    return F.when(micros < F.lit(bounds[mid]), _bucket_of(micros, bounds, lo, mid)).otherwise(_bucket_of(micros, bounds, mid + 1, hi))
+
+
+def _bucket_count(context: StepContext) -> int:
+    try:
+        wanted = int(context.spark.conf.get("spark.sql.shuffle.partitions") or 200)
+    except ValueError:
+        wanted = 200
+    return max(1, min(wanted, MAX_BUCKETS))
+
+
+def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right: DataFrame) -> DataFrame:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, TimestampNTZType, TimestampType
+
+    spec = context.spec.join
+    left_ts, right_ts = _field(left, spec.event_time), _field(right, spec.event_time)
+    ntz = isinstance(left_ts.dataType, TimestampNTZType) and isinstance(right_ts.dataType, TimestampNTZType)
+    ts_type = TimestampNTZType() if ntz else TimestampType()
+
+    def side(df: DataFrame, prefix: str, is_left: bool) -> DataFrame:
+        ordering = {spec.event_time.lower()} | {c.lower() for c in spec.tiebreak}
+        rest = []
+        for i, field in enumerate(df.schema.fields):
+            if field.name.lower() in ordering:
+                continue
+            column = F.col(f"{prefix}{i}")
+            rest.append((column if _orderable(field.dataType) else F.to_json(F.struct(column))).alias(f"r{i}"))
+        own = F.struct(*rest) if rest else F.lit(None)
+        extra = [
+            F.col(_quote(spec.event_time)).cast(ts_type).alias("__ts"),
+            *[F.col(_quote(c)).alias(f"__tb{j}") for j, c in enumerate(spec.tiebreak)],
+            F.lit(0 if is_left else 1).alias("__side"),
+            (own if is_left else F.lit(None)).alias("__rest_a"),
+            (F.lit(None) if is_left else own).alias("__rest_b"),
+        ]
+        return _renamed(df, prefix, extra)
+
+    a, b = side(left, "__a", True), side(right, "__b", False)
+    a_cols, b_cols = [c for c in a.columns if c.startswith("__a")], [c for c in b.columns if c.startswith("__b")]
+    # One frame for both inputs: each row carries its own input's columns, the other side null.
+    shared = ["__ts", *[f"__tb{j}" for j in range(len(spec.tiebreak))], "__side", "__rest_a", "__rest_b"]
+    merged = a.select(*shared, F.struct(*a_cols).alias("__row_a"), F.lit(None).alias("__row_b")).unionByName(
+        b.select(*shared, F.lit(None).alias("__row_a"), F.struct(*b_cols).alias("__row_b")),
+        allowMissingColumns=False,
+    )
+    merged = merged.withColumn("__micros", _epoch_micros(F.col("__ts"), ntz))
+
+    # Bucket boundaries: approximate quantiles of the event times (nulls ignored).
+    n = _bucket_count(context)
+    bounds: list[int] = []
+    if n > 1:
+        probabilities = [i / n for i in range(1, n)]
+        quantiles = merged.approxQuantile("__micros", probabilities, 1.0 / (4 * n))
+        bounds = sorted({int(q) for q in quantiles})
+    merged = merged.withColumn(
+        "__bucket",
+        F.when(F.col("__micros").isNull(), F.lit(-1)).otherwise(_bucket_of(F.col("__micros"), bounds)),
+    )
+    is_a = F.when((F.col("__side") == 0) & F.col("__ts").isNotNull(), 1).otherwise(0)
+    is_b = F.when((F.col("__side") == 1) & F.col("__ts").isNotNull(), 1).otherwise(0)
+    merged = merged.withColumn("__is_a", is_a).withColumn("__is_b", is_b)
+
+    # Offsets: A and B rows in the buckets before each bucket (one row per bucket, collected).
+    per_bucket = merged.groupBy("__bucket").agg(F.sum("__is_a").alias("na"), F.sum("__is_b").alias("nb")).collect()
+    offsets_a: dict[int, int] = {}
+    offsets_b: dict[int, int] = {}
+    before_a = before_b = 0
+    for row in sorted(per_bucket, key=lambda r: r["__bucket"]):
+        offsets_a[row["__bucket"]], offsets_b[row["__bucket"]] = before_a, before_b
+        before_a += row["na"] or 0
+        before_b += row["nb"] or 0
+
+    def offset(table: dict[int, int]) -> Column:
+        if not table:
+            return F.lit(0).cast(LongType())
+        pairs = [x for bucket, value in table.items() for x in (F.lit(bucket), F.lit(value).cast(LongType()))]
+        return F.element_at(F.create_map(*pairs), F.col("__bucket"))
+
+    order = [
+        F.col("__ts").asc_nulls_first(),
+        *[F.col(f"__tb{j}").asc_nulls_first() for j in range(len(spec.tiebreak))],
+        F.col("__side").asc(),
+        F.col("__rest_a").asc_nulls_first(),
+        F.col("__rest_b").asc_nulls_first(),
+    ]
+    before = Window.partitionBy("__bucket").orderBy(*order).rowsBetween(Window.unboundedPreceding, -1)
+    has_ts = F.col("__ts").isNotNull()
+    ranked = merged.select(
+        "__side",
+        "__row_a",
+        "__row_b",
+        F.when(has_ts, offset(offsets_a) + F.coalesce(F.sum("__is_a").over(before), F.lit(0))).alias("__cnt_a"),
+        F.when(has_ts, offset(offsets_b) + F.coalesce(F.sum("__is_b").over(before), F.lit(0))).alias("__cnt_b"),
+    )
+    a_pos = ranked.where(F.col("__side") == 0).select("__row_a.*", F.col("__cnt_a").alias("__pos_a"), F.col("__cnt_b").alias("__at_b"))
+    b_pos = ranked.where(F.col("__side") == 1).select("__row_b.*", F.col("__cnt_b").alias("__pos_b"), F.col("__cnt_a").alias("__at_a"))
+
+    w_a, w_b = spec.last.left, spec.last.right
+    pos_a, at_b, pos_b, at_a = F.col("__pos_a"), F.col("__at_b"), F.col("__pos_b"), F.col("__at_a")
+    b_in_window = (pos_b < at_b) & (pos_b >= at_b - F.lit(w_b))  # a arrived after b
+    a_in_window = (pos_a < at_a) & (pos_a >= at_a - F.lit(w_a))  # b arrived after a
+    condition = _key_condition(context, left, right) & (b_in_window | a_in_window)
+    joined = a_pos.join(b_pos, on=condition, how="inner" if spec.type == "inner" else "left_outer")
+    return _finish(plan, joined, left, right)

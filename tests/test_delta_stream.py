@@ -1,0 +1,123 @@
+"""The tributary_delta streaming source: Delta versions as offsets, appends only, restarts from checkpoints."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+from pyspark.errors import StreamingQueryException
+
+from framework.io.delta_stream import register_delta_stream
+
+TS = datetime(2024, 1, 1, 12, 30, 0, 123456, tzinfo=UTC)
+
+
+def rows(ids: list[int], day: date = date(2024, 1, 1), kind: str = "a") -> pa.Table:
+    n = len(ids)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array([TS] * n, pa.timestamp("us", tz="UTC")),
+            "day": pa.array([day] * n, pa.date32()),
+            "kind": pa.array([kind] * n, pa.string()),
+        }
+    )
+
+
+def stream(spark, table: Path, checkpoint: Path, **options: str) -> list[list[dict]]:
+    """One availableNow run into foreachBatch; the rows of each micro-batch, sorted by id."""
+    register_delta_stream(spark)
+    batches: list[list[dict]] = []
+    reader = spark.readStream.format("tributary_delta").option("path", str(table))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(lambda df, _: batches.append(sorted((r.asDict() for r in df.collect()), key=lambda r: r["id"])))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return [b for b in batches if b]
+
+
+def ids(batches: list[list[dict]]) -> list[list[int]]:
+    return [[r["id"] for r in batch] for batch in batches]
+
+
+def test_first_run_streams_all_versions_then_restart_reads_only_new_ones(spark, tmp_path: Path):
+    table, checkpoint = tmp_path / "t", tmp_path / "checkpoint"
+    write_deltalake(table, rows([1, 2]))
+    write_deltalake(table, rows([3]), mode="append")
+    write_deltalake(table, rows([4, 5]), mode="append")
+
+    first = stream(spark, table, checkpoint)
+    assert ids(first) == [[1, 2, 3, 4, 5]]  # availableNow: everything up to version 2 in one batch
+    assert first[0][0] == {"id": 1, "ts": TS.replace(tzinfo=None), "day": date(2024, 1, 1), "kind": "a"}  # session tz is UTC
+
+    assert stream(spark, table, checkpoint) == []  # nothing new
+    write_deltalake(table, rows([6]), mode="append")
+    assert ids(stream(spark, table, checkpoint)) == [[6]]
+
+
+def test_partition_columns_keep_their_values(spark, tmp_path: Path):
+    table = tmp_path / "t"
+    write_deltalake(table, rows([1, 2], date(2024, 1, 1), "a"), partition_by=["day", "kind"])
+    write_deltalake(table, rows([3], date(2024, 1, 2), "b"), mode="append")
+
+    (batch,) = stream(spark, table, tmp_path / "checkpoint")
+    assert [(r["id"], r["day"], r["kind"]) for r in batch] == [
+        (1, date(2024, 1, 1), "a"),
+        (2, date(2024, 1, 1), "a"),
+        (3, date(2024, 1, 2), "b"),
+    ]
+    assert batch[0]["ts"] == TS.replace(tzinfo=None)
+
+
+def test_overwrite_in_range_fails_unless_ignore_changes(spark, tmp_path: Path):
+    table = tmp_path / "t"
+    write_deltalake(table, rows([1, 2]))
+    write_deltalake(table, rows([7]), mode="overwrite")
+
+    with pytest.raises(StreamingQueryException, match=r"version 1 removes data \(WRITE\).*ignore_changes=true") as error:
+        stream(spark, table, tmp_path / "checkpoint")
+    assert str(table) in str(error.value)
+
+    assert ids(stream(spark, table, tmp_path / "checkpoint2", ignore_changes="true")) == [[1, 2, 7]]
+
+
+def test_starting_version(spark, tmp_path: Path):
+    table = tmp_path / "t"
+    write_deltalake(table, rows([1]))
+    write_deltalake(table, rows([2]), mode="append")
+    write_deltalake(table, rows([3]), mode="append")
+
+    assert ids(stream(spark, table, tmp_path / "c1", starting_version="1")) == [[2, 3]]
+    assert stream(spark, table, tmp_path / "c2", starting_version="latest") == []
+
+
+def test_processing_time_trigger_picks_up_new_commits(spark, tmp_path: Path):
+    register_delta_stream(spark)
+    table = tmp_path / "t"
+    write_deltalake(table, rows([1]))
+    seen: list[int] = []
+    query = (
+        spark.readStream.format("tributary_delta")
+        .option("path", str(table))
+        .load()
+        .writeStream.foreachBatch(lambda df, _: seen.extend(r.id for r in df.collect()))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        write_deltalake(table, rows([2, 3]), mode="append")
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert sorted(seen) == [1, 2, 3]
