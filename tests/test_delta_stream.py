@@ -66,7 +66,7 @@ def test_first_run_streams_all_versions_then_restart_reads_only_new_ones(spark, 
 
 def test_partition_columns_keep_their_values(spark, tmp_path: Path):
     table = tmp_path / "t"
-    write_deltalake(table, rows([1, 2], date(2024, 1, 1), "a"), partition_by=["day", "kind"])
+    write_deltalake(table, rows([1, 2], date(2024, 1, 1), "a"), partition_by=["day", "kind", "ts"])
     write_deltalake(table, rows([3], date(2024, 1, 2), "b"), mode="append")
 
     (batch,) = stream(spark, table, tmp_path / "checkpoint")
@@ -121,3 +121,26 @@ def test_processing_time_trigger_picks_up_new_commits(spark, tmp_path: Path):
     finally:
         query.stop()
     assert sorted(seen) == [1, 2, 3]
+
+
+def test_added_column_reads_null_from_older_files_and_stops_a_running_stream(spark, tmp_path: Path):
+    from framework.io.delta_stream import DeltaStreamError, DeltaStreamReader
+
+    table = tmp_path / "t"
+    write_deltalake(table, rows([1]))
+    old_schema = spark.readStream.format("tributary_delta").option("path", str(table)).load().schema
+    write_deltalake(table, rows([2]).append_column("extra", pa.array(["x"])), mode="append", schema_mode="merge")
+
+    (batch,) = stream(spark, table, tmp_path / "checkpoint")
+    assert [(r["id"], r["extra"]) for r in batch] == [(1, None), (2, "x")]
+
+    # A query started before the column was added would drop it: it must restart instead.
+    reader = DeltaStreamReader(str(table), old_schema, {})
+    with pytest.raises(DeltaStreamError, match="version 1 changes the schema \\(column extra: string\\)"):
+        reader.partitions({"version": 0}, {"version": 1})
+
+
+def test_missing_table_is_named(spark, tmp_path: Path):
+    register_delta_stream(spark)
+    with pytest.raises(Exception, match="no Delta table at .*nowhere"):
+        spark.readStream.format("tributary_delta").option("path", str(tmp_path / "nowhere")).load()

@@ -79,6 +79,7 @@ class StreamingRunner(BatchRunner):
     def _check_streaming(self, spark: SparkSession, frames: dict[str, DataFrame]) -> None:
         """Name the first step Spark cannot run as a stream, before any query starts."""
         from py4j.protocol import Py4JJavaError
+        from pyspark.errors import AnalysisException
 
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
         checker = getattr(getattr(jvm.org.apache.spark.sql.catalyst.analysis, "UnsupportedOperationChecker$"), "MODULE$")
@@ -89,8 +90,9 @@ class StreamingRunner(BatchRunner):
                 continue
             try:
                 checker.checkForStreaming(frame._jdf.queryExecution().analyzed(), append)
-            except Py4JJavaError as e:
-                reason = str(e.java_exception.getMessage()).split(" SQLSTATE")[0]
+            except (Py4JJavaError, AnalysisException) as e:
+                message = e.getMessage() if isinstance(e, AnalysisException) else e.java_exception.getMessage()
+                reason = str(message).split(" SQLSTATE")[0]
                 raise BadInput(
                     self.compiled.loaded.problem(
                         f"step '{step}' cannot run in streaming: {reason}",

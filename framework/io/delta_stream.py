@@ -21,13 +21,15 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyarrow.fs import FileSelector
+from pyarrow.fs import FileSelector, FileSystem
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
@@ -119,10 +121,10 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         # Spark checks the batches against exactly this schema (types and nullability).
         target = to_arrow_schema(self.schema, timezone="UTC")
-        table_fs, root = filesystem(self.path)
+        table_fs, root = self._fs
         for path, partition_values in partition.files:
             # Add paths are URIs: relative to the table and percent-encoded, or absolute.
-            fs, location = filesystem(path) if urlparse(path).scheme else (table_fs, f"{root}/{unquote(path)}")
+            fs, location = FileSystem.from_uri(path) if urlparse(path).scheme else (table_fs, f"{root}/{unquote(path)}")
             with fs.open_input_file(location) as handle:
                 parquet = pq.ParquetFile(handle)
                 present = set(parquet.schema_arrow.names)
@@ -132,8 +134,12 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- the log ------------------------------------------------------------------------------
 
+    @cached_property
+    def _fs(self) -> tuple[FileSystem, str]:
+        return filesystem(self.path)
+
     def _latest_version(self) -> int:
-        fs, root = filesystem(self.path)
+        fs, root = self._fs
         versions = [
             int(m.group(1))
             for info in fs.get_file_info(FileSelector(f"{root}/_delta_log", allow_not_found=True))
@@ -145,7 +151,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _added_files(self, version: int) -> list[tuple[str, dict[str, str | None], int]]:
         """(path, partition values, size) of each data file the commit added; refuses removals."""
-        fs, root = filesystem(self.path)
+        fs, root = self._fs
         try:
             with fs.open_input_stream(f"{root}/_delta_log/{version:020d}.json") as handle:
                 lines = handle.read().decode("utf-8").splitlines()
@@ -157,6 +163,8 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         actions = [json.loads(line) for line in lines if line.strip()]
         added = []
         for action in actions:
+            if "metaData" in action:
+                self._check_schema(version, action["metaData"]["schemaString"])
             if "remove" in action and action["remove"].get("dataChange", True) and not self.ignore_changes:
                 operation = next((a["commitInfo"].get("operation") for a in actions if "commitInfo" in a), None)
                 raise DeltaStreamError(
@@ -173,6 +181,17 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     )
                 added.append((add["path"], add.get("partitionValues") or {}, int(add.get("size") or 0)))
         return added
+
+    def _check_schema(self, version: int, schema_string: str) -> None:
+        """Columns added later read as null from older files; a column the stream does not know
+        (added after the query started) or a changed type would be dropped or mangled: stop."""
+        known = {f.name: f.dataType.simpleString() for f in self.schema.fields}
+        for field in StructType.fromJson(json.loads(schema_string)).fields:
+            if known.get(field.name) != field.dataType.simpleString():
+                raise DeltaStreamError(
+                    f"Delta table {self.path} version {version} changes the schema (column {field.name}: "
+                    f"{field.dataType.simpleString()}); restart the query to stream the new schema"
+                )
 
 
 def _pack(files: list[tuple[str, dict[str, str | None], int]]) -> list[DeltaFiles]:
@@ -210,9 +229,12 @@ def _partition_column(value: str | None, type_: pa.DataType, rows: int) -> pa.Ar
     """Delta keeps partition values as strings ("" and null mean null; timestamps are UTC)."""
     if value is None or value == "":
         return pa.nulls(rows, type_)
-    parse_as = pa.timestamp("us") if pa.types.is_timestamp(type_) else type_
-    typed = pa.array([value], pa.string()).cast(parse_as).cast(type_)
-    return pa.repeat(typed[0], rows)
+    if pa.types.is_timestamp(type_):
+        moment = datetime.fromisoformat(value)  # "2024-01-01 01:02:03.000000", ISO with or without Z
+        if type_.tz and moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return pa.repeat(pa.scalar(moment, type_), rows)
+    return pa.repeat(pa.array([value], pa.string()).cast(type_)[0], rows)
 
 
 def _table_path(options: Any) -> str:
