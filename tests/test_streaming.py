@@ -1,0 +1,185 @@
+"""Streaming pipelines: exactly-once across crashes, same result as batch, one run at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from framework.engine.lock import RunLock
+from tests.conftest import delta_rows, delta_version, write
+
+pytestmark = pytest.mark.spark
+
+STREAM = """\
+name: clicks
+mode: {mode}
+sources:
+  web:
+    format: json
+    path: landing/web
+    schema: user STRING, ts TIMESTAMP, page STRING, ms INT
+    event_time: ts
+    watermark: 1h
+    max_files_per_trigger: {per_trigger}
+  app:
+    format: json
+    path: landing/app
+    schema: user STRING, ts TIMESTAMP, page STRING, ms INT
+    event_time: ts
+    watermark: 1h
+steps:
+  both:
+    union: [web, app]
+  slow_pages:
+    sql: |
+      select user, ts, page, ms, _source
+      from {{{{ ref('both') }}}}
+      where ms >= {{{{ var('min_ms', 10) | lit }}}}
+outputs:
+  slow_pages:
+    mode: append
+"""
+
+
+def _file(rows: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def _batch_files(seed: int, files: int, rows: int) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    out = []
+    for f in range(files):
+        stream = "web" if f % 3 else "app"
+        data = [{"user": f"u{rng.randrange(5)}", "ts": f"2026-11-02T08:{rng.randrange(60):02d}:{rng.randrange(60):02d}Z",
+                 "page": rng.choice(["/a", "/b", "/c"]), "ms": rng.randrange(40)} for _ in range(rows)]
+        out.append((f"landing/{stream}/part-{f:03d}.json", _file(data)))
+    return out
+
+
+def _as_multiset(rows: list[dict]) -> Counter:
+    return Counter(tuple(sorted((k, str(v)) for k, v in r.items())) for r in rows)
+
+
+def _pipeline(project: Path, mode: str = "streaming", per_trigger: int = 1) -> None:
+    write(project / "pipelines" / "clicks.yaml", STREAM.format(mode=mode, per_trigger=per_trigger))
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), deliveries=st.integers(1, 3), per_trigger=st.integers(1, 3))
+def test_streaming_equals_batch_for_any_split(spark, cli, project, seed, deliveries, per_trigger):
+    shutil.rmtree(project / "warehouse", ignore_errors=True)
+    shutil.rmtree(project / "landing", ignore_errors=True)
+    files = _batch_files(seed, files=6, rows=15)
+    cuts = sorted(random.Random(seed).sample(range(1, len(files)), deliveries - 1)) if deliveries > 1 else []
+    _pipeline(project, "streaming", per_trigger)
+    start = 0
+    for end in [*cuts, len(files)]:
+        for path, text in files[start:end]:
+            write(project / path, text)
+        code, _, err = cli("run", "clicks")
+        assert code == 0, err
+        start = end
+    streamed = delta_rows(project / "warehouse" / "slow_pages")
+
+    shutil.rmtree(project / "warehouse")
+    _pipeline(project, "batch")
+    assert cli("run", "clicks")[0] == 0
+    assert _as_multiset(streamed) == _as_multiset(delta_rows(project / "warehouse" / "slow_pages"))
+
+
+def test_sigkill_mid_stream_loses_and_duplicates_nothing(spark, cli, project, tmp_path):
+    files = _batch_files(7, files=10, rows=40)
+    for path, text in files:
+        write(project / path, text)
+    _pipeline(project, "streaming", per_trigger=1)
+    reference_project = tmp_path / "reference"
+    shutil.copytree(project, reference_project)
+    os.chdir(reference_project)
+    assert cli("run", "clicks")[0] == 0
+    reference = _as_multiset(delta_rows(reference_project / "warehouse" / "slow_pages"))
+    os.chdir(project)
+
+    rng = random.Random(int(os.environ.get("CRASH_SEED", "3")))
+    table = project / "warehouse" / "slow_pages"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    kills = 0
+    for _ in range(3):
+        process = subprocess.Popen([sys.executable, "-m", "framework", "run", "clicks"], cwd=project, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        target = (delta_version(table) or -1) + rng.randint(1, 2)  # kill once the stream is committing
+        deadline = time.time() + 120
+        while time.time() < deadline and process.poll() is None and (delta_version(table) or -1) < target:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0, 0.8))
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            kills += 1
+        process.wait()
+    assert kills >= 2, "the kills should land while the stream is running"
+    code, _, err = cli("run", "clicks")
+    assert code == 0, err
+    assert _as_multiset(delta_rows(table)) == reference
+
+
+def test_a_second_run_at_the_same_time_refuses(spark, cli, project):
+    files = _batch_files(1, files=2, rows=5)
+    for path, text in files:
+        write(project / path, text)
+    _pipeline(project)
+    lock = RunLock(project / "warehouse" / "_tributary" / "locks" / "clicks.lock", "someone-else")
+    with lock:
+        code, _, err = cli("run", "clicks")
+    assert code == 1 and "already running" in err and "someone-else" in err
+    assert not (project / "warehouse" / "slow_pages").exists()
+    assert cli("run", "clicks")[0] == 0  # released
+
+
+def test_a_crashed_runs_lock_does_not_block(project):
+    path = project / "warehouse" / "_tributary" / "locks" / "clicks.lock"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    write(path, json.dumps({"run_id": "crashed", "pid": dead.pid, "host": os.uname().nodename, "started": "earlier"}))
+    with RunLock(path, "next") as lock:
+        assert json.loads(path.read_text())["run_id"] == "next"
+    assert not path.exists() and lock
+
+
+def test_a_step_spark_cannot_stream_is_named_before_anything_starts(spark, cli, project):
+    for path, text in _batch_files(2, files=2, rows=5):
+        write(project / path, text)
+    _pipeline(project)
+    pipeline = project / "pipelines" / "clicks.yaml"
+    pipeline.write_text(pipeline.read_text().replace("select user, ts, page, ms, _source", "select user, count(*) as n")
+                        .replace("where ms >=", "where ms >=").replace("| lit }}\n", "| lit }}\n      group by user\n"))
+    code, _, err = cli("run", "clicks")
+    assert code == 2
+    assert "step 'slow_pages' cannot run in streaming" in err and "watermark" in err
+    assert not (project / "warehouse" / "slow_pages").exists()
+
+
+def test_full_refresh_clears_checkpoints_and_tables(spark, cli, project):
+    for path, text in _batch_files(3, files=3, rows=5):
+        write(project / path, text)
+    _pipeline(project)
+    assert cli("run", "clicks")[0] == 0
+    before = len(delta_rows(project / "warehouse" / "slow_pages"))
+    first_version = delta_version(project / "warehouse" / "slow_pages")
+    assert cli("run", "clicks")[0] == 0  # nothing new
+    assert len(delta_rows(project / "warehouse" / "slow_pages")) == before
+    code, _, err = cli("run", "clicks", "--full-refresh")
+    assert code == 2 and "--yes" in err
+    assert cli("run", "clicks", "--full-refresh", "--yes")[0] == 0
+    assert len(delta_rows(project / "warehouse" / "slow_pages")) == before
+    assert delta_version(project / "warehouse" / "slow_pages") == first_version  # rebuilt, not appended to
