@@ -1,0 +1,1 @@
+"""Synthetic data for examples, tests and benchmarks, written as files landing in folders."""
