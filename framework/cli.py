@@ -259,6 +259,72 @@ def runs(
     _guard(debug, body)
 
 
+@app.command()
+def capacity(
+    pipeline: PipelineArg,
+    step: Annotated[Optional[str], typer.Option("--step", help="The join step (default: every join step).")] = None,
+    sample: Annotated[int, typer.Option("--sample", help="Rows per input used to time one pair comparison.")] = 1500,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Nodes a windowed join needs (seed 001: n = max(K)·Δt·2·max(N)) next to what the last run used."""
+
+    def body() -> None:
+        from rich.table import Table
+
+        from framework.capacity.join import last_observed, measure_join
+        from framework.engine.runner import BatchRunner
+        from framework.engine.session import spark_session
+        from framework.io.delta_rs import DeltaRsStore
+        from framework.io.locations import EVENTS_TABLE, Warehouse
+        from framework.spec.steps import JoinStep
+
+        compiled, prof = _compile(pipeline, profile, var, f"+{step}" if step else None)
+        joins = {n: s for n, s in compiled.spec.steps.items() if isinstance(s, JoinStep) and (step is None or n == step)}
+        if not joins:
+            raise BadInput(Problem(f"no join step {'named ' + repr(step) + ' ' if step else ''}in {compiled.name}"))
+        spark = spark_session(prof)
+        frames = BatchRunner(compiled, prof, spark=spark).plan_frames(spark)
+        events = DeltaRsStore(prof.storage_options).query(
+            Warehouse.of(compiled.project, prof).internal(EVENTS_TABLE), "SELECT * FROM t WHERE event = 'output_end'"
+        )
+        for name, join_step in joins.items():
+            inputs = {i: frames[i] for i in (join_step.join.left, join_step.join.right)}
+            result = measure_join(spark, name, join_step, inputs, sample)
+            outputs = [o for o in compiled.spec.outputs if compiled.spec.output_step(o) == name]
+            result.observed = last_observed(events, outputs) if events.num_rows else {}
+            table = Table(title=f"capacity of join step '{name}'", title_justify="left", header_style="bold")
+            for column in ("quantity", "predicted", "observed"):
+                table.add_column(column)
+            for row in result.rows():
+                table.add_row(*row)
+            out.print(table)
+
+    try:
+        _guard(debug, body)
+    finally:
+        _stop_spark()
+
+
+generate_app = typer.Typer(help="Write synthetic input data for the examples and benchmarks.", no_args_is_help=True)
+app.add_typer(generate_app, name="generate")
+
+
+@generate_app.command("contacts")
+def generate_contacts_cmd(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write phones/ and emails/ into.")] = Path("data/samples/contacts"),
+    people: Annotated[int, typer.Option("--people", help="How many people (rows per stream, roughly).")] = 2000,
+    files: Annotated[int, typer.Option("--files", help="Files per stream.")] = 8,
+    seed: Annotated[int, typer.Option("--seed")] = 1,
+) -> None:
+    """Two timestamped streams about the same people (phones, e-mails) for the contact-join example."""
+    from framework.generators.contacts import generate_contacts
+
+    counts = generate_contacts(out_dir, people=people, files=files, seed=seed)
+    out.print(f"wrote {counts['phones']:,} phone rows and {counts['emails']:,} e-mail rows under {out_dir}/")
+
+
 def _stop_spark() -> None:
     if "pyspark" in sys.modules:
         from framework.engine.session import stop_started_session

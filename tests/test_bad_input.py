@@ -204,3 +204,10 @@ def _no_active_session() -> bool:
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession() is None
+
+
+def test_yaml_keys_stay_names(tmp_path):
+    from framework.spec.yaml_source import load_yaml
+
+    doc = load_yaml("on: [name]\nyes: 1\nnull: x\n", "f.yaml")
+    assert doc.data == {"on": ["name"], "yes": 1, "null": "x"}

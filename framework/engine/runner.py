@@ -71,6 +71,7 @@ class OutputResult:
     previous_version: int | None = None
     duration_s: float = 0.0
     app_id: str = ""
+    observed: dict[str, Any] = field(default_factory=dict)  # streaming: state rows, rates, executors
 
 
 @dataclass
@@ -174,6 +175,15 @@ class BatchRunner:
             for _, write in staged:
                 _quietly(lambda w=write: store.discard(w))
             raise
+
+    def plan_frames(self, spark: SparkSession) -> dict[str, DataFrame]:
+        """Static DataFrames of every needed source and step, without writing anything."""
+        needed = self._needed_nodes()
+        spec = self.compiled.spec
+        locations = {n: source_location(self.compiled.project, self.warehouse, spec.sources[n]) for n in spec.sources if n in needed}
+        self._check_file_sources(locations)
+        store = choose_store(spark, self.profile.delta_writer, self.profile.storage_options)
+        return self._plan(spark, store, locations, needed)
 
     # -- 1. inputs ---------------------------------------------------------------------------
 
@@ -431,7 +441,7 @@ class BatchRunner:
                 rows=out.rows,
                 version=out.version,
                 duration_s=out.duration_s,
-                details={"table": out.table, "mode": out.mode, "previous_version": out.previous_version},
+                details={"table": out.table, "mode": out.mode, "previous_version": out.previous_version, **out.observed},
             )
         for source, count in self.result.quarantined.items():
             events.record("quarantine", name=source, status="ok", rows=count)

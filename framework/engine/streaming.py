@@ -47,7 +47,11 @@ class StreamingRunner(BatchRunner):
         return read_source_stream(spark, name, self.compiled.spec.sources[name], location)
 
     def _instrument(self, step: str, frame: DataFrame) -> DataFrame:
-        return frame  # observations are batch-only; streaming rows come from the sinks' counts
+        return frame  # observations are batch-only; streaming rows are counted by the sinks
+
+    def _collect_step_rows(self) -> None:
+        for step in self.result.steps:
+            step.status = "streamed"
 
     def _share(self, frame: DataFrame) -> DataFrame:
         return frame  # a stream cannot be cached; each output query reads its own
@@ -55,6 +59,8 @@ class StreamingRunner(BatchRunner):
     # -- run -----------------------------------------------------------------------------------
 
     def _execute(self, spark: SparkSession, store: DeltaStore, locations: dict[str, str], needed: set[str]) -> None:
+        self.spark_executors = _executors(spark)
+        self._began = time.perf_counter()
         frames = self._plan(spark, store, locations, needed)
         self._check_streaming(spark, frames)
         targets = self._check_outputs(store, frames)
@@ -75,6 +81,7 @@ class StreamingRunner(BatchRunner):
                 if query.isActive:
                     query.stop()
         self._collect()
+        self._collect_step_rows()
 
     def _check_streaming(self, spark: SparkSession, frames: dict[str, DataFrame]) -> None:
         """Name the first step Spark cannot run as a stream, before any query starts."""
@@ -189,8 +196,10 @@ class StreamingRunner(BatchRunner):
             raise RunFailed(f"output '{name}': streaming query failed: {message}")
 
     def _collect(self) -> None:
-        for name, _, sink, result in self._queries:
+        for name, query, sink, result in self._queries:
             if result is not None:
+                result.observed = observed_load(query, self.spark_executors)
+                result.duration_s = time.perf_counter() - self._began
                 result.rows = sink.rows
                 result.version = sink.version if sink.version is not None else result.previous_version
                 result.status = "written" if sink.rows else "skipped"
@@ -200,6 +209,32 @@ class StreamingRunner(BatchRunner):
                 self.result.quarantined[name.removeprefix("_quarantine_")] = sink.rows
             elif name.startswith("_late_") and sink.rows:
                 self.result.late[name.removeprefix("_late_")] = sink.rows
+
+
+def observed_load(query: StreamingQuery, executors: int) -> dict[str, Any]:
+    """What a query used, from its progress reports: state rows, input rate, batches."""
+    progress = [p for p in (query.recentProgress or []) if p]
+    state_rows = [sum(_get(op, "numRowsTotal") or 0 for op in _get(p, "stateOperators") or []) for p in progress]
+    rates = [r for r in (_get(p, "processedRowsPerSecond") for p in progress) if r]
+    return {
+        "executors": executors,
+        "batches": len(progress),
+        "state_rows_peak": max(state_rows, default=0),
+        "input_rows": sum(_get(p, "numInputRows") or 0 for p in progress),
+        "processed_rows_per_s": round(max(rates), 1) if rates else None,
+    }
+
+
+def _get(item: Any, name: str) -> Any:
+    """Progress reports are dicts or objects depending on the PySpark version."""
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def _executors(spark: SparkSession) -> int:
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect
+        return 0
 
 
 def _install_stop_handlers(stop: threading.Event) -> dict[int, Any]:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-START = datetime(2026, 11, 2, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
 
 
 def generate_contacts(out: Path, people: int = 2000, files: int = 8, seed: int = 1, spread_s: float = 20.0,

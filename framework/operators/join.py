@@ -83,7 +83,9 @@ def _check_inputs(context: StepContext, left: DataFrame, right: DataFrame) -> No
     problems: list[Problem] = []
     for name, df in ((spec.left, left), (spec.right, right)):
         columns = ", ".join(df.columns)
-        for role, wanted in [("key", c) for c in spec.on] + [("event_time", spec.event_time)] + [("tiebreak", c) for c in spec.tiebreak]:
+        for role, wanted in (
+            [("key", c) for c in spec.on] + [("event_time", spec.event_time)] + [("tiebreak", c) for c in spec.tiebreak]
+        ):
             field = _field(df, wanted)
             if field is None:
                 problems.append(
@@ -256,7 +258,9 @@ def _bucket_of(micros: Column, bounds: list[int], lo: int = 0, hi: int | None = 
     if lo == hi:
         return F.lit(lo)
     mid = (lo + hi) // 2
-    return F.when(micros < F.lit(bounds[mid]), _bucket_of(micros, bounds, lo, mid)).otherwise(_bucket_of(micros, bounds, mid + 1, hi))
+    return F.when(micros < F.lit(bounds[mid]), _bucket_of(micros, bounds, lo, mid)).otherwise(
+        _bucket_of(micros, bounds, mid + 1, hi)
+    )
 
 
 def _bucket_count(context: StepContext) -> int:
@@ -352,8 +356,12 @@ def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right:
         F.when(has_ts, offset(offsets_a) + F.coalesce(F.sum("__is_a").over(before), F.lit(0))).alias("__cnt_a"),
         F.when(has_ts, offset(offsets_b) + F.coalesce(F.sum("__is_b").over(before), F.lit(0))).alias("__cnt_b"),
     )
-    a_pos = ranked.where(F.col("__side") == 0).select("__row_a.*", F.col("__cnt_a").alias("__pos_a"), F.col("__cnt_b").alias("__at_b"))
-    b_pos = ranked.where(F.col("__side") == 1).select("__row_b.*", F.col("__cnt_b").alias("__pos_b"), F.col("__cnt_a").alias("__at_a"))
+    a_pos = ranked.where(F.col("__side") == 0).select(
+        "__row_a.*", F.col("__cnt_a").alias("__pos_a"), F.col("__cnt_b").alias("__at_b")
+    )
+    b_pos = ranked.where(F.col("__side") == 1).select(
+        "__row_b.*", F.col("__cnt_b").alias("__pos_b"), F.col("__cnt_a").alias("__at_a")
+    )
 
     w_a, w_b = spec.last.left, spec.last.right
     pos_a, at_b, pos_b, at_a = F.col("__pos_a"), F.col("__at_b"), F.col("__pos_b"), F.col("__at_a")

@@ -81,7 +81,8 @@ def _construct(node: yaml.Node, path: PathKey, doc: LocatedDocument) -> Any:
     if isinstance(node, yaml.MappingNode):
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = _scalar(key_node, doc)
+            # Keys are names: `on:` is the key "on", not YAML 1.1's boolean true.
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else _scalar(key_node, doc)
             if key in result:
                 first = doc.positions.get((*path, key))
                 raise BadInput(
