@@ -233,7 +233,7 @@ class BatchRunner:
                 self.reporter.update("step", node, "planning")
                 step = spec.steps[node]
                 context = StepContext(spark, node, step, {i: frames[i] for i in graph.inputs[node]}, self.compiled.sql.get(node))
-                frame = self._instrument(node, build_step(kind, context))
+                frame = self._instrument(node, self._build_step(kind, context))
                 self.result.steps.append(StepResult(node, kind, "planned", plan_s=time.perf_counter() - began))
                 self.reporter.update("step", node, "planned")
             if consumers.get(node, 0) > 1 and kind != "source":
@@ -245,6 +245,9 @@ class BatchRunner:
 
     def _read_source(self, spark: SparkSession, name: str, location: str, store: DeltaStore) -> SourceFrame:
         return read_source(spark, name, self.compiled.spec.sources[name], location, store)
+
+    def _build_step(self, kind: str, context: StepContext) -> DataFrame:
+        return build_step(kind, context)
 
     def _instrument(self, step: str, frame: DataFrame) -> DataFrame:
         """Count the step's rows as a side effect of the run (no extra Spark job)."""

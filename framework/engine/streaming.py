@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -27,7 +28,10 @@ from framework.io.late_rows import LateRowMonitor
 from framework.io.locations import CHECKPOINTS_DIR, LATE_ROWS_TABLE, QUARANTINE_TABLE, STAGING_DIR, join
 from framework.io.sources import SourceFrame, read_source_stream
 from framework.io.stream_sink import ExactlyOnceDeltaSink
+from framework.operators import StepContext, build_step
+from framework.operators.count_join_stream import CountJoinStream
 from framework.spec.durations import spark_interval
+from framework.spec.steps import JoinStep
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,11 +44,33 @@ class StreamingRunner(BatchRunner):
         self.continuous = continuous
         self.stop = stop or threading.Event()
         self._queries: list[tuple[str, StreamingQuery, ExactlyOnceDeltaSink, OutputResult | None]] = []
+        self._micro_batch: dict[str, CountJoinStream] = {}
 
     # -- plan hooks: streams instead of static frames ------------------------------------------
 
     def _read_source(self, spark: SparkSession, name: str, location: str, store: DeltaStore) -> SourceFrame:
         return read_source_stream(spark, name, self.compiled.spec.sources[name], location)
+
+    def _build_step(self, kind: str, context: StepContext) -> DataFrame:
+        """A count-window join on streams runs per micro-batch in its output's sink: here it only
+        becomes one tagged stream of both inputs (see framework.operators.count_join_stream)."""
+        spec = context.spec
+        if isinstance(spec, JoinStep) and spec.join.last is not None and any(f.isStreaming for f in context.inputs.values()):
+            readers = [s for s in self.compiled.graph.steps if context.name in self.compiled.graph.inputs.get(s, ())]
+            if readers:
+                raise BadInput(self.compiled.loaded.problem(
+                    f"step '{readers[0]}' reads the count-window join '{context.name}'; in streaming such a join feeds outputs directly",
+                    ("steps", readers[0]), hint="write the join to an output and read that table in another pipeline"))
+            build_step(kind, StepContext(context.spark, context.name, spec, {n: _static_twin(f) for n, f in context.inputs.items()}))
+            operator = CountJoinStream(context.name, spec, "", self._delay(spec.join.left), self._delay(spec.join.right))
+            self._micro_batch[context.name] = operator
+            return operator.tag(context.inputs[spec.join.left], context.inputs[spec.join.right])
+        return build_step(kind, context)
+
+    def _delay(self, node: str) -> float:
+        graph, sources = self.compiled.graph, self.compiled.spec.sources
+        upstream = [n for n in ({node} | graph.upstream(node)) if graph.kinds.get(n) == "source"]
+        return max((sources[n].watermark or 0.0) for n in upstream) if upstream else 0.0
 
     def _instrument(self, step: str, frame: DataFrame) -> DataFrame:
         return frame  # observations are batch-only; streaming rows are counted by the sinks
@@ -71,7 +97,11 @@ class StreamingRunner(BatchRunner):
                 result = OutputResult(name, self.compiled.spec.output_step(name), table, output.mode,
                                       previous_version=store.version(table))
                 self.result.outputs.append(result)
-                sink = self._sink(store, name, table, output.mode, tuple(output.keys), tuple(output.partition_by))
+                prepare = None
+                if result.step in self._micro_batch:
+                    folder, _ = self._checkpoint(name)
+                    prepare = dataclasses.replace(self._micro_batch[result.step], state_dir=folder + ".state")
+                sink = self._sink(store, name, table, output.mode, tuple(output.keys), tuple(output.partition_by), prepare)
                 self._start(frames[result.step], name, sink, result)
             for name, source in self._sources.items():
                 self._start_side_queries(store, name, source)
@@ -209,6 +239,11 @@ class StreamingRunner(BatchRunner):
                 self.result.quarantined[name.removeprefix("_quarantine_")] = sink.rows
             elif name.startswith("_late_") and sink.rows:
                 self.result.late[name.removeprefix("_late_")] = sink.rows
+
+
+def _static_twin(frame: DataFrame) -> DataFrame:
+    """An empty static frame with the stream's columns: lets the batch operator check the inputs."""
+    return frame.sparkSession.createDataFrame([], frame.schema)
 
 
 def observed_load(query: StreamingQuery, executors: int) -> dict[str, Any]:

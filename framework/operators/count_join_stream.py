@@ -1,0 +1,195 @@
+"""Count-window joins on streams: the batch operator applied per micro-batch, with carried state.
+
+Arrival order is event-time order, so a row's place is final only once no earlier row can
+still come: rows are held ("pending") until the join's watermark passes them. The watermark is
+min over both inputs of (latest event time seen − that source's watermark delay); a new row
+older than the previous watermark is late (the late-rows monitor has recorded it) and skipped.
+
+Each micro-batch then joins the newly final rows F against the carried *tails*: the last W_A
+rows of A and the last W_B rows of B before F. Why the batch operator gives exactly Algorithm 1's
+pairs on tails ∪ F: each tail is a contiguous suffix of its stream, followed by F's rows of that
+stream, so differences of positions inside tails ∪ F equal the global ones for every pair whose
+later row is in F, and the window test only uses such differences. Pairs whose rows are both in
+the tails were produced by an earlier batch and are filtered out.
+
+For `type: left`, an A row is unmatched for good once it has left A's window (W_A later A rows
+arrived); it is then emitted with B's columns null. A rows still in the window are not final.
+
+State per batch lives beside the checkpoint (<state>/batch-<id>/{a,b} Parquet + meta.json) and is
+written before the output commit, so a replayed batch recomputes the same rows from the state of
+the batch before it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+
+from framework.io.locations import join as join_path
+from framework.io.staging import filesystem
+from framework.operators import StepContext, build_step
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+NEW_A, NEW_B = "__tributary_new_a", "__tributary_new_b"
+ID_A, MATCHED_A = "__tributary_id_a", "__tributary_matched_a"
+KEEP = 3  # state folders kept (a replay needs the one before it)
+
+
+@dataclass
+class CountJoinStream:
+    """The `prepare` of an output's exactly-once sink for a count-window join on streams."""
+
+    step: str
+    spec: Any  # JoinStep
+    state_dir: str
+    delay_a: float  # watermark delays of the two inputs' sources (seconds)
+    delay_b: float
+
+    def tag(self, left: DataFrame, right: DataFrame) -> DataFrame:
+        """One stream of both inputs: (side, a struct, b struct), for foreachBatch."""
+        from pyspark.sql import functions as F
+
+        a = left.select(F.lit(0).alias("__side"), F.struct(*left.columns).alias("__a"), F.lit(None).cast(_struct(right)).alias("__b"))
+        b = right.select(F.lit(1).alias("__side"), F.lit(None).cast(_struct(left)).alias("__a"), F.struct(*right.columns).alias("__b"))
+        return a.unionByName(b)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        spark = batch.sparkSession
+        ts = self.spec.join.event_time
+        new_a = batch.where("__side = 0").select("__a.*")
+        new_b = batch.where("__side = 1").select("__b.*")
+        previous = self._load(spark, batch_id, new_a, new_b)
+        meta = previous["meta"]
+        seen = batch.select(F.max(f"__a.`{ts}`").alias("a"), F.max(f"__b.`{ts}`").alias("b")).first()
+        max_a = _later(meta.get("max_a"), seen["a"])
+        max_b = _later(meta.get("max_b"), seen["b"])
+        old_mark, mark = meta.get("mark"), _watermark(max_a, self.delay_a, max_b, self.delay_b)
+
+        # ids tell A rows apart for the left join's bookkeeping; materialised so they stay fixed
+        new_a = new_a.withColumn(ID_A, F.concat_ws("-", F.lit(batch_id), F.monotonically_increasing_id()))
+        new_a = new_a.withColumn(MATCHED_A, F.lit(False)).localCheckpoint()
+        if old_mark is not None:  # late rows cannot take a place in the sequence any more
+            new_a, new_b = new_a.where(F.col(ts) >= F.lit(old_mark)), new_b.where(F.col(ts) >= F.lit(old_mark))
+        held_a = previous["a"].where("__kind = 'pending'").drop("__kind").unionByName(new_a)
+        held_b = previous["b"].where("__kind = 'pending'").drop("__kind").unionByName(new_b)
+        is_final = F.col(ts) < F.lit(mark) if mark is not None else F.lit(False)
+        final_a, final_b = held_a.where(is_final), held_b.where(is_final)
+        tail_a = previous["a"].where("__kind = 'tail'").drop("__kind")
+        tail_b = previous["b"].where("__kind = 'tail'").drop("__kind")
+
+        cand_a = tail_a.withColumn(NEW_A, F.lit(False)).unionByName(final_a.withColumn(NEW_A, F.lit(True))).cache()
+        cand_b = tail_b.withColumn(NEW_B, F.lit(False)).unionByName(final_b.withColumn(NEW_B, F.lit(True))).cache()
+        pairs = self._join(spark, cand_a, cand_b, "inner").where(F.col(NEW_A) | F.col(NEW_B))
+
+        keep_a = self._last(cand_a, self.spec.join.last.left)
+        keep_b = self._last(cand_b, self.spec.join.last.right)
+        matched = pairs.select(F.col(ID_A).alias("__m")).distinct()
+        output = pairs
+        if self.spec.join.type == "left":
+            evicted = cand_a.join(keep_a.select(ID_A), ID_A, "left_anti")
+            unmatched = evicted.join(matched, evicted[ID_A] == matched["__m"], "left_anti").where(~F.col(MATCHED_A))
+            lonely = self._join(spark, unmatched, cand_b.limit(0), "left")
+            output = pairs.unionByName(lonely)
+        keep_a = keep_a.join(matched, keep_a[ID_A] == matched["__m"], "left").withColumn(
+            MATCHED_A, F.col(MATCHED_A) | F.col("__m").isNotNull()).drop("__m")
+        pending_a, pending_b = held_a.where(~is_final), held_b.where(~is_final)
+        self._save(batch_id, keep_a.drop(NEW_A), keep_b.drop(NEW_B), pending_a, pending_b,
+                   {"max_a": _iso(max_a), "max_b": _iso(max_b), "mark": _iso(mark)})
+        hidden = [NEW_A, NEW_B, ID_A, MATCHED_A]
+        result = self._read_back(spark, batch_id, output.drop(*[c for c in output.columns if c in hidden]))
+        cand_a.unpersist()
+        cand_b.unpersist()
+        return result
+
+    # -- pieces --------------------------------------------------------------------------------
+
+    def _join(self, spark: SparkSession, a: DataFrame, b: DataFrame, kind: str) -> DataFrame:
+        spec = self.spec.model_copy(update={"join": self.spec.join.model_copy(update={"type": kind})})
+        return build_step("join", StepContext(spark, self.step, spec, {spec.join.left: a, spec.join.right: b}))
+
+    def _last(self, rows: DataFrame, count: int) -> DataFrame:
+        """The last `count` rows in arrival order (event time, tiebreak, then the other columns)."""
+        from pyspark.sql import functions as F
+
+        spec = self.spec.join
+        order = [spec.event_time, *spec.tiebreak]
+        rest = [c for c in rows.columns if c not in order and not c.startswith("__tributary")]
+        return rows.orderBy(*[F.col(f"`{c}`").desc_nulls_last() for c in (*order, *rest)]).limit(count)
+
+    def _folder(self, batch_id: int) -> str:
+        return join_path(self.state_dir, f"batch-{batch_id:09d}")
+
+    def _load(self, spark: SparkSession, batch_id: int, new_a: DataFrame, new_b: DataFrame) -> dict[str, Any]:
+        from pyspark.sql import functions as F
+
+        fs, root = filesystem(self.state_dir)
+        done = sorted(
+            int(i.base_name.removeprefix("batch-")) for i in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+            if i.base_name.startswith("batch-") and fs.get_file_info(f"{i.path}/meta.json").type == pafs.FileType.File
+        )
+        earlier = [b for b in done if b < batch_id]
+        empty_a = new_a.limit(0).withColumn(ID_A, F.lit("")).withColumn(MATCHED_A, F.lit(False)).withColumn("__kind", F.lit(""))
+        empty_b = new_b.limit(0).withColumn("__kind", F.lit(""))
+        if not earlier:
+            return {"a": empty_a, "b": empty_b, "meta": {}}
+        folder = self._folder(earlier[-1])
+        with fs.open_input_stream(f"{filesystem(folder)[1]}/meta.json") as handle:
+            meta = json.loads(handle.read().decode())
+        return {
+            "a": spark.read.schema(empty_a.schema).parquet(join_path(folder, "a")),
+            "b": spark.read.schema(empty_b.schema).parquet(join_path(folder, "b")),
+            "meta": meta,
+        }
+
+    def _save(self, batch_id: int, tail_a: DataFrame, tail_b: DataFrame, pending_a: DataFrame, pending_b: DataFrame,
+              meta: dict[str, Any]) -> None:
+        from pyspark.sql import functions as F
+
+        folder = self._folder(batch_id)
+        fs, path = filesystem(folder)
+        if fs.get_file_info(path).type != pafs.FileType.NotFound:
+            fs.delete_dir(path)  # a replay writes the same state again
+        tail_a.withColumn("__kind", F.lit("tail")).unionByName(pending_a.withColumn("__kind", F.lit("pending"))).write.parquet(join_path(folder, "a"))
+        tail_b.withColumn("__kind", F.lit("tail")).unionByName(pending_b.withColumn("__kind", F.lit("pending"))).write.parquet(join_path(folder, "b"))
+        with fs.open_output_stream(f"{path}/meta.json") as handle:  # written last: marks the state complete
+            handle.write(json.dumps(meta).encode())
+        for info in fs.get_file_info(pafs.FileSelector(filesystem(self.state_dir)[1])):
+            if info.base_name.startswith("batch-") and int(info.base_name.removeprefix("batch-")) <= batch_id - KEEP:
+                fs.delete_dir(info.path)
+
+    def _read_back(self, spark: SparkSession, batch_id: int, output: DataFrame) -> DataFrame:
+        """Materialise the batch's output beside its state: the state it was computed from may be
+        pruned later, and the sink must be able to stage the same rows."""
+        target = join_path(self._folder(batch_id), "out")
+        output.write.mode("overwrite").parquet(target)
+        return spark.read.schema(output.schema).parquet(target)
+
+
+def _struct(df: DataFrame) -> str:
+    return df.schema.simpleString()
+
+
+def _later(a: Any, b: Any) -> Any:
+    from datetime import datetime
+
+    values = [datetime.fromisoformat(v) if isinstance(v, str) else v for v in (a, b) if v is not None]
+    return max(values) if values else None
+
+
+def _watermark(max_a: Any, delay_a: float, max_b: Any, delay_b: float) -> Any:
+    from datetime import timedelta
+
+    if max_a is None or max_b is None:
+        return None  # one input has not started: an earlier row of it may still come
+    return min(max_a - timedelta(seconds=delay_a), max_b - timedelta(seconds=delay_b))
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
