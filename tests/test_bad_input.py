@@ -211,3 +211,11 @@ def test_yaml_keys_stay_names(tmp_path):
 
     doc = load_yaml("on: [name]\nyes: 1\nnull: x\n", "f.yaml")
     assert doc.data == {"on": ["name"], "yes": 1, "null": "x"}
+
+
+def test_streaming_join_needs_watermarks(cli, project):
+    text = (project / "pipelines" / "contact_join.yaml").read_text().replace("    watermark: 1 min\n", "", 1)
+    write(project / "pipelines" / "contact_join.yaml", text)
+    code, _, err = cli("validate", "pipelines/contact_join.yaml")
+    assert code == 2
+    assert "step 'contacts': a streaming join needs a watermark" in err and "['phones']" in err
