@@ -24,6 +24,8 @@ Arrival order (a total order up to identical rows) sorts by, in turn:
      (columns Spark cannot order, such as maps, by their JSON text).
 Rows equal on all of these are identical, so their relative order cannot change the result.
 
+Keys match when equal and not null (SQL equality): a row with a null key joins nothing.
+
 Types: `inner` gives the matching pairs; `left` also gives every unmatched A row once, with B's
 columns null.
 
@@ -223,6 +225,12 @@ def _time_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right: 
 # equal on every ordering column are identical, and the ROWS frame still gives them distinct
 # consecutive positions, whichever way round. One event time cannot be split over buckets, so a
 # huge run of equal event times stays in one task.
+#
+# Costs: building the step runs two small jobs over the inputs (the quantiles, the bucket counts);
+# the ranked rows are read by both sides of the final join, so the plan ranks twice (same result
+# both times, see above); the final join is on the keys alone with the ranges as a residual
+# condition, so a hot key compares all its A rows with all its B rows (at most W_A + W_B of them
+# match per row: a band join on blocks of posB // W_B would bound that, if ever needed).
 
 
 def _orderable(data_type) -> bool:  # noqa: ANN001 - a Spark DataType
@@ -287,7 +295,7 @@ def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right:
         for i, field in enumerate(df.schema.fields):
             if field.name.lower() in ordering:
                 continue
-            column = F.col(f"{prefix}{i}")
+            column = F.col(_quote(field.name))
             rest.append((column if _orderable(field.dataType) else F.to_json(F.struct(column))).alias(f"r{i}"))
         own = F.struct(*rest) if rest else F.lit(None)
         extra = [
