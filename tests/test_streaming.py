@@ -258,9 +258,11 @@ def test_streaming_count_window_join_equals_algorithm_1(spark, cli, project, kin
             a_rows.append({"name": f"p{rng.randrange(6)}", "ts": t, "phone": f"ph{i}"})
         if rng.random() < 0.8:
             b_rows.append({"name": f"p{rng.randrange(6)}", "ts": t, "email": f"e{i}"})
+    landed = time.time() - 100
     for name, rows in (("phones", a_rows), ("emails", b_rows)):
         for part in range(4):
-            write(project / f"landing/{name}/part-{part}.json", _file(rows[part * 30 : (part + 1) * 30]))
+            path = write(project / f"landing/{name}/part-{part}.json", _file(rows[part * 30 : (part + 1) * 30]))
+            os.utime(path, (landed + part, landed + part))  # file streams take files in modification-time order
     # a far-future row per input moves the watermark past every real row, which makes them final
     write(project / "landing/phones/part-9.json", _file([{"name": "zz_a", "ts": "2026-11-03T00:00:00Z", "phone": "x"}]))
     write(project / "landing/emails/part-9.json", _file([{"name": "zz_b", "ts": "2026-11-03T00:00:00Z", "email": "x"}]))

@@ -60,7 +60,7 @@ def build_join(context: StepContext):  # noqa: ANN201 - a DataFrame
         streaming = spec.left if left.isStreaming else spec.right
         raise BadInput(
             Problem(
-                f"step '{context.name}': a count window ('last:') cannot join a streaming input yet ('{streaming}' is streaming)",
+                f"step '{context.name}': a count window ('last:') on streams runs only inside a streaming pipeline's output ('{streaming}' is streaming)",
                 hint="use a time window ('within:') on streaming inputs, or read the inputs in batch",
             )
         )
