@@ -30,11 +30,21 @@ def native(spark, data: Path, out: Path) -> int:  # noqa: ANN001
     from deltalake import write_deltalake
     from pyspark.sql import functions as F
 
-    phones = (spark.readStream.schema("name STRING, ts TIMESTAMP, phone STRING").json(str(data / "phones"))
-              .withWatermark("ts", "1 minute").alias("a"))
-    emails = (spark.readStream.schema("name STRING, ts TIMESTAMP, email STRING").json(str(data / "emails"))
-              .withWatermark("ts", "1 minute").alias("b"))
-    joined = phones.join(emails, F.expr("a.name = b.name AND b.ts >= a.ts - interval 30 seconds AND b.ts <= a.ts + interval 30 seconds"))
+    phones = (
+        spark.readStream.schema("name STRING, ts TIMESTAMP, phone STRING")
+        .json(str(data / "phones"))
+        .withWatermark("ts", "1 minute")
+        .alias("a")
+    )
+    emails = (
+        spark.readStream.schema("name STRING, ts TIMESTAMP, email STRING")
+        .json(str(data / "emails"))
+        .withWatermark("ts", "1 minute")
+        .alias("b")
+    )
+    joined = phones.join(
+        emails, F.expr("a.name = b.name AND b.ts >= a.ts - interval 30 seconds AND b.ts <= a.ts + interval 30 seconds")
+    )
     joined = joined.select("a.name", F.col("a.ts").alias("phones_ts"), "phone", F.col("b.ts").alias("emails_ts"), "email")
     rows = []
 
@@ -44,7 +54,12 @@ def native(spark, data: Path, out: Path) -> int:  # noqa: ANN001
         if table.num_rows:
             write_deltalake(str(out), table, mode="append")
 
-    query = joined.writeStream.foreachBatch(commit).option("checkpointLocation", str(out) + ".ckpt").trigger(availableNow=True).start()
+    query = (
+        joined.writeStream.foreachBatch(commit)
+        .option("checkpointLocation", str(out) + ".ckpt")
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     return sum(rows)
 
@@ -90,7 +105,9 @@ def one_master(master: str, people: int, repeat: int) -> None:
         rates = {}
         for label, values in timings.items():
             rates[label] = tuples / statistics.median(values)
-            print(f"  {label:>27}: {rates[label]:>9,.0f} tuples/s  ({outputs[label]:,} joined rows; runs {', '.join(f'{v:.1f}s' for v in values)})")
+            print(
+                f"  {label:>27}: {rates[label]:>9,.0f} tuples/s  ({outputs[label]:,} joined rows; runs {', '.join(f'{v:.1f}s' for v in values)})"
+            )
         ratio = rates["tributary join step"] / rates["hand-written interval join"]
         print(f"  ratio step / hand-written (baseline): {ratio:.2f}  (target >= 0.9: {'met' if ratio >= 0.9 else 'MISSED'})")
 
@@ -105,8 +122,9 @@ def main() -> None:
         one_master(args.master, args.people, args.repeat)
         return
     for master in ("local[1]", "local[2]"):  # one process each: a JVM's master is fixed
-        subprocess.run([sys.executable, __file__, "--master", master, "--people", str(args.people), "--repeat", str(args.repeat)],
-                       check=True)
+        subprocess.run(
+            [sys.executable, __file__, "--master", master, "--people", str(args.people), "--repeat", str(args.repeat)], check=True
+        )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,14 @@ def rows_of(table: Path) -> Counter:
 def run(project: Path, kill_after: float | None) -> tuple[int, float]:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     began = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "framework", "run", "recovery"], cwd=project, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "framework", "run", "recovery"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     if kill_after is not None:
         try:
             process.wait(timeout=kill_after)
@@ -82,8 +88,10 @@ def main() -> None:
         (root / "pipelines" / "recovery.yaml").write_text(PIPELINE)
         (root / "landing").mkdir()
         for f in range(args.files):
-            lines = [json.dumps({"user": f"u{rng.randrange(50)}", "ts": f"2026-11-02T08:{f % 60:02d}:{i % 60:02d}Z", "ms": i})
-                     for i in range(200)]
+            lines = [
+                json.dumps({"user": f"u{rng.randrange(50)}", "ts": f"2026-11-02T08:{f % 60:02d}:{i % 60:02d}Z", "ms": i})
+                for i in range(200)
+            ]
             (root / "landing" / f"part-{f:04d}.json").write_text("\n".join(lines) + "\n")
         reference_root = Path(tmp) / "reference"
         shutil.copytree(root, reference_root)
@@ -103,12 +111,16 @@ def main() -> None:
             survived += code == 0 and got == expected
             if code == 0:
                 catch_up.append(seconds)
-        print(f"{args.kills} kill/restart cycles ({killed} killed mid-run), {args.files} files x 200 rows, one file per micro-batch")
+        print(
+            f"{args.kills} kill/restart cycles ({killed} killed mid-run), {args.files} files x 200 rows, one file per micro-batch"
+        )
         print(f"uninterrupted run: {uninterrupted:.1f} s for {sum(expected.values()):,} rows")
         print(f"survived: {survived}/{args.kills}; lost rows: {lost}; duplicated rows: {duplicated}")
         if catch_up:
-            print(f"restart to caught up: mean {statistics.mean(catch_up):.1f} s, median {statistics.median(catch_up):.1f} s "
-                  f"(baseline: the uninterrupted run, {uninterrupted:.1f} s; JVM start included in both)")
+            print(
+                f"restart to caught up: mean {statistics.mean(catch_up):.1f} s, median {statistics.median(catch_up):.1f} s "
+                f"(baseline: the uninterrupted run, {uninterrupted:.1f} s; JVM start included in both)"
+            )
 
 
 if __name__ == "__main__":

@@ -179,10 +179,7 @@ def run(
             runner = BatchRunner(compiled, prof, full_refresh=full_refresh)
         with LiveProgress(out) as progress:
             runner.reporter = progress
-            try:
-                result = runner.run()
-            finally:
-                pass
+            result = runner.run()
         out.print(run_summary(result))
         if show:
             store = choose_store(None, "delta-rs", prof.storage_options) if result.store == "delta-rs" else None
@@ -313,7 +310,9 @@ app.add_typer(generate_app, name="generate")
 
 @generate_app.command("contacts")
 def generate_contacts_cmd(
-    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write phones/ and emails/ into.")] = Path("data/samples/contacts"),
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write phones/ and emails/ into.")] = Path(
+        "data/samples/contacts"
+    ),
     people: Annotated[int, typer.Option("--people", help="How many people (rows per stream, roughly).")] = 2000,
     files: Annotated[int, typer.Option("--files", help="Files per stream.")] = 8,
     seed: Annotated[int, typer.Option("--seed")] = 1,

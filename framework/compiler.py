@@ -95,24 +95,35 @@ def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
     problems = []
     for name, source in spec.sources.items():
         if isinstance(source, FileSource) and source.schema_ is None:
-            problems.append(loaded.problem(f"source '{name}': a streaming source needs a 'schema'", ("sources", name),
-                                           hint="declare its columns, e.g. schema: ts TIMESTAMP, name STRING"))
+            problems.append(
+                loaded.problem(
+                    f"source '{name}': a streaming source needs a 'schema'",
+                    ("sources", name),
+                    hint="declare its columns, e.g. schema: ts TIMESTAMP, name STRING",
+                )
+            )
     for name, output in spec.outputs.items():
         if output.mode == "overwrite":
-            problems.append(loaded.problem(f"output '{name}': a streaming output appends or merges, it cannot overwrite",
-                                           ("outputs", name, "mode") if "mode" in output.model_fields_set else ("outputs", name),
-                                           hint="set mode: append (or merge with keys)"))
+            problems.append(
+                loaded.problem(
+                    f"output '{name}': a streaming output appends or merges, it cannot overwrite",
+                    ("outputs", name, "mode") if "mode" in output.model_fields_set else ("outputs", name),
+                    hint="set mode: append (or merge with keys)",
+                )
+            )
     for name, step in spec.steps.items():
         if isinstance(step, JoinStep):
             for side in (step.join.left, step.join.right):
                 sources = [n for n in ({side} | graph.upstream(side)) if graph.kinds.get(n) == "source"]
                 missing = [s for s in sources if spec.sources[s].watermark is None]
                 if missing:
-                    problems.append(loaded.problem(
-                        f"step '{name}': a streaming join needs a watermark on its inputs; source(s) {missing} have none",
-                        ("steps", name),
-                        hint="add event_time and watermark (e.g. watermark: 30s) to those sources",
-                    ))
+                    problems.append(
+                        loaded.problem(
+                            f"step '{name}': a streaming join needs a watermark on its inputs; source(s) {missing} have none",
+                            ("steps", name),
+                            hint="add event_time and watermark (e.g. watermark: 30s) to those sources",
+                        )
+                    )
     if problems:
         raise BadInput(*problems)
 

@@ -174,7 +174,10 @@ def test_streaming_output_cannot_overwrite(cli, demo):
 
 
 def test_streaming_source_needs_a_schema(cli, demo):
-    demo.write_text("mode: streaming\n" + GOOD.replace("    schema: ts TIMESTAMP, head_service STRING, response_ms INT\n", "").replace("overwrite", "append"))
+    demo.write_text(
+        "mode: streaming\n"
+        + GOOD.replace("    schema: ts TIMESTAMP, head_service STRING, response_ms INT\n", "").replace("overwrite", "append")
+    )
     code, _, err = cli("validate", "pipelines/demo.yaml")
     assert code == 2
     assert "pipelines/demo.yaml:4:" in err and "streaming source needs a 'schema'" in err

@@ -53,4 +53,6 @@ def test_sigkill_at_random_moments_never_leaves_a_partial_output(spark, cli, pro
     code, _, err = cli("run", "service_calls")
     assert code == 0, err
     final = delta_rows(warehouse / "daily_head_stats")
-    assert sum(r["invocations"] for r in final) == sum(1 for f in (project / "data/samples/service_calls").rglob("*.json") for _ in f.open())
+    assert sum(r["invocations"] for r in final) == sum(
+        1 for f in (project / "data/samples/service_calls").rglob("*.json") for _ in f.open()
+    )

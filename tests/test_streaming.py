@@ -62,8 +62,15 @@ def _batch_files(seed: int, files: int, rows: int) -> list[tuple[str, str]]:
     out = []
     for f in range(files):
         stream = "web" if f % 3 else "app"
-        data = [{"user": f"u{rng.randrange(5)}", "ts": f"2026-11-02T08:{rng.randrange(60):02d}:{rng.randrange(60):02d}Z",
-                 "page": rng.choice(["/a", "/b", "/c"]), "ms": rng.randrange(40)} for _ in range(rows)]
+        data = [
+            {
+                "user": f"u{rng.randrange(5)}",
+                "ts": f"2026-11-02T08:{rng.randrange(60):02d}:{rng.randrange(60):02d}Z",
+                "page": rng.choice(["/a", "/b", "/c"]),
+                "ms": rng.randrange(40),
+            }
+            for _ in range(rows)
+        ]
         out.append((f"landing/{stream}/part-{f:03d}.json", _file(data)))
     return out
 
@@ -118,8 +125,14 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(spark, cli, project, tm
     for _ in range(6):
         if kills == 3:
             break
-        process = subprocess.Popen([sys.executable, "-m", "framework", "run", "clicks"], cwd=project, env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "framework", "run", "clicks"],
+            cwd=project,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         target = (delta_version(table) or -1) + rng.randint(1, 2)  # kill once the stream is committing
         deadline = time.time() + 120
         while time.time() < deadline and process.poll() is None and (delta_version(table) or -1) < target:
@@ -163,8 +176,12 @@ def test_a_step_spark_cannot_stream_is_named_before_anything_starts(spark, cli, 
         write(project / path, text)
     _pipeline(project)
     pipeline = project / "pipelines" / "clicks.yaml"
-    pipeline.write_text(pipeline.read_text().replace("select user, ts, page, ms, _source", "select user, count(*) as n")
-                        .replace("where ms >=", "where ms >=").replace("| lit }}\n", "| lit }}\n      group by user\n"))
+    pipeline.write_text(
+        pipeline.read_text()
+        .replace("select user, ts, page, ms, _source", "select user, count(*) as n")
+        .replace("where ms >=", "where ms >=")
+        .replace("| lit }}\n", "| lit }}\n      group by user\n")
+    )
     code, _, err = cli("run", "clicks")
     assert code == 2
     assert "step 'slow_pages' cannot run in streaming" in err and "watermark" in err
@@ -223,8 +240,9 @@ def _count_join_oracle(a_rows: list[dict], b_rows: list[dict], wa: int, wb: int,
     """Algorithm 1 over the merged event-time order; for `left`, A rows that left A's window unmatched."""
     from collections import deque
 
-    sequence = sorted([(r["ts"], 0, r["phone"], r) for r in a_rows] + [(r["ts"], 1, r["email"], r) for r in b_rows],
-                      key=lambda x: x[:3])
+    sequence = sorted(
+        [(r["ts"], 0, r["phone"], r) for r in a_rows] + [(r["ts"], 1, r["email"], r) for r in b_rows], key=lambda x: x[:3]
+    )
     window_a, window_b, out, matched = deque(), deque(), Counter(), {}
     for _, side, _, row in sequence:
         if side == 0:
@@ -289,9 +307,16 @@ def test_late_rows_are_recorded_and_malformed_records_quarantined(spark, cli, pr
     write(project / "landing/web/part-1.json", _file([{"user": "u1", "ts": "2026-11-02T08:10:00Z", "page": "/a", "ms": 20}]))
     write(project / "landing/app/part-1.json", _file([{"user": "u1", "ts": "2026-11-02T08:10:00Z", "page": "/a", "ms": 20}]))
     assert cli("run", "clicks")[0] == 0
-    write(project / "landing/web/part-2.json", _file([{"user": "u2", "ts": "2026-11-02T08:09:00Z", "page": "/b", "ms": 30},
-                                                     {"user": "u3", "ts": "2026-11-02T08:10:05Z", "page": "/c", "ms": 30}])
-          + "not json at all\n")
+    write(
+        project / "landing/web/part-2.json",
+        _file(
+            [
+                {"user": "u2", "ts": "2026-11-02T08:09:00Z", "page": "/b", "ms": 30},
+                {"user": "u3", "ts": "2026-11-02T08:10:05Z", "page": "/c", "ms": 30},
+            ]
+        )
+        + "not json at all\n",
+    )
     code, out, err = cli("run", "clicks")
     assert code == 0, err
     late = delta_rows(project / "warehouse" / "_tributary" / "late_rows")
@@ -309,14 +334,22 @@ def test_continuous_mode_picks_up_new_files_and_stops_cleanly_on_sigterm(spark, 
     for path, text in _batch_files(4, files=2, rows=5):
         write(project / path, text)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    process = subprocess.Popen([sys.executable, "-m", "framework", "run", "clicks", "--continuous"], cwd=project, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "framework", "run", "clicks", "--continuous"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     table = project / "warehouse" / "slow_pages"
     deadline = time.time() + 120
     while time.time() < deadline and delta_version(table) is None:
         time.sleep(0.2)
     first = len(delta_rows(table))
-    write(project / "landing/web/late-arrival.json", _file([{"user": "new", "ts": "2026-11-02T08:59:00Z", "page": "/z", "ms": 39}]))
+    write(
+        project / "landing/web/late-arrival.json", _file([{"user": "new", "ts": "2026-11-02T08:59:00Z", "page": "/z", "ms": 39}])
+    )
     while time.time() < deadline and len(delta_rows(table)) == first:
         time.sleep(0.2)
     process.send_signal(signal.SIGTERM)
@@ -331,8 +364,11 @@ def test_contact_join_example_streams_the_same_pairs_as_batch(spark, cli, projec
     streamed = _as_multiset(delta_rows(project / "warehouse" / "contacts"))
     assert sum(streamed.values()) > 100
     pipeline = project / "pipelines" / "contact_join.yaml"
-    pipeline.write_text(pipeline.read_text().replace("mode: streaming", "mode: batch").replace("  contacts:\n    mode: append",
-                                                                                              "  contacts_batch:\n    from: contacts\n    mode: append"))
+    pipeline.write_text(
+        pipeline.read_text()
+        .replace("mode: streaming", "mode: batch")
+        .replace("  contacts:\n    mode: append", "  contacts_batch:\n    from: contacts\n    mode: append")
+    )
     assert cli("run", "contact_join")[0] == 0
     assert _as_multiset(delta_rows(project / "warehouse" / "contacts_batch")) == streamed
 

@@ -47,22 +47,32 @@ class JoinCapacity:
             ("window K_A, K_B (tuples)", f"{self.window_a:,.1f}, {self.window_b:,.1f}", ""),
             ("Δt per pair compared", f"{self.pair_seconds * 1e9:,.1f} ns", ""),
             ("slice per node k = 1/(2·Δt·max N)", f"{self.slice_tuples:,.0f} tuples", ""),
-            ("nodes n = max(K)·Δt·2·max(N)", f"{self.nodes:.6f} → {max(1, math.ceil(self.nodes))}",
-             f"{o.get('executors', '–')} executor slots used"),
-            ("state rows (streaming)", f"≤ {self.window_a + self.window_b:,.0f} expected in windows",
-             f"{o.get('state_rows_peak', '–')} peak in the last run"),
+            (
+                "nodes n = max(K)·Δt·2·max(N)",
+                f"{self.nodes:.6f} → {max(1, math.ceil(self.nodes))}",
+                f"{o.get('executors', '–')} executor slots used",
+            ),
+            (
+                "state rows (streaming)",
+                f"≤ {self.window_a + self.window_b:,.0f} expected in windows",
+                f"{o.get('state_rows_peak', '–')} peak in the last run",
+            ),
             ("throughput", "", f"{o.get('processed_rows_per_s', '–')} rows/s in the last run"),
         ]
 
 
-def measure_join(spark: SparkSession, step_name: str, step: JoinStep, inputs: dict[str, DataFrame], sample: int = 1500) -> JoinCapacity:
+def measure_join(
+    spark: SparkSession, step_name: str, step: JoinStep, inputs: dict[str, DataFrame], sample: int = 1500
+) -> JoinCapacity:
     from pyspark.sql import functions as F
 
     spec = step.join
     left, right = inputs[spec.left], inputs[spec.right]
     rates = []
     for frame in (left, right):
-        row = frame.agg(F.count(F.lit(1)).alias("n"), F.min(spec.event_time).alias("lo"), F.max(spec.event_time).alias("hi")).first()
+        row = frame.agg(
+            F.count(F.lit(1)).alias("n"), F.min(spec.event_time).alias("lo"), F.max(spec.event_time).alias("hi")
+        ).first()
         span = (row["hi"] - row["lo"]).total_seconds() if row["n"] and row["hi"] and row["lo"] else 0.0
         rates.append(row["n"] / span if span > 0 else float(row["n"]))
     if spec.last is not None:

@@ -51,8 +51,15 @@ class RunLock:
                 self.path.unlink(missing_ok=True)  # stale: its run crashed
                 continue
             with os.fdopen(fd, "w") as handle:
-                json.dump({"run_id": self.run_id, "pid": os.getpid(), "host": socket.gethostname(),
-                           "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, handle)
+                json.dump(
+                    {
+                        "run_id": self.run_id,
+                        "pid": os.getpid(),
+                        "host": socket.gethostname(),
+                        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    },
+                    handle,
+                )
             self._thread = threading.Thread(target=self._beat, name="tributary-lock-heartbeat", daemon=True)
             self._thread.start()
             return

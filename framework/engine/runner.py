@@ -144,7 +144,11 @@ class BatchRunner:
             },
         )
         events.flush()
-        lock = RunLock(Path(self.warehouse.internal(f"{LOCKS_DIR}/{spec.name}.lock")), self.run_id) if self.warehouse.is_local() else None
+        lock = (
+            RunLock(Path(self.warehouse.internal(f"{LOCKS_DIR}/{spec.name}.lock")), self.run_id)
+            if self.warehouse.is_local()
+            else None
+        )
         try:
             if lock:
                 lock.acquire()
@@ -180,7 +184,9 @@ class BatchRunner:
         """Static DataFrames of every needed source and step, without writing anything."""
         needed = self._needed_nodes()
         spec = self.compiled.spec
-        locations = {n: source_location(self.compiled.project, self.warehouse, spec.sources[n]) for n in spec.sources if n in needed}
+        locations = {
+            n: source_location(self.compiled.project, self.warehouse, spec.sources[n]) for n in spec.sources if n in needed
+        }
         self._check_file_sources(locations)
         store = choose_store(spark, self.profile.delta_writer, self.profile.storage_options)
         return self._plan(spark, store, locations, needed)

@@ -58,10 +58,16 @@ class StreamingRunner(BatchRunner):
         if isinstance(spec, JoinStep) and spec.join.last is not None and any(f.isStreaming for f in context.inputs.values()):
             readers = [s for s in self.compiled.graph.steps if context.name in self.compiled.graph.inputs.get(s, ())]
             if readers:
-                raise BadInput(self.compiled.loaded.problem(
-                    f"step '{readers[0]}' reads the count-window join '{context.name}'; in streaming such a join feeds outputs directly",
-                    ("steps", readers[0]), hint="write the join to an output and read that table in another pipeline"))
-            build_step(kind, StepContext(context.spark, context.name, spec, {n: _static_twin(f) for n, f in context.inputs.items()}))
+                raise BadInput(
+                    self.compiled.loaded.problem(
+                        f"step '{readers[0]}' reads the count-window join '{context.name}'; in streaming such a join feeds outputs directly",
+                        ("steps", readers[0]),
+                        hint="write the join to an output and read that table in another pipeline",
+                    )
+                )
+            build_step(
+                kind, StepContext(context.spark, context.name, spec, {n: _static_twin(f) for n, f in context.inputs.items()})
+            )
             operator = CountJoinStream(context.name, spec, "", self._delay(spec.join.left), self._delay(spec.join.right))
             self._micro_batch[context.name] = operator
             return operator.tag(context.inputs[spec.join.left], context.inputs[spec.join.right])
@@ -94,8 +100,9 @@ class StreamingRunner(BatchRunner):
             self._clear(targets)
         try:
             for name, (output, table) in targets.items():
-                result = OutputResult(name, self.compiled.spec.output_step(name), table, output.mode,
-                                      previous_version=store.version(table))
+                result = OutputResult(
+                    name, self.compiled.spec.output_step(name), table, output.mode, previous_version=store.version(table)
+                )
                 self.result.outputs.append(result)
                 prepare = None
                 if result.step in self._micro_batch:
@@ -157,20 +164,36 @@ class StreamingRunner(BatchRunner):
             handle.write(generation.encode())
         return folder, generation
 
-    def _sink(self, store: DeltaStore, name: str, table: str, mode: str, keys: tuple[str, ...] = (),
-              partition_by: tuple[str, ...] = (), prepare: Any = None) -> ExactlyOnceDeltaSink:
+    def _sink(
+        self,
+        store: DeltaStore,
+        name: str,
+        table: str,
+        mode: str,
+        keys: tuple[str, ...] = (),
+        partition_by: tuple[str, ...] = (),
+        prepare: Any = None,
+    ) -> ExactlyOnceDeltaSink:
         folder, generation = self._checkpoint(name)
         sink = ExactlyOnceDeltaSink(
-            store, name, table, app_id=f"tributary/{self.compiled.name}/{name}/{generation}",
-            staging_root=self.warehouse.internal(f"{STAGING_DIR}/{self.run_id}/{name}"), mode=mode, keys=keys,
-            partition_by=partition_by, prepare=prepare,
-            on_commit=lambda n, b, rows, v: self.reporter.update("output", n, "written", f"batch {b}: {rows:,} rows → version {v}"),
+            store,
+            name,
+            table,
+            app_id=f"tributary/{self.compiled.name}/{name}/{generation}",
+            staging_root=self.warehouse.internal(f"{STAGING_DIR}/{self.run_id}/{name}"),
+            checkpoint=folder,
+            mode=mode,
+            keys=keys,
+            partition_by=partition_by,
+            prepare=prepare,
+            on_commit=lambda n, b, rows, v: self.reporter.update(
+                "output", n, "written", f"batch {b}: {rows:,} rows → version {v}"
+            ),
         )
-        sink.checkpoint = folder  # type: ignore[attr-defined]
         return sink
 
     def _start(self, frame: DataFrame, name: str, sink: ExactlyOnceDeltaSink, result: OutputResult | None) -> None:
-        writer = frame.writeStream.foreachBatch(sink).option("checkpointLocation", sink.checkpoint)  # type: ignore[attr-defined]
+        writer = frame.writeStream.foreachBatch(sink).option("checkpointLocation", sink.checkpoint)
         writer = writer.queryName(f"{self.compiled.name}__{name}")
         if self.continuous:
             writer = writer.trigger(processingTime=spark_interval(self.compiled.spec.trigger.processing_time))
@@ -186,18 +209,33 @@ class StreamingRunner(BatchRunner):
             run_id, pipeline = self.run_id, self.compiled.name
 
             def quarantine(batch: DataFrame, _: int, source_name: str = name) -> DataFrame:
-                return batch.select(F.lit(run_id).alias("run_id"), F.lit(pipeline).alias("pipeline"),
-                                    F.lit(source_name).alias("source"), "file", "record", "reason",
-                                    F.current_timestamp().alias("quarantined_at"))
+                return batch.select(
+                    F.lit(run_id).alias("run_id"),
+                    F.lit(pipeline).alias("pipeline"),
+                    F.lit(source_name).alias("source"),
+                    "file",
+                    "record",
+                    "reason",
+                    F.current_timestamp().alias("quarantined_at"),
+                )
 
-            sink = self._sink(store, f"_quarantine_{name}", self.warehouse.internal(QUARANTINE_TABLE), "append", prepare=quarantine)
+            sink = self._sink(
+                store, f"_quarantine_{name}", self.warehouse.internal(QUARANTINE_TABLE), "append", prepare=quarantine
+            )
             self._start(source.bad_rows, sink.name, sink, None)
         spec = self.compiled.spec.sources[name]
         if spec.watermark is not None and spec.event_time:
             readers = tuple(s for s in self.compiled.graph.steps if name in self.compiled.graph.inputs.get(s, ()))
             folder, _ = self._checkpoint(f"_late_{name}")
-            monitor = LateRowMonitor(name, readers, spec.event_time, spec.watermark, join(folder + ".late", "state.json"),
-                                     self.run_id, self.compiled.name)
+            monitor = LateRowMonitor(
+                name,
+                readers,
+                spec.event_time,
+                spec.watermark,
+                join(folder + ".late", "state.json"),
+                self.run_id,
+                self.compiled.name,
+            )
             sink = self._sink(store, f"_late_{name}", self.warehouse.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
             self._start(source.df, sink.name, sink, None)
 
@@ -284,4 +322,3 @@ def _install_stop_handlers(stop: threading.Event) -> dict[int, Any]:
 def _restore_handlers(previous: dict[int, Any]) -> None:
     for signum, handler in previous.items():
         signal.signal(signum, handler)
-

@@ -14,8 +14,9 @@ from pathlib import Path
 START = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
 
 
-def generate_contacts(out: Path, people: int = 2000, files: int = 8, seed: int = 1, spread_s: float = 20.0,
-                      rate_per_s: float = 50.0) -> dict[str, int]:
+def generate_contacts(
+    out: Path, people: int = 2000, files: int = 8, seed: int = 1, spread_s: float = 20.0, rate_per_s: float = 50.0
+) -> dict[str, int]:
     rng = random.Random(seed)
     a_rows, b_rows = [], []
     t = START
@@ -24,11 +25,17 @@ def generate_contacts(out: Path, people: int = 2000, files: int = 8, seed: int =
         name = f"person{rng.randrange(max(people // 3, 1)):05d}"  # names recur: a key has several rows
         present = rng.random()
         if present < 0.9:
-            a_rows.append({"name": name, "ts": _iso(t + timedelta(seconds=rng.uniform(0, spread_s))),
-                           "phone": f"+49-30-{rng.randrange(10**7):07d}"})
+            a_rows.append(
+                {
+                    "name": name,
+                    "ts": _iso(t + timedelta(seconds=rng.uniform(0, spread_s))),
+                    "phone": f"+49-30-{rng.randrange(10**7):07d}",
+                }
+            )
         if present > 0.1:
-            b_rows.append({"name": name, "ts": _iso(t + timedelta(seconds=rng.uniform(0, spread_s))),
-                           "email": f"{name}.{i}@example.org"})
+            b_rows.append(
+                {"name": name, "ts": _iso(t + timedelta(seconds=rng.uniform(0, spread_s))), "email": f"{name}.{i}@example.org"}
+            )
     for stream, rows in (("phones", a_rows), ("emails", b_rows)):
         rows.sort(key=lambda r: r["ts"])
         folder = out / stream

@@ -54,7 +54,9 @@ class LateRowMonitor:
         state = self._read_state()
         if state is None:
             return None
-        value = state["before"] if state["batch"] == batch_id else state["after"] if state["batch"] < batch_id else state["before"]
+        value = (
+            state["before"] if state["batch"] == batch_id else state["after"] if state["batch"] < batch_id else state["before"]
+        )
         return datetime.fromisoformat(value) if value else None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> DataFrame:
@@ -64,8 +66,9 @@ class LateRowMonitor:
         before = self.max_before(batch_id)
         batch_max = batch.agg(F.max(self.event_time).alias("m")).first()["m"]
         after = max([t for t in (before, _utc(batch_max)) if t is not None], default=None)
-        self._write_state({"batch": batch_id, "before": before.isoformat() if before else None,
-                           "after": after.isoformat() if after else None})
+        self._write_state(
+            {"batch": batch_id, "before": before.isoformat() if before else None, "after": after.isoformat() if after else None}
+        )
         if before is None:
             return batch.limit(0).select(*self._columns(batch, None))
         watermark = before - timedelta(seconds=self.delay_s)
@@ -76,15 +79,20 @@ class LateRowMonitor:
         from pyspark.sql import functions as F
 
         mark = F.lit(watermark).cast("timestamp") if watermark else F.lit(None).cast("timestamp")
-        reason = (
-            F.format_string(f"{self.event_time} %s is older than the watermark %s of source '{self.source}' "
-                            f"(latest event time so far − {self.delay_s:g}s)", F.col(self.event_time).cast("string"),
-                            mark.cast("string"))
+        reason = F.format_string(
+            f"{self.event_time} %s is older than the watermark %s of source '{self.source}' "
+            f"(latest event time so far − {self.delay_s:g}s)",
+            F.col(self.event_time).cast("string"),
+            mark.cast("string"),
         )
         return [
-            F.lit(self.run_id).alias("run_id"), F.lit(self.pipeline).alias("pipeline"), F.lit(self.source).alias("source"),
-            F.lit(", ".join(self.steps)).alias("steps"), F.col(self.event_time).cast("timestamp").alias("event_time"),
-            mark.alias("watermark"), F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns])).alias("record"),
+            F.lit(self.run_id).alias("run_id"),
+            F.lit(self.pipeline).alias("pipeline"),
+            F.lit(self.source).alias("source"),
+            F.lit(", ".join(self.steps)).alias("steps"),
+            F.col(self.event_time).cast("timestamp").alias("event_time"),
+            mark.alias("watermark"),
+            F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns])).alias("record"),
             reason.alias("reason"),
         ]
 

@@ -105,7 +105,12 @@ def read_source_stream(spark: SparkSession, name: str, spec: FileSource | DeltaS
     else:
         ddl = spec.ddl()
         if ddl is None:
-            raise BadInput(Problem(f"source '{name}': a streaming source needs a 'schema'", hint="declare the columns, e.g. schema: ts TIMESTAMP, n INT"))
+            raise BadInput(
+                Problem(
+                    f"source '{name}': a streaming source needs a 'schema'",
+                    hint="declare the columns, e.g. schema: ts TIMESTAMP, n INT",
+                )
+            )
         options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spec.options.items()}
         if spec.format == "csv":
             options.setdefault("header", "true")
@@ -120,8 +125,12 @@ def read_source_stream(spark: SparkSession, name: str, spec: FileSource | DeltaS
             good, bad = _split_corrupt(raw, raw, spec, declared)
             frame = SourceFrame(name, good, bad)
     if spec.event_time and spec.event_time not in frame.df.columns:
-        raise BadInput(Problem(f"source '{name}': event_time column '{spec.event_time}' is not in its schema",
-                               hint=f"columns: {', '.join(frame.df.columns)}"))
+        raise BadInput(
+            Problem(
+                f"source '{name}': event_time column '{spec.event_time}' is not in its schema",
+                hint=f"columns: {', '.join(frame.df.columns)}",
+            )
+        )
     if spec.watermark is not None:
         from framework.spec.durations import spark_interval
 

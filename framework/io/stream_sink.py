@@ -26,6 +26,7 @@ class ExactlyOnceDeltaSink:
     table: str
     app_id: str
     staging_root: str
+    checkpoint: str = ""  # the streaming query's checkpoint folder
     mode: str = "append"
     keys: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
@@ -44,7 +45,9 @@ class ExactlyOnceDeltaSink:
             self.replayed += 1
             return
         frame = self.prepare(batch, batch_id) if self.prepare else batch
-        staged = self.store.stage(frame, self.name, self.table, join(self.staging_root, f"batch-{batch_id}"), list(self.partition_by))
+        staged = self.store.stage(
+            frame, self.name, self.table, join(self.staging_root, f"batch-{batch_id}"), list(self.partition_by)
+        )
         if staged.rows == 0:
             self.store.discard(staged)
             return

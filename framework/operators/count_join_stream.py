@@ -54,8 +54,12 @@ class CountJoinStream:
         """One stream of both inputs: (side, a struct, b struct), for foreachBatch."""
         from pyspark.sql import functions as F
 
-        a = left.select(F.lit(0).alias("__side"), F.struct(*left.columns).alias("__a"), F.lit(None).cast(_struct(right)).alias("__b"))
-        b = right.select(F.lit(1).alias("__side"), F.lit(None).cast(_struct(left)).alias("__a"), F.struct(*right.columns).alias("__b"))
+        a = left.select(
+            F.lit(0).alias("__side"), F.struct(*left.columns).alias("__a"), F.lit(None).cast(_struct(right)).alias("__b")
+        )
+        b = right.select(
+            F.lit(1).alias("__side"), F.lit(None).cast(_struct(left)).alias("__a"), F.struct(*right.columns).alias("__b")
+        )
         return a.unionByName(b)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> DataFrame:
@@ -97,11 +101,20 @@ class CountJoinStream:
             unmatched = evicted.join(matched, evicted[ID_A] == matched["__m"], "left_anti").where(~F.col(MATCHED_A))
             lonely = self._join(spark, unmatched, cand_b.limit(0), "left")
             output = pairs.unionByName(lonely)
-        keep_a = keep_a.join(matched, keep_a[ID_A] == matched["__m"], "left").withColumn(
-            MATCHED_A, F.col(MATCHED_A) | F.col("__m").isNotNull()).drop("__m")
+        keep_a = (
+            keep_a.join(matched, keep_a[ID_A] == matched["__m"], "left")
+            .withColumn(MATCHED_A, F.col(MATCHED_A) | F.col("__m").isNotNull())
+            .drop("__m")
+        )
         pending_a, pending_b = held_a.where(~is_final), held_b.where(~is_final)
-        self._save(batch_id, keep_a.drop(NEW_A), keep_b.drop(NEW_B), pending_a, pending_b,
-                   {"max_a": _iso(max_a), "max_b": _iso(max_b), "mark": _iso(mark)})
+        self._save(
+            batch_id,
+            keep_a.drop(NEW_A),
+            keep_b.drop(NEW_B),
+            pending_a,
+            pending_b,
+            {"max_a": _iso(max_a), "max_b": _iso(max_b), "mark": _iso(mark)},
+        )
         hidden = [NEW_A, NEW_B, ID_A, MATCHED_A]
         result = self._read_back(spark, batch_id, output.drop(*[c for c in output.columns if c in hidden]))
         cand_a.unpersist()
@@ -131,7 +144,8 @@ class CountJoinStream:
 
         fs, root = filesystem(self.state_dir)
         done = sorted(
-            int(i.base_name.removeprefix("batch-")) for i in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+            int(i.base_name.removeprefix("batch-"))
+            for i in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
             if i.base_name.startswith("batch-") and fs.get_file_info(f"{i.path}/meta.json").type == pafs.FileType.File
         )
         earlier = [b for b in done if b < batch_id]
@@ -148,16 +162,27 @@ class CountJoinStream:
             "meta": meta,
         }
 
-    def _save(self, batch_id: int, tail_a: DataFrame, tail_b: DataFrame, pending_a: DataFrame, pending_b: DataFrame,
-              meta: dict[str, Any]) -> None:
+    def _save(
+        self,
+        batch_id: int,
+        tail_a: DataFrame,
+        tail_b: DataFrame,
+        pending_a: DataFrame,
+        pending_b: DataFrame,
+        meta: dict[str, Any],
+    ) -> None:
         from pyspark.sql import functions as F
 
         folder = self._folder(batch_id)
         fs, path = filesystem(folder)
         if fs.get_file_info(path).type != pafs.FileType.NotFound:
             fs.delete_dir(path)  # a replay writes the same state again
-        tail_a.withColumn("__kind", F.lit("tail")).unionByName(pending_a.withColumn("__kind", F.lit("pending"))).write.parquet(join_path(folder, "a"))
-        tail_b.withColumn("__kind", F.lit("tail")).unionByName(pending_b.withColumn("__kind", F.lit("pending"))).write.parquet(join_path(folder, "b"))
+        tail_a.withColumn("__kind", F.lit("tail")).unionByName(pending_a.withColumn("__kind", F.lit("pending"))).write.parquet(
+            join_path(folder, "a")
+        )
+        tail_b.withColumn("__kind", F.lit("tail")).unionByName(pending_b.withColumn("__kind", F.lit("pending"))).write.parquet(
+            join_path(folder, "b")
+        )
         with fs.open_output_stream(f"{path}/meta.json") as handle:  # written last: marks the state complete
             handle.write(json.dumps(meta).encode())
         for info in fs.get_file_info(pafs.FileSelector(filesystem(self.state_dir)[1])):
