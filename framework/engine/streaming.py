@@ -203,26 +203,23 @@ class StreamingRunner(BatchRunner):
         self._queries.append((name, writer.start(), sink, result))
 
     def _start_side_queries(self, store: DeltaStore, name: str, source: SourceFrame) -> None:
+        """One audit query per source: malformed records to quarantine, late rows to late_rows.
+        It reads each micro-batch of the source once (cached) for both."""
         from pyspark.sql import functions as F
 
+        quarantine = late = None
         if source.bad_rows is not None:
             run_id, pipeline = self.run_id, self.compiled.name
 
-            def quarantine(batch: DataFrame, _: int, source_name: str = name) -> DataFrame:
+            def shape(batch: DataFrame, _: int) -> DataFrame:
                 return batch.select(
-                    F.lit(run_id).alias("run_id"),
-                    F.lit(pipeline).alias("pipeline"),
-                    F.lit(source_name).alias("source"),
-                    "file",
-                    "record",
-                    "reason",
-                    F.current_timestamp().alias("quarantined_at"),
-                )
+                    F.lit(run_id).alias("run_id"), F.lit(pipeline).alias("pipeline"), F.lit(name).alias("source"),
+                    "file", "record", "reason", F.current_timestamp().alias("quarantined_at"),
+                )  # fmt: skip
 
-            sink = self._sink(
-                store, f"_quarantine_{name}", self.warehouse.internal(QUARANTINE_TABLE), "append", prepare=quarantine
+            quarantine = self._sink(
+                store, f"_quarantine_{name}", self.warehouse.internal(QUARANTINE_TABLE), "append", prepare=shape
             )
-            self._start(source.bad_rows, sink.name, sink, None)
         spec = self.compiled.spec.sources[name]
         if spec.watermark is not None and spec.event_time:
             readers = tuple(s for s in self.compiled.graph.steps if name in self.compiled.graph.inputs.get(s, ()))
@@ -236,13 +233,28 @@ class StreamingRunner(BatchRunner):
                 self.run_id,
                 self.compiled.name,
             )
-            sink = self._sink(store, f"_late_{name}", self.warehouse.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
-            self._start(source.df, sink.name, sink, None)
+            late = self._sink(store, f"_late_{name}", self.warehouse.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
+        if quarantine is None and late is None:
+            return
+        audit = SourceAudit(quarantine, late, source.split)
+        checkpoint, _ = self._checkpoint(f"_audit_{name}")
+        writer = source.raw.writeStream.foreachBatch(audit).option("checkpointLocation", checkpoint)  # type: ignore[union-attr]
+        writer = writer.queryName(f"{self.compiled.name}__audit_{name}")
+        writer = (
+            writer.trigger(processingTime=spark_interval(self.compiled.spec.trigger.processing_time))
+            if self.continuous
+            else writer.trigger(availableNow=True)
+        )
+        query = writer.start()
+        for sink in (quarantine, late):
+            if sink is not None:
+                self._queries.append((sink.name, query, sink, None))
 
     def _wait(self) -> None:
         if not self.continuous:
             for name, query, _, _ in self._queries:
-                query.awaitTermination()
+                if query.isActive:
+                    query.awaitTermination()
                 self._raise_if_failed(name, query)
             return
         previous = _install_stop_handlers(self.stop)
@@ -277,6 +289,26 @@ class StreamingRunner(BatchRunner):
                 self.result.quarantined[name.removeprefix("_quarantine_")] = sink.rows
             elif name.startswith("_late_") and sink.rows:
                 self.result.late[name.removeprefix("_late_")] = sink.rows
+
+
+@dataclasses.dataclass
+class SourceAudit:
+    """foreachBatch of a source's audit query: splits each batch once into bad and good rows."""
+
+    quarantine: ExactlyOnceDeltaSink | None
+    late: ExactlyOnceDeltaSink | None
+    split: Any
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        batch = batch.persist()
+        try:
+            good, bad = self.split(batch) if self.split else (batch, None)
+            if self.quarantine is not None and bad is not None:
+                self.quarantine(bad, batch_id)
+            if self.late is not None:
+                self.late(good, batch_id)
+        finally:
+            batch.unpersist()
 
 
 def _static_twin(frame: DataFrame) -> DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
 
 CORRUPT_COLUMN = "_corrupt_record"
+FILE_COLUMN = "__tributary_file"
 
 
 @dataclass
@@ -26,6 +28,9 @@ class SourceFrame:
     df: DataFrame
     bad_rows: DataFrame | None = None  # columns: file, record, reason
     bad_counter: Observation | None = None
+    #: streaming: the source as read (malformed records included) and how to split a batch of it
+    raw: DataFrame | None = None
+    split: Callable[[DataFrame], tuple[DataFrame, DataFrame]] | None = None
 
     def bad_count(self) -> int | None:
         """Malformed records seen while the run read this source (None: the source was not read)."""
@@ -121,9 +126,13 @@ def read_source_stream(spark: SparkSession, name: str, spec: FileSource | DeltaS
         if spec.format == "parquet":
             frame = SourceFrame(name, reader.schema(declared).load(location))
         else:
+            from pyspark.sql import functions as F
+
             raw = _with_corrupt_column(reader, declared).load(location)
             good, bad = _split_corrupt(raw, raw, spec, declared)
-            frame = SourceFrame(name, good, bad)
+            # foreachBatch frames have no _metadata: the audit stream carries the file as a column
+            audited = raw.withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
+            frame = SourceFrame(name, good, bad, raw=audited, split=lambda batch: _split_corrupt(batch, batch, spec, declared))
     if spec.event_time and spec.event_time not in frame.df.columns:
         raise BadInput(
             Problem(
@@ -135,6 +144,8 @@ def read_source_stream(spark: SparkSession, name: str, spec: FileSource | DeltaS
         from framework.spec.durations import spark_interval
 
         frame.df = frame.df.withWatermark(spec.event_time, spark_interval(spec.watermark))
+    if frame.raw is None:
+        frame.raw = frame.df
     return frame
 
 
@@ -150,9 +161,10 @@ def _split_corrupt(counted: DataFrame, raw: DataFrame, spec: FileSource, declare
     from pyspark.sql import functions as F
 
     corrupt = F.col(CORRUPT_COLUMN)
-    good = counted.where(corrupt.isNull()).drop(CORRUPT_COLUMN)
+    good = counted.where(corrupt.isNull()).drop(CORRUPT_COLUMN, FILE_COLUMN)
+    file = F.col(FILE_COLUMN) if FILE_COLUMN in raw.columns else F.col("_metadata.file_path")
     bad = raw.where(corrupt.isNotNull()).select(
-        F.col("_metadata.file_path").alias("file"),
+        file.alias("file"),
         # Spark refuses queries that read only the corrupt column, so the data columns come along.
         F.coalesce(corrupt, F.to_json(F.struct(*[F.col(f"`{c}`") for c in declared.fieldNames()]))).alias("record"),
         F.lit(f"malformed {spec.format} record: does not parse or does not fit the declared schema").alias("reason"),
