@@ -222,3 +222,13 @@ def test_streaming_join_needs_watermarks(cli, project):
     code, _, err = cli("validate", "pipelines/contact_join.yaml")
     assert code == 2
     assert "step 'contacts': a streaming join needs a watermark" in err and "['phones']" in err
+
+
+def test_spark_window_grouping_passes_the_syntax_check(cli, demo):
+    demo.write_text(
+        GOOD.replace("select head_service, response_ms", "select window(ts, '1 minute') as w, count(*) as n").replace(
+            "from {{ source('calls') }}", "from {{ source('calls') }}\n      group by window(ts, '1 minute')"
+        )
+    )
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 0, err

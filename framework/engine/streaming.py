@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from framework.engine.runner import BatchRunner, OutputResult
 from framework.errors import BadInput, RunFailed
 from framework.io import staging as staging_files
+from framework.io.checkpoint_audit import AuditedSource, CheckpointAuditor
 from framework.io.delta_store import DeltaStore
 from framework.io.late_rows import LateRowMonitor
 from framework.io.locations import CHECKPOINTS_DIR, LATE_ROWS_TABLE, QUARANTINE_TABLE, STAGING_DIR, join
@@ -45,6 +46,7 @@ class StreamingRunner(BatchRunner):
         self.stop = stop or threading.Event()
         self._queries: list[tuple[str, StreamingQuery, ExactlyOnceDeltaSink, OutputResult | None]] = []
         self._micro_batch: dict[str, CountJoinStream] = {}
+        self._auditors: dict[str, CheckpointAuditor] = {}
 
     # -- plan hooks: streams instead of static frames ------------------------------------------
 
@@ -110,9 +112,10 @@ class StreamingRunner(BatchRunner):
                     prepare = dataclasses.replace(self._micro_batch[result.step], state_dir=folder + ".state")
                 sink = self._sink(store, name, table, output.mode, tuple(output.keys), tuple(output.partition_by), prepare)
                 self._start(frames[result.step], name, sink, result)
-            for name, source in self._sources.items():
-                self._start_side_queries(store, name, source)
+            owners = {name: self.compiled.spec.output_step(name) for name in targets}
+            self._start_audits(spark, store, locations, owners)
             self._wait()
+            self._audit()
         finally:
             for _, query, _, _ in self._queries:
                 if query.isActive:
@@ -202,53 +205,53 @@ class StreamingRunner(BatchRunner):
         self.reporter.update("output", name, "streaming")
         self._queries.append((name, writer.start(), sink, result))
 
-    def _start_side_queries(self, store: DeltaStore, name: str, source: SourceFrame) -> None:
-        """One audit query per source: malformed records to quarantine, late rows to late_rows.
-        It reads each micro-batch of the source once (cached) for both."""
-        from pyspark.sql import functions as F
+    def _start_audits(self, spark: SparkSession, store: DeltaStore, locations: dict[str, str], owners: dict[str, str]) -> None:
+        """Quarantine and late rows of every source. File sources are audited from the checkpoint
+        of the first output query that reads them (framework.io.checkpoint_audit: no extra read
+        unless something was malformed or dropped); Delta sources by a light audit query."""
+        graph = self.compiled.graph
+        for name, source in self._sources.items():
+            spec = self.compiled.spec.sources[name]
+            readers = tuple(s for s in graph.steps if name in graph.inputs.get(s, ()))
+            has_late = spec.watermark is not None and spec.event_time is not None
+            if source.read_files is not None:
+                owner = next((o for o, step in owners.items() if step == name or name in graph.upstream(step)), None)
+                if owner is None or not (source.bad_rows is not None or has_late):
+                    continue
+                quarantine = (
+                    self._sink(store, f"_quarantine_{name}", self.warehouse.internal(QUARANTINE_TABLE), "append")
+                    if source.bad_rows is not None
+                    else None
+                )
+                late = (
+                    self._sink(store, f"_late_{name}", self.warehouse.internal(LATE_ROWS_TABLE), "append") if has_late else None
+                )
+                auditor = self._auditors.get(owner)
+                if auditor is None:
+                    auditor = CheckpointAuditor(spark, self._checkpoint(owner)[0], [], self.run_id, self.compiled.name)
+                    self._auditors[owner] = auditor
+                auditor.sources.append(
+                    AuditedSource(name, locations[name], source.read_files, spec.event_time, readers, quarantine, late)
+                )
+            elif has_late:
+                folder, _ = self._checkpoint(f"_late_{name}")
+                monitor = LateRowMonitor(
+                    name,
+                    readers,
+                    spec.event_time,
+                    spec.watermark,
+                    join(folder + ".late", "state.json"),
+                    self.run_id,
+                    self.compiled.name,
+                )
+                late = self._sink(store, f"_late_{name}", self.warehouse.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
+                self._start(source.raw, late.name, late, None)  # type: ignore[arg-type]
 
-        quarantine = late = None
-        if source.bad_rows is not None:
-            run_id, pipeline = self.run_id, self.compiled.name
-
-            def shape(batch: DataFrame, _: int) -> DataFrame:
-                return batch.select(
-                    F.lit(run_id).alias("run_id"), F.lit(pipeline).alias("pipeline"), F.lit(name).alias("source"),
-                    "file", "record", "reason", F.current_timestamp().alias("quarantined_at"),
-                )  # fmt: skip
-
-            quarantine = self._sink(
-                store, f"_quarantine_{name}", self.warehouse.internal(QUARANTINE_TABLE), "append", prepare=shape
-            )
-        spec = self.compiled.spec.sources[name]
-        if spec.watermark is not None and spec.event_time:
-            readers = tuple(s for s in self.compiled.graph.steps if name in self.compiled.graph.inputs.get(s, ()))
-            folder, _ = self._checkpoint(f"_late_{name}")
-            monitor = LateRowMonitor(
-                name,
-                readers,
-                spec.event_time,
-                spec.watermark,
-                join(folder + ".late", "state.json"),
-                self.run_id,
-                self.compiled.name,
-            )
-            late = self._sink(store, f"_late_{name}", self.warehouse.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
-        if quarantine is None and late is None:
-            return
-        audit = SourceAudit(quarantine, late, source.split)
-        checkpoint, _ = self._checkpoint(f"_audit_{name}")
-        writer = source.raw.writeStream.foreachBatch(audit).option("checkpointLocation", checkpoint)  # type: ignore[union-attr]
-        writer = writer.queryName(f"{self.compiled.name}__audit_{name}")
-        writer = (
-            writer.trigger(processingTime=spark_interval(self.compiled.spec.trigger.processing_time))
-            if self.continuous
-            else writer.trigger(availableNow=True)
-        )
-        query = writer.start()
-        for sink in (quarantine, late):
-            if sink is not None:
-                self._queries.append((sink.name, query, sink, None))
+    def _audit(self) -> None:
+        reports = {name: query for name, query, _, result in self._queries if result is not None}
+        for owner, auditor in self._auditors.items():
+            query = reports.get(owner)
+            auditor.audit(list(query.recentProgress or []) if query is not None else [])
 
     def _wait(self) -> None:
         if not self.continuous:
@@ -258,12 +261,16 @@ class StreamingRunner(BatchRunner):
                 self._raise_if_failed(name, query)
             return
         previous = _install_stop_handlers(self.stop)
+        audited = time.monotonic()
         try:
             while not self.stop.is_set():
                 for name, query, _, _ in self._queries:
                     self._raise_if_failed(name, query)
                     if not query.isActive:
                         raise RunFailed(f"output '{name}': its streaming query stopped")
+                if time.monotonic() - audited > max(self.compiled.spec.trigger.processing_time, 5.0):
+                    self._audit()
+                    audited = time.monotonic()
                 time.sleep(0.5)
         finally:
             _restore_handlers(previous)
@@ -285,30 +292,13 @@ class StreamingRunner(BatchRunner):
                 result.status = "written" if sink.rows else "skipped"
                 if sink.replayed:
                     self.reporter.update("output", name, result.status, f"{sink.replayed} replayed batch(es) skipped")
-            elif name.startswith("_quarantine_") and sink.rows:
-                self.result.quarantined[name.removeprefix("_quarantine_")] = sink.rows
             elif name.startswith("_late_") and sink.rows:
                 self.result.late[name.removeprefix("_late_")] = sink.rows
-
-
-@dataclasses.dataclass
-class SourceAudit:
-    """foreachBatch of a source's audit query: splits each batch once into bad and good rows."""
-
-    quarantine: ExactlyOnceDeltaSink | None
-    late: ExactlyOnceDeltaSink | None
-    split: Any
-
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        batch = batch.persist()
-        try:
-            good, bad = self.split(batch) if self.split else (batch, None)
-            if self.quarantine is not None and bad is not None:
-                self.quarantine(bad, batch_id)
-            if self.late is not None:
-                self.late(good, batch_id)
-        finally:
-            batch.unpersist()
+        for auditor in self._auditors.values():
+            for source in auditor.sources:
+                for sink, found in ((source.quarantine, self.result.quarantined), (source.late, self.result.late)):
+                    if sink is not None and sink.rows:
+                        found[source.name] = sink.rows
 
 
 def _static_twin(frame: DataFrame) -> DataFrame:

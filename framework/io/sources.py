@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
 
 CORRUPT_COLUMN = "_corrupt_record"
-FILE_COLUMN = "__tributary_file"
 
 
 @dataclass
@@ -28,9 +27,10 @@ class SourceFrame:
     df: DataFrame
     bad_rows: DataFrame | None = None  # columns: file, record, reason
     bad_counter: Observation | None = None
-    #: streaming: the source as read (malformed records included) and how to split a batch of it
+    #: streaming: the source as read (before its watermark)
     raw: DataFrame | None = None
-    split: Callable[[DataFrame], tuple[DataFrame, DataFrame]] | None = None
+    #: streaming file sources: read given files again as (good rows, malformed records)
+    read_files: Callable[[list[str]], tuple[DataFrame, DataFrame]] | None = None
 
     def bad_count(self) -> int | None:
         """Malformed records seen while the run read this source (None: the source was not read)."""
@@ -125,14 +125,22 @@ def read_source_stream(spark: SparkSession, name: str, spec: FileSource | DeltaS
         declared = _parse_schema(name, ddl)
         if spec.format == "parquet":
             frame = SourceFrame(name, reader.schema(declared).load(location))
+            frame.read_files = lambda files: (spark.read.options(**options).schema(declared).parquet(*files), None)
         else:
             from pyspark.sql import functions as F
 
             raw = _with_corrupt_column(reader, declared).load(location)
-            good, bad = _split_corrupt(raw, raw, spec, declared)
-            # foreachBatch frames have no _metadata: the audit stream carries the file as a column
-            audited = raw.withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
-            frame = SourceFrame(name, good, bad, raw=audited, split=lambda batch: _split_corrupt(batch, batch, spec, declared))
+            # counted as the main query reads; the files are read again only when this is > 0
+            counted = raw.observe(f"tributary_bad_{name}", F.count(F.when(F.col(CORRUPT_COLUMN).isNotNull(), 1)).alias("bad"))
+            good, bad = _split_corrupt(counted, raw, spec, declared)
+            frame = SourceFrame(name, good, bad, raw=raw)
+            batch_options = {k: v for k, v in options.items() if k != "maxFilesPerTrigger"}
+
+            def read_files(files: list[str]) -> tuple[DataFrame, DataFrame]:
+                static = _with_corrupt_column(spark.read.format(spec.format).options(**batch_options), declared).load(files)
+                return _split_corrupt(static, static, spec, declared)
+
+            frame.read_files = read_files
     if spec.event_time and spec.event_time not in frame.df.columns:
         raise BadInput(
             Problem(
@@ -161,10 +169,9 @@ def _split_corrupt(counted: DataFrame, raw: DataFrame, spec: FileSource, declare
     from pyspark.sql import functions as F
 
     corrupt = F.col(CORRUPT_COLUMN)
-    good = counted.where(corrupt.isNull()).drop(CORRUPT_COLUMN, FILE_COLUMN)
-    file = F.col(FILE_COLUMN) if FILE_COLUMN in raw.columns else F.col("_metadata.file_path")
+    good = counted.where(corrupt.isNull()).drop(CORRUPT_COLUMN)
     bad = raw.where(corrupt.isNotNull()).select(
-        file.alias("file"),
+        F.col("_metadata.file_path").alias("file"),
         # Spark refuses queries that read only the corrupt column, so the data columns come along.
         F.coalesce(corrupt, F.to_json(F.struct(*[F.col(f"`{c}`") for c in declared.fieldNames()]))).alias("record"),
         F.lit(f"malformed {spec.format} record: does not parse or does not fit the declared schema").alias("reason"),

@@ -1,0 +1,188 @@
+"""Malformed and late rows of file sources, found from a streaming query's own checkpoint.
+
+Reading a source a second time (a separate audit query) doubled the cost of every streaming run.
+Instead the main query counts malformed records as it reads (observed metrics) and Spark counts
+the rows its stateful operators drop behind the watermark. After batches commit, a batch whose
+counts are both zero needs nothing; otherwise the files that batch read (the checkpoint's
+`sources/<i>/` log) are read again and split into
+- malformed records → the quarantine table, and
+- rows older than that batch's watermark (the checkpoint's `offsets/<batch>`) → late_rows
+  (every row Spark dropped is among them; a row just under the watermark that a join still
+  matched is recorded too).
+Each table commit carries (app id, batch id), so an audit repeated after a crash is skipped. A
+batch whose counts were lost with a crashed process is audited by reading its files.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+
+from framework.io.staging import filesystem
+from framework.io.stream_sink import ExactlyOnceDeltaSink
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class AuditedSource:
+    name: str
+    location: str
+    read_batch: Any  # files -> (good rows, bad rows as file/record/reason) as static DataFrames
+    event_time: str | None
+    steps: tuple[str, ...]
+    quarantine: ExactlyOnceDeltaSink | None
+    late: ExactlyOnceDeltaSink | None
+
+
+@dataclass
+class CheckpointAuditor:
+    spark: SparkSession
+    checkpoint: str
+    sources: list[AuditedSource]
+    run_id: str
+    pipeline: str
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # source -> {"bad": n, "late": n}
+
+    def audit(self, progress: list[Any]) -> None:
+        """Audit every committed batch not audited yet; `progress` holds this process's reports."""
+        metrics = {_get(p, "batchId"): p for p in progress}
+        last = self._last_audited()
+        for batch in self._committed():
+            if batch <= last:
+                continue
+            report = metrics.get(batch)
+            dropped = (
+                sum(_get(op, "numRowsDroppedByWatermark") or 0 for op in _get(report, "stateOperators") or []) if report else None
+            )
+            observed = (_get(report, "observedMetrics") or {}) if report else None
+            for source in self.sources:
+                bad = _bad_count(observed, source.name) if observed is not None else None
+                needs_quarantine = source.quarantine is not None and (bad is None or bad > 0)
+                needs_late = source.late is not None and (dropped is None or dropped > 0)
+                if needs_quarantine or needs_late:
+                    self._audit_batch(batch, source, needs_quarantine, needs_late)
+            self._mark_audited(batch)
+
+    def _last_audited(self) -> int:
+        fs, path = filesystem(self.checkpoint + ".audited")
+        if fs.get_file_info(path).type == pafs.FileType.NotFound:
+            return -1
+        with fs.open_input_stream(path) as handle:
+            return int(handle.read().decode().strip() or -1)
+
+    def _mark_audited(self, batch: int) -> None:
+        fs, path = filesystem(self.checkpoint + ".audited")
+        with fs.open_output_stream(path + ".tmp") as handle:
+            handle.write(str(batch).encode())
+        fs.move(path + ".tmp", path)
+
+    def _audit_batch(self, batch: int, source: AuditedSource, quarantine: bool, late: bool) -> None:
+        from pyspark.sql import functions as F
+
+        files = self._files(batch, source.location)
+        if not files:
+            return
+        good, bad = source.read_batch(files)
+        if quarantine and source.quarantine is not None:
+            shaped = bad.select(
+                F.lit(self.run_id).alias("run_id"), F.lit(self.pipeline).alias("pipeline"), F.lit(source.name).alias("source"),
+                "file", "record", "reason", F.current_timestamp().alias("quarantined_at"),
+            )  # fmt: skip
+            source.quarantine(shaped, batch)
+            self._count(source.name, "bad", source.quarantine)
+        watermark = self._watermark(batch)
+        if late and source.late is not None and source.event_time and watermark is not None:
+            rows = good.where(F.col(source.event_time) < F.lit(watermark))
+            source.late(_late_shape(rows, source, watermark, self.run_id, self.pipeline), batch)
+            self._count(source.name, "late", source.late)
+
+    def _count(self, source: str, kind: str, sink: ExactlyOnceDeltaSink) -> None:
+        self.counts.setdefault(source, {"bad": 0, "late": 0})[kind] = sink.rows
+
+    # -- the checkpoint ------------------------------------------------------------------------
+
+    def _list(self, folder: str) -> list[pafs.FileInfo]:
+        fs, path = filesystem(f"{self.checkpoint}/{folder}")
+        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        return [i for i in infos if i.type == pafs.FileType.File and not i.base_name.startswith(".")]
+
+    def _lines(self, info: pafs.FileInfo) -> list[str]:
+        fs, _ = filesystem(self.checkpoint)
+        with fs.open_input_stream(info.path) as handle:
+            return handle.read().decode().splitlines()
+
+    def _committed(self) -> list[int]:
+        return sorted(int(i.base_name) for i in self._list("commits") if i.base_name.isdigit())
+
+    def _watermark(self, batch: int) -> datetime | None:
+        for info in self._list("offsets"):
+            if info.base_name == str(batch):
+                meta = json.loads(self._lines(info)[1])
+                millis = meta.get("batchWatermarkMs", 0)
+                return datetime.fromtimestamp(millis / 1000, tz=UTC).replace(tzinfo=None) if millis else None
+        return None
+
+    def _offsets(self, batch: int) -> list[Any]:
+        """Per source, the offset a batch read up to (offsets/<batch>, one line per source)."""
+        for info in self._list("offsets"):
+            if info.base_name == str(batch):
+                return [json.loads(line) if line.startswith("{") else None for line in self._lines(info)[2:]]
+        return []
+
+    def _files(self, batch: int, location: str) -> list[str]:
+        """Files of one source read by one batch: the file source log entries (numbered by the
+        source's own logOffset, compacted every 10) between the previous batch's offset and this one's."""
+        fs, root = filesystem(f"{self.checkpoint}/sources")
+        prefix = location.rstrip("/").removeprefix("file:")
+        now, before = self._offsets(batch), self._offsets(batch - 1) if batch > 0 else []
+        files: list[str] = []
+        for index, offset in enumerate(now):
+            if not isinstance(offset, dict) or "logOffset" not in offset:
+                continue
+            previous = before[index] if index < len(before) and isinstance(before[index], dict) else {"logOffset": -1}
+            low, high = previous.get("logOffset", -1), offset["logOffset"]
+            for info in fs.get_file_info(pafs.FileSelector(f"{root}/{index}", allow_not_found=True)):
+                if info.type != pafs.FileType.File or not info.base_name.removesuffix(".compact").isdigit():
+                    continue  # checksum and temporary files
+                for line in self._lines(info)[1:]:
+                    entry = json.loads(line)
+                    path = entry["path"].removeprefix("file://").removeprefix("file:")
+                    if low < entry.get("batchId", -1) <= high and path.startswith(prefix):
+                        files.append(entry["path"])
+        return sorted(set(files))
+
+
+def _bad_count(observed: Any, source: str) -> int | None:
+    row = observed.get(f"tributary_bad_{source}") if isinstance(observed, dict) else None
+    if row is None:
+        return None
+    value = row.get("bad") if isinstance(row, dict) else getattr(row, "bad", None)
+    if value is None and hasattr(row, "asDict"):
+        value = row.asDict().get("bad")
+    return int(value) if value is not None else None
+
+
+def _late_shape(rows: DataFrame, source: AuditedSource, watermark: datetime, run_id: str, pipeline: str) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    mark = F.lit(watermark).cast("timestamp")
+    return rows.select(
+        F.lit(run_id).alias("run_id"), F.lit(pipeline).alias("pipeline"), F.lit(source.name).alias("source"),
+        F.lit(", ".join(source.steps)).alias("steps"), F.col(source.event_time).cast("timestamp").alias("event_time"),
+        mark.alias("watermark"),
+        F.to_json(F.struct(*[F.col(f"`{c}`") for c in rows.columns])).alias("record"),
+        F.format_string(f"{source.event_time} %s is older than the watermark %s of the micro-batch that read it",
+                        F.col(source.event_time).cast("string"), mark.cast("string")).alias("reason"),
+    )  # fmt: skip
+
+
+def _get(item: Any, name: str) -> Any:
+    if item is None:
+        return None
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
