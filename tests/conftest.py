@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,3 +77,16 @@ def delta_version(table: Path) -> int | None:
     from framework.io.delta_rs import DeltaRsStore
 
     return DeltaRsStore().version(str(table))
+
+
+def start_run(project: Path, pipeline: str) -> subprocess.Popen:
+    """`tributary run` in its own process group, so a test can SIGKILL it and everything it started."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    return subprocess.Popen(
+        [sys.executable, "-m", "framework", "run", pipeline],
+        cwd=project,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )

@@ -6,14 +6,12 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import delta_rows, delta_version, write
+from tests.conftest import delta_rows, delta_version, start_run, write
 
 pytestmark = pytest.mark.spark
 TABLES = ("service_stats", "daily_head_stats")
@@ -28,7 +26,6 @@ def test_sigkill_at_random_moments_never_leaves_a_partial_output(spark, cli, pro
     warehouse = project / "warehouse"
     complete_states = [_snapshot(warehouse)]
     rng = random.Random(int(os.environ.get("CRASH_SEED", "20261121")))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     for attempt in range(3):
         # new input, so a run that got through would change both tables
         write(
@@ -36,14 +33,7 @@ def test_sigkill_at_random_moments_never_leaves_a_partial_output(spark, cli, pro
             f'{{"ts": "2026-11-0{3 + attempt}T10:00:00Z", "client_ip": "10.1.1.1", "head_service": "/news.html", '
             f'"requested_service": "/news.html", "response_ms": {attempt + 1}}}\n',
         )
-        process = subprocess.Popen(
-            [sys.executable, "-m", "framework", "run", "service_calls"],
-            cwd=project,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        process = start_run(project, "service_calls")
         time.sleep(rng.uniform(4.0, 14.0))
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from framework.engine.lock import RunLock
-from tests.conftest import delta_rows, delta_version, write
+from tests.conftest import delta_rows, delta_version, start_run, write
 
 pytestmark = pytest.mark.spark
 
@@ -122,19 +122,11 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(spark, cli, project, tm
 
     rng = random.Random(int(os.environ.get("CRASH_SEED", "3")))
     table = project / "warehouse" / "slow_pages"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     kills = 0
     for _ in range(6):
         if kills == 3:
             break
-        process = subprocess.Popen(
-            [sys.executable, "-m", "framework", "run", "clicks"],
-            cwd=project,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        process = start_run(project, "clicks")
         target = (delta_version(table) or -1) + rng.randint(1, 2)  # kill once the stream is committing
         deadline = time.time() + 120
         while time.time() < deadline and process.poll() is None and (delta_version(table) or -1) < target:
