@@ -140,6 +140,7 @@ class BatchRunner:
                 "profile": self.profile.name,
                 "writer": store.name,
                 "select": self.compiled.selected,
+                "outputs": self.compiled.selected_outputs(),
                 "vars": self.compiled.variables,
             },
         )
@@ -168,6 +169,7 @@ class BatchRunner:
 
     def _execute(self, spark: SparkSession, store: DeltaStore, locations: dict[str, str], needed: set[str]) -> None:
         """Batch: plan, stage every output, then commit them all (restoring on a failed commit)."""
+        self._recover_interrupted_runs(store)
         staged: list[tuple[OutputResult, StagedWrite]] = []
         try:
             frames = self._plan(spark, store, locations, needed)
@@ -190,6 +192,36 @@ class BatchRunner:
         self._check_file_sources(locations)
         store = choose_store(spark, self.profile.delta_writer, self.profile.storage_options)
         return self._plan(spark, store, locations, needed)
+
+    def _recover_interrupted_runs(self, store: DeltaStore) -> None:
+        """A run killed between two output commits left some outputs committed and others not.
+        Under the lock no such run is still going, so its committed outputs are restored to their
+        previous version and it is logged as interrupted. A killed run that committed every
+        output (only its end was not logged) is logged as ok."""
+        log = self.warehouse.internal(EVENTS_TABLE)
+        rows = store.query(log, f"SELECT run_id, event, details FROM t WHERE pipeline = '{self.compiled.name}'").to_pylist()
+        ended = {r["run_id"] for r in rows if r["event"] == "run_end"}
+        interrupted = {r["run_id"]: r["details"] for r in rows if r["event"] == "run_start" and r["run_id"] not in ended}
+        interrupted.pop(self.run_id, None)
+        spec = self.compiled.spec
+        for run_id, details in interrupted.items():
+            planned = [o for o in json.loads(details or "{}").get("outputs", []) if o in spec.outputs]
+            tables = {o: self._table_of(o) for o in planned}
+            committed = [o for o, table in tables.items() if store.last_run_id(table) == run_id]
+            closing = EventLog(store, log, run_id, spec.name)
+            partial = bool(committed) and len(committed) < len(tables)
+            for output in committed if partial else []:
+                version = store.version(tables[output])
+                store.restore(tables[output], version - 1 if version else None)
+                closing.record("recovered", name=output, details={"restored_to": version - 1 if version else None})
+                self.reporter.update("output", output, "recovered", f"undid run {run_id}'s partial commit")
+            status = "interrupted" if partial or not committed else "ok"
+            closing.record("run_end", status=status, error="the process ended before the run finished")
+            closing.flush()
+
+    def _table_of(self, output: str) -> str:
+        spec = self.compiled.spec.outputs[output]
+        return resolve_location(self.compiled.project, self.warehouse, spec.name or output if not spec.path else None, spec.path)
 
     # -- 1. inputs ---------------------------------------------------------------------------
 
@@ -277,9 +309,7 @@ class BatchRunner:
         for name in self.compiled.selected_outputs():
             output = spec.outputs[name]
             step = spec.output_step(name)
-            table = resolve_location(
-                self.compiled.project, self.warehouse, output.name or name if not output.path else None, output.path
-            )
+            table = self._table_of(name)
             columns = {c.lower() for c in frames[step].columns}
             for kind, wanted in (("partition_by", output.partition_by), ("keys", output.keys)):
                 missing = [c for c in wanted if c.lower() not in columns]
@@ -381,7 +411,7 @@ class BatchRunner:
             keys = list(spec_output.keys) if spec_output else []
             try:
                 self.reporter.update("output", result.name, "committing")
-                outcome = store.commit(spark, write, result.mode, keys, result.app_id)
+                outcome = store.commit(spark, write, result.mode, keys, result.app_id, run_id=self.run_id)
             except BaseException:
                 result.status = "failed"
                 for done in reversed(committed):

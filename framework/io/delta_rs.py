@@ -84,8 +84,20 @@ class DeltaRsStore(DeltaStore):
             reader = reader.option("basePath", dt.table_uri)
         return reader.parquet(*files).select(*schema.fieldNames())
 
+    def last_run_id(self, table: str) -> str | None:
+        dt = self._table(table)
+        history = dt.history(1) if dt is not None else []
+        return history[0].get("tributary.run_id") if history else None
+
     def commit(
-        self, spark: SparkSession, staged: StagedWrite, mode: WriteMode, keys: list[str], app_id: str, txn_version: int = 0
+        self,
+        spark: SparkSession,
+        staged: StagedWrite,
+        mode: WriteMode,
+        keys: list[str],
+        app_id: str,
+        txn_version: int = 0,
+        run_id: str = "",
     ) -> CommitResult:
         from deltalake import CommitProperties, Schema, Transaction
         from deltalake.transaction import AddAction, create_table_with_add_actions
@@ -97,7 +109,8 @@ class DeltaRsStore(DeltaStore):
             self.discard(staged)
             return CommitResult(dt.version(), skipped=True)
         properties = CommitProperties(
-            app_transactions=[Transaction(app_id, txn_version)], custom_metadata={"tributary.app_id": app_id}
+            app_transactions=[Transaction(app_id, txn_version)],
+            custom_metadata={"tributary.app_id": app_id, "tributary.run_id": run_id},
         )
         if mode == "merge" and dt is not None:
             self._merge(dt, staged, keys, properties)

@@ -7,6 +7,7 @@ Delta's idempotent-write options (txnAppId/txnVersion), so a replayed commit is 
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 class SparkDeltaStore(DeltaStore):
@@ -69,8 +71,26 @@ class SparkDeltaStore(DeltaStore):
             reader = reader.option("timestampAsOf", str(timestamp))
         return reader.load(table)
 
+    def last_run_id(self, table: str) -> str | None:
+        from delta.tables import DeltaTable
+
+        if not self._exists(table):
+            return None
+        row = DeltaTable.forPath(self.spark, table).history(1).select("userMetadata").first()
+        try:
+            return json.loads(row[0]).get("tributary.run_id") if row and row[0] else None
+        except ValueError:
+            return None
+
     def commit(
-        self, spark: SparkSession, staged: StagedWrite, mode: WriteMode, keys: list[str], app_id: str, txn_version: int = 0
+        self,
+        spark: SparkSession,
+        staged: StagedWrite,
+        mode: WriteMode,
+        keys: list[str],
+        app_id: str,
+        txn_version: int = 0,
+        run_id: str = "",
     ) -> CommitResult:
         before = self.version(staged.table)
         reader = spark.read.schema(staged.schema)
@@ -87,6 +107,7 @@ class SparkDeltaStore(DeltaStore):
             condition = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
             spark.conf.set(_TXN_APP_ID, app_id)
             spark.conf.set(_TXN_VERSION, str(txn_version))
+            spark.conf.set(_USER_METADATA, json.dumps({"tributary.run_id": run_id}))
             try:
                 (
                     DeltaTable.forPath(spark, staged.table)
@@ -99,8 +120,10 @@ class SparkDeltaStore(DeltaStore):
             finally:
                 spark.conf.unset(_TXN_APP_ID)
                 spark.conf.unset(_TXN_VERSION)
+                spark.conf.unset(_USER_METADATA)
         else:
             writer = frame.write.format("delta").option("txnAppId", app_id).option("txnVersion", txn_version)
+            writer = writer.option("userMetadata", json.dumps({"tributary.run_id": run_id}))
             writer = writer.mode("append" if mode == "append" else "overwrite")
             if mode != "append":
                 writer = writer.option("overwriteSchema", "true")

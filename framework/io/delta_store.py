@@ -83,8 +83,19 @@ class DeltaStore(ABC):
         return staged
 
     @abstractmethod
+    def last_run_id(self, table: str) -> str | None:
+        """The Tributary run that made the table's latest commit (from its commit metadata)."""
+
+    @abstractmethod
     def commit(
-        self, spark: SparkSession, staged: StagedWrite, mode: WriteMode, keys: list[str], app_id: str, txn_version: int = 0
+        self,
+        spark: SparkSession,
+        staged: StagedWrite,
+        mode: WriteMode,
+        keys: list[str],
+        app_id: str,
+        txn_version: int = 0,
+        run_id: str = "",
     ) -> CommitResult:
         """Make a staged write visible in its table, atomically, tagged (app_id, txn_version).
         Skipped when the table already holds that app id at txn_version or later."""
