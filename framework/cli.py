@@ -324,6 +324,28 @@ def generate_contacts_cmd(
     out.print(f"wrote {counts['phones']:,} phone rows and {counts['emails']:,} e-mail rows under {out_dir}/")
 
 
+@generate_app.command("service-trace")
+def generate_service_trace_cmd(
+    instances: Annotated[int, typer.Option("--instances", help="Page instances (about 11.4 tuples each).")] = 15000,
+    seed: Annotated[int, typer.Option("--seed")] = 1,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write static/, images/ and _trace.json into.")] = Path(
+        "data/samples/service_trace"
+    ),
+    files: Annotated[int, typer.Option("--files", help="Files per stream, cut in arrival order.")] = 20,
+    fmt: Annotated[str, typer.Option("--format", help="json or parquet.")] = "json",
+) -> None:
+    """Page-view invocations in two streams (static, images) with the paper's degree and duration statistics."""
+    if fmt not in ("json", "parquet"):
+        raise typer.BadParameter("must be json or parquet", param_hint="--format")
+    from framework.generators.service_trace import generate_service_trace
+
+    s = generate_service_trace(out_dir, instances=instances, seed=seed, files=files, fmt=fmt)
+    per_stream = ", ".join(f"{count:,} {stream}" for stream, count in s.tuples_per_stream.items())
+    out.print(
+        f"wrote {s.instances:,} instances, {s.tuples:,} tuples ({per_stream}) as {fmt} in {s.files_written} files under {out_dir}/"
+    )
+
+
 def _stop_spark() -> None:
     if "pyspark" in sys.modules:
         from framework.engine.session import stop_started_session

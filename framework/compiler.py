@@ -21,7 +21,7 @@ from framework.project import Project
 from framework.spec.base import did_you_mean
 from framework.spec.loader import LoadedPipeline, load_pipeline
 from framework.spec.models import FileSource
-from framework.spec.steps import JoinStep, SqlStep
+from framework.spec.steps import JoinStep, SqlStep, SwaStep, TumblingStep
 from framework.templating import RenderedSql, TemplateRenderer
 from framework.variables import resolve_vars
 
@@ -70,6 +70,8 @@ def compile_pipeline(
     for name, step in spec.steps.items():
         try:
             declared = _check_declared_inputs(loaded, name, step.declared_inputs())
+            if isinstance(step, (SwaStep, TumblingStep)):
+                _check_aggregates(loaded, name, step)
             if isinstance(step, SqlStep):
                 sql = _render_step(renderer, loaded, name, step)
                 _check_sql(loaded, sql, set(spec.steps) | set(spec.sources))
@@ -113,6 +115,17 @@ def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
                 )
             )
     for name, step in spec.steps.items():
+        if isinstance(step, SwaStep):
+            sources = [n for n in ({step.swa.input} | graph.upstream(step.swa.input)) if graph.kinds.get(n) == "source"]
+            missing = [s for s in sources if spec.sources[s].watermark is None or spec.sources[s].event_time is None]
+            if missing:
+                problems.append(
+                    loaded.problem(
+                        f"step '{name}': streaming SWA closes windows by the watermark; source(s) {missing} have none",
+                        ("steps", name),
+                        hint="add event_time and watermark (e.g. watermark: 10s) to those sources",
+                    )
+                )
         if isinstance(step, JoinStep):
             for side in (step.join.left, step.join.right):
                 sources = [n for n in ({side} | graph.upstream(side)) if graph.kinds.get(n) == "source"]
@@ -127,6 +140,30 @@ def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
                     )
     if problems:
         raise BadInput(*problems)
+
+
+def _check_aggregates(loaded: LoadedPipeline, name: str, step: SwaStep | TumblingStep) -> None:
+    """Each aggregate is one Spark SQL expression (syntax only; Spark checks the columns)."""
+    for column, expression in getattr(step, step.kind).aggregates.items():
+        try:
+            parsed = sqlglot.parse(f"SELECT {expression}", read="spark")
+        except sqlglot.errors.SqlglotError as e:
+            reason = str(e).split(". Line ")[0].splitlines()[0]
+            raise BadInput(
+                loaded.problem(
+                    f"step '{name}': aggregate '{column}' is not a SQL expression: {reason}",
+                    ("steps", name, step.kind, "aggregates", column),
+                    hint="write one aggregate expression, e.g. sum(response_ms) or collect_set(requested_service)",
+                )
+            ) from None
+        if len(parsed) != 1 or not isinstance(parsed[0], exp.Select) or len(parsed[0].expressions) != 1:
+            raise BadInput(
+                loaded.problem(
+                    f"step '{name}': aggregate '{column}' must be one expression, got '{expression}'",
+                    ("steps", name, step.kind, "aggregates", column),
+                    hint="one aggregate per output column, e.g. total_ms: sum(response_ms)",
+                )
+            )
 
 
 def _render_step(renderer: TemplateRenderer, loaded: LoadedPipeline, name: str, step: SqlStep) -> RenderedSql:

@@ -79,8 +79,8 @@ def run_summary(result: RunResult) -> Group:
         steps.add_row(step.name, step.kind, _n(step.rows), step.status)
     parts: list[Any] = [steps, outputs]
     if result.quarantined:
-        counts = ", ".join(f"{n} from {s}" for s, n in result.quarantined.items())
-        parts.append(Text(f"quarantined {counts} malformed record(s): see _tributary/quarantine", style="yellow"))
+        counts = ", ".join(f"{n:,} from {s}" for s, n in result.quarantined.items())
+        parts.append(Text(f"quarantined {counts} (malformed or rejected rows): see _tributary/quarantine", style="yellow"))
     if result.late:
         counts = ", ".join(f"{n} from {s}" for s, n in result.late.items())
         parts.append(Text(f"late rows: {counts}, older than the watermark: see _tributary/late_rows", style="yellow"))

@@ -31,7 +31,7 @@ from framework.io import staging as staging_files
 from framework.io.delta_store import DeltaStore, StagedWrite, choose_store
 from framework.io.locations import EVENTS_TABLE, LOCKS_DIR, QUARANTINE_TABLE, STAGING_DIR, Warehouse, is_uri, resolve_location
 from framework.io.sources import SourceFrame, check_source_exists, read_source, source_location
-from framework.operators import StepContext, build_step
+from framework.operators import Rejected, StepContext, build_step, quarantine_shape
 from framework.profiles import Profile
 from framework.spec.models import DeltaSource, Output
 
@@ -113,6 +113,7 @@ class BatchRunner:
         self._views: list[str] = []
         self._persisted: list[DataFrame] = []
         self._observations: dict[str, Any] = {}
+        self._rejected: list[Rejected] = []  # rows steps turned away (framework.operators.StepContext.quarantine)
 
     # -- entry point -------------------------------------------------------------------------
 
@@ -270,7 +271,9 @@ class BatchRunner:
             else:
                 self.reporter.update("step", node, "planning")
                 step = spec.steps[node]
-                context = StepContext(spark, node, step, {i: frames[i] for i in graph.inputs[node]}, self.compiled.sql.get(node))
+                context = StepContext(
+                    spark, node, step, {i: frames[i] for i in graph.inputs[node]}, self.compiled.sql.get(node), self._rejected
+                )
                 frame = self._instrument(node, self._build_step(kind, context))
                 self.result.steps.append(StepResult(node, kind, "planned", plan_s=time.perf_counter() - began))
                 self.reporter.update("step", node, "planned")
@@ -371,35 +374,41 @@ class BatchRunner:
         return staged
 
     def _stage_quarantine(self, store: DeltaStore) -> list[tuple[OutputResult, StagedWrite]]:
-        """Malformed source records go to <warehouse>/_tributary/quarantine with file and reason."""
+        """Malformed source records and rows steps turned away go to <warehouse>/_tributary/quarantine
+        with the reason. Step rows are only recomputed when the run counted some."""
         from pyspark.sql import functions as F
 
         bad = [(name, s) for name, s in self._sources.items() if (s.bad_count() or 0) > 0]
-        if not bad:
+        rejected = [r for r in self._rejected if (r.count() or 0) > 0]
+        if not bad and not rejected:
             return []
         frames = [
-            s.bad_rows.select(  # type: ignore[union-attr]
-                F.lit(self.run_id).alias("run_id"),
-                F.lit(self.compiled.name).alias("pipeline"),
-                F.lit(name).alias("source"),
-                "file",
-                "record",
-                "reason",
-                F.current_timestamp().alias("quarantined_at"),
-            )
+            s.bad_rows.select(F.lit(name).alias("source"), "file", "record", "reason")  # type: ignore[union-attr]
             for name, s in bad
         ]
+        frames += [quarantine_shape(r.rows, r.step) for r in rejected]
         frame = frames[0]
         for other in frames[1:]:
             frame = frame.unionByName(other)
+        frame = frame.select(
+            F.lit(self.run_id).alias("run_id"),
+            F.lit(self.compiled.name).alias("pipeline"),
+            "source",
+            "file",
+            "record",
+            "reason",
+            F.current_timestamp().alias("quarantined_at"),
+        )
         table = self.warehouse.internal(QUARANTINE_TABLE)
         result = OutputResult("_quarantine", "-", table, "append", previous_version=store.version(table))
         result.app_id = f"tributary/{self.compiled.name}/_quarantine/{self.run_id}"
         write = store.stage(frame, result.name, table, self._staging(result.name), [])
         result.rows = write.rows
         self.result.quarantined = {name: s.bad_count() or 0 for name, s in bad}
+        for r in rejected:
+            self.result.quarantined[r.step] = self.result.quarantined.get(r.step, 0) + (r.count() or 0)
         self.result.outputs.append(result)
-        self.reporter.update("output", result.name, "staged", f"{write.rows:,} malformed records")
+        self.reporter.update("output", result.name, "staged", f"{write.rows:,} quarantined rows")
         return [(result, write)]
 
     # -- 4. commit ---------------------------------------------------------------------------

@@ -31,8 +31,9 @@ from framework.io.sources import SourceFrame, read_source_stream
 from framework.io.stream_sink import ExactlyOnceDeltaSink
 from framework.operators import StepContext, build_step
 from framework.operators.count_join_stream import CountJoinStream
+from framework.operators.swa_stream import SwaStream
 from framework.spec.durations import spark_interval
-from framework.spec.steps import JoinStep
+from framework.spec.steps import JoinStep, SwaStep, TumblingStep
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,8 +46,9 @@ class StreamingRunner(BatchRunner):
         self.continuous = continuous
         self.stop = stop or threading.Event()
         self._queries: list[tuple[str, StreamingQuery, ExactlyOnceDeltaSink, OutputResult | None]] = []
-        self._micro_batch: dict[str, CountJoinStream] = {}
+        self._micro_batch: dict[str, CountJoinStream | SwaStream] = {}
         self._auditors: dict[str, CheckpointAuditor] = {}
+        self._prepared: dict[str, SwaStream] = {}  # output -> its SWA operator (side sinks, figures)
 
     # -- plan hooks: streams instead of static frames ------------------------------------------
 
@@ -54,31 +56,51 @@ class StreamingRunner(BatchRunner):
         return read_source_stream(spark, name, self.compiled.spec.sources[name], location)
 
     def _build_step(self, kind: str, context: StepContext) -> DataFrame:
-        """A count-window join on streams runs per micro-batch in its output's sink: here it only
-        becomes one tagged stream of both inputs (see framework.operators.count_join_stream)."""
+        """Steps that keep their own state across micro-batches (a count-window join, SWA) run in
+        their output's sink; here the batch operator only checks the inputs on empty frames, and
+        the step becomes the stream the sink reads (framework.operators.count_join_stream, swa_stream)."""
         spec = context.spec
-        if isinstance(spec, JoinStep) and spec.join.last is not None and any(f.isStreaming for f in context.inputs.values()):
-            readers = [s for s in self.compiled.graph.steps if context.name in self.compiled.graph.inputs.get(s, ())]
-            if readers:
-                raise BadInput(
-                    self.compiled.loaded.problem(
-                        f"step '{readers[0]}' reads the count-window join '{context.name}'; in streaming such a join feeds outputs directly",
-                        ("steps", readers[0]),
-                        hint="write the join to an output and read that table in another pipeline",
-                    )
+        streaming = any(f.isStreaming for f in context.inputs.values())
+        per_batch = (isinstance(spec, JoinStep) and spec.join.last is not None) or isinstance(spec, SwaStep)
+        if isinstance(spec, TumblingStep) and streaming:
+            raise BadInput(
+                self.compiled.loaded.problem(
+                    f"step '{context.name}': the tumbling baseline runs in batch pipelines only",
+                    ("steps", context.name),
+                    hint="run it with mode: batch (e.g. in a second pipeline over the same files), or use swa:",
                 )
-            build_step(
-                kind, StepContext(context.spark, context.name, spec, {n: _static_twin(f) for n, f in context.inputs.items()})
             )
-            operator = CountJoinStream(context.name, spec, "", self._delay(spec.join.left), self._delay(spec.join.right))
-            self._micro_batch[context.name] = operator
-            return operator.tag(context.inputs[spec.join.left], context.inputs[spec.join.right])
-        return build_step(kind, context)
+        if not (per_batch and streaming):
+            return build_step(kind, context)
+        readers = [s for s in self.compiled.graph.steps if context.name in self.compiled.graph.inputs.get(s, ())]
+        if readers:
+            raise BadInput(
+                self.compiled.loaded.problem(
+                    f"step '{readers[0]}' reads the {kind} step '{context.name}'; in streaming such a step feeds outputs directly",
+                    ("steps", readers[0]),
+                    hint="write it to an output and read that table in another pipeline",
+                )
+            )
+        static = {n: _static_twin(f) for n, f in context.inputs.items()}
+        build_step(kind, StepContext(context.spark, context.name, spec, static))
+        if isinstance(spec, SwaStep):
+            sources = self._upstream_sources(spec.swa.input)
+            delay = max((self.compiled.spec.sources[n].watermark or 0.0) for n in sources) if sources else 0.0
+            self._micro_batch[context.name] = SwaStream(
+                context.name, spec, "", delay, self.run_id, self.compiled.name, sources=tuple(sources)
+            )
+            return context.inputs[spec.swa.input]
+        operator = CountJoinStream(context.name, spec, "", self._delay(spec.join.left), self._delay(spec.join.right))
+        self._micro_batch[context.name] = operator
+        return operator.tag(context.inputs[spec.join.left], context.inputs[spec.join.right])
+
+    def _upstream_sources(self, node: str) -> list[str]:
+        graph = self.compiled.graph
+        return sorted(n for n in ({node} | graph.upstream(node)) if graph.kinds.get(n) == "source")
 
     def _delay(self, node: str) -> float:
-        graph, sources = self.compiled.graph, self.compiled.spec.sources
-        upstream = [n for n in ({node} | graph.upstream(node)) if graph.kinds.get(n) == "source"]
-        return max((sources[n].watermark or 0.0) for n in upstream) if upstream else 0.0
+        upstream = self._upstream_sources(node)
+        return max((self.compiled.spec.sources[n].watermark or 0.0) for n in upstream) if upstream else 0.0
 
     def _instrument(self, step: str, frame: DataFrame) -> DataFrame:
         return frame  # observations are batch-only; streaming rows are counted by the sinks
@@ -106,10 +128,7 @@ class StreamingRunner(BatchRunner):
                     name, self.compiled.spec.output_step(name), table, output.mode, previous_version=store.version(table)
                 )
                 self.result.outputs.append(result)
-                prepare = None
-                if result.step in self._micro_batch:
-                    folder, _ = self._checkpoint(name)
-                    prepare = dataclasses.replace(self._micro_batch[result.step], state_dir=folder + ".state")
+                prepare = self._prepare(store, name, result.step)
                 sink = self._sink(store, name, table, output.mode, tuple(output.keys), tuple(output.partition_by), prepare)
                 self._start(frames[result.step], name, sink, result)
             owners = {name: self.compiled.spec.output_step(name) for name in targets}
@@ -122,6 +141,22 @@ class StreamingRunner(BatchRunner):
                     query.stop()
         self._collect()
         self._collect_step_rows()
+
+    def _prepare(self, store: DeltaStore, output: str, step: str) -> CountJoinStream | SwaStream | None:
+        """The per-batch operator of an output that writes a stateful step, with its state folder
+        and (SWA) its own quarantine and late-row sinks, committed inside the output's batches."""
+        operator = self._micro_batch.get(step)
+        if operator is None:
+            return None
+        folder, _ = self._checkpoint(output)
+        prepared = dataclasses.replace(operator, state_dir=folder + ".state")
+        if isinstance(prepared, SwaStream):
+            quarantine = self.warehouse.internal(QUARANTINE_TABLE)
+            prepared.quarantine = self._sink(store, f"_quarantine_{output}", quarantine, "append")
+            prepared.late = self._sink(store, f"_late_{output}", self.warehouse.internal(LATE_ROWS_TABLE), "append")
+            prepared.figures = {"state_rows_peak": 0, "open_windows_peak": 0}
+            self._prepared[output] = prepared
+        return prepared
 
     def _check_streaming(self, spark: SparkSession, frames: dict[str, DataFrame]) -> None:
         """Name the first step Spark cannot run as a stream, before any query starts."""
@@ -213,7 +248,9 @@ class StreamingRunner(BatchRunner):
         for name, source in self._sources.items():
             spec = self.compiled.spec.sources[name]
             readers = tuple(s for s in graph.steps if name in graph.inputs.get(s, ()))
-            has_late = spec.watermark is not None and spec.event_time is not None
+            # an SWA step records the late rows it skips itself (framework.operators.swa_stream)
+            self_audited = any(name in op.sources for op in self._micro_batch.values() if isinstance(op, SwaStream))
+            has_late = spec.watermark is not None and spec.event_time is not None and not self_audited
             if source.read_files is not None:
                 owner = next((o for o, step in owners.items() if step == name or name in graph.upstream(step)), None)
                 if owner is None or not (source.bad_rows is not None or has_late):
@@ -294,6 +331,14 @@ class StreamingRunner(BatchRunner):
                     self.reporter.update("output", name, result.status, f"{sink.replayed} replayed batch(es) skipped")
             elif name.startswith("_late_") and sink.rows:
                 self.result.late[name.removeprefix("_late_")] = sink.rows
+        for output, operator in self._prepared.items():
+            result = next((r for r in self.result.outputs if r.name == output), None)
+            if result is not None:
+                result.observed.update(operator.figures)
+            if operator.quarantine is not None and operator.quarantine.rows:
+                self.result.quarantined[operator.step] = operator.quarantine.rows
+            if operator.late is not None and operator.late.rows:
+                self.result.late[", ".join(operator.sources) or operator.spec.swa.input] = operator.late.rows
         for auditor in self._auditors.values():
             for source in auditor.sources:
                 for sink, found in ((source.quarantine, self.result.quarantined), (source.late, self.result.late)):

@@ -99,7 +99,7 @@ class CheckpointAuditor:
         watermark = self._watermark(batch)
         if late and source.late is not None and source.event_time and watermark is not None:
             rows = good.where(F.col(source.event_time) < F.lit(watermark))
-            source.late(_late_shape(rows, source, watermark, self.run_id, self.pipeline), batch)
+            source.late(late_records(rows, source.name, source.steps, source.event_time, watermark, self.run_id, self.pipeline), batch)
             self._count(source.name, "late", source.late)
 
     def _count(self, source: str, kind: str, sink: ExactlyOnceDeltaSink) -> None:
@@ -168,17 +168,21 @@ def _bad_count(observed: Any, source: str) -> int | None:
     return int(value) if value is not None else None
 
 
-def _late_shape(rows: DataFrame, source: AuditedSource, watermark: datetime, run_id: str, pipeline: str) -> DataFrame:
+def late_records(
+    rows: DataFrame, source: str, steps: tuple[str, ...], event_time: str, watermark: datetime, run_id: str, pipeline: str
+) -> DataFrame:
+    """Late rows in the shape of the late-rows table: each row as JSON, its event time and the
+    watermark it missed."""
     from pyspark.sql import functions as F
 
     mark = F.lit(watermark).cast("timestamp")
     return rows.select(
-        F.lit(run_id).alias("run_id"), F.lit(pipeline).alias("pipeline"), F.lit(source.name).alias("source"),
-        F.lit(", ".join(source.steps)).alias("steps"), F.col(source.event_time).cast("timestamp").alias("event_time"),
+        F.lit(run_id).alias("run_id"), F.lit(pipeline).alias("pipeline"), F.lit(source).alias("source"),
+        F.lit(", ".join(steps)).alias("steps"), F.col(event_time).cast("timestamp").alias("event_time"),
         mark.alias("watermark"),
-        F.to_json(F.struct(*[F.col(f"`{c}`") for c in rows.columns])).alias("record"),
-        F.format_string(f"{source.event_time} %s is older than the watermark %s of the micro-batch that read it",
-                        F.col(source.event_time).cast("string"), mark.cast("string")).alias("reason"),
+        F.to_json(F.struct(*[F.col(f"`{c}`") for c in rows.columns if not c.startswith("__tributary")])).alias("record"),
+        F.format_string(f"{event_time} %s is older than the watermark %s of the micro-batch that read it",
+                        F.col(event_time).cast("string"), mark.cast("string")).alias("reason"),
     )  # fmt: skip
 
 

@@ -15,29 +15,24 @@ the tails were produced by an earlier batch and are filtered out.
 For `type: left`, an A row is unmatched for good once it has left A's window (W_A later A rows
 arrived); it is then emitted with B's columns null. A rows still in the window are not final.
 
-State per batch lives beside the checkpoint (<state>/batch-<id>/{a,b} Parquet + meta.json) and is
-written before the output commit, so a replayed batch recomputes the same rows from the state of
-the batch before it.
+State per batch (tables a and b: tails and pending rows) is kept by MicroBatchState and written
+before the output commit, so a replayed batch recomputes the same rows from the state of the
+batch before it.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.fs as pafs
-
-from framework.io.locations import join as join_path
-from framework.io.staging import filesystem
 from framework.operators import StepContext, build_step
+from framework.operators.micro_batch_state import MicroBatchState
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 NEW_A, NEW_B = "__tributary_new_a", "__tributary_new_b"
 ID_A, MATCHED_A = "__tributary_id_a", "__tributary_matched_a"
-KEEP = 3  # state folders kept (a replay needs the one before it)
 
 
 @dataclass
@@ -136,30 +131,17 @@ class CountJoinStream:
         rest = [c for c in rows.columns if c not in order and not c.startswith("__tributary")]
         return rows.orderBy(*[F.col(f"`{c}`").desc_nulls_last() for c in (*order, *rest)]).limit(count)
 
-    def _folder(self, batch_id: int) -> str:
-        return join_path(self.state_dir, f"batch-{batch_id:09d}")
-
     def _load(self, spark: SparkSession, batch_id: int, new_a: DataFrame, new_b: DataFrame) -> dict[str, Any]:
         from pyspark.sql import functions as F
 
-        fs, root = filesystem(self.state_dir)
-        done = sorted(
-            int(i.base_name.removeprefix("batch-"))
-            for i in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
-            if i.base_name.startswith("batch-") and fs.get_file_info(f"{i.path}/meta.json").type == pafs.FileType.File
-        )
-        earlier = [b for b in done if b < batch_id]
+        state = MicroBatchState(self.state_dir)
+        folder = state.previous(batch_id)
         empty_a = new_a.limit(0).withColumn(ID_A, F.lit("")).withColumn(MATCHED_A, F.lit(False)).withColumn("__kind", F.lit(""))
         empty_b = new_b.limit(0).withColumn("__kind", F.lit(""))
-        if not earlier:
-            return {"a": empty_a, "b": empty_b, "meta": {}}
-        folder = self._folder(earlier[-1])
-        with fs.open_input_stream(f"{filesystem(folder)[1]}/meta.json") as handle:
-            meta = json.loads(handle.read().decode())
         return {
-            "a": spark.read.schema(empty_a.schema).parquet(join_path(folder, "a")),
-            "b": spark.read.schema(empty_b.schema).parquet(join_path(folder, "b")),
-            "meta": meta,
+            "a": state.table(spark, folder, "a", empty_a.schema),
+            "b": state.table(spark, folder, "b", empty_b.schema),
+            "meta": state.meta(folder),
         }
 
     def _save(
@@ -173,28 +155,14 @@ class CountJoinStream:
     ) -> None:
         from pyspark.sql import functions as F
 
-        folder = self._folder(batch_id)
-        fs, path = filesystem(folder)
-        if fs.get_file_info(path).type != pafs.FileType.NotFound:
-            fs.delete_dir(path)  # a replay writes the same state again
-        tail_a.withColumn("__kind", F.lit("tail")).unionByName(pending_a.withColumn("__kind", F.lit("pending"))).write.parquet(
-            join_path(folder, "a")
-        )
-        tail_b.withColumn("__kind", F.lit("tail")).unionByName(pending_b.withColumn("__kind", F.lit("pending"))).write.parquet(
-            join_path(folder, "b")
-        )
-        with fs.open_output_stream(f"{path}/meta.json") as handle:  # written last: marks the state complete
-            handle.write(json.dumps(meta).encode())
-        for info in fs.get_file_info(pafs.FileSelector(filesystem(self.state_dir)[1])):
-            if info.base_name.startswith("batch-") and int(info.base_name.removeprefix("batch-")) <= batch_id - KEEP:
-                fs.delete_dir(info.path)
+        tables = {
+            "a": tail_a.withColumn("__kind", F.lit("tail")).unionByName(pending_a.withColumn("__kind", F.lit("pending"))),
+            "b": tail_b.withColumn("__kind", F.lit("tail")).unionByName(pending_b.withColumn("__kind", F.lit("pending"))),
+        }
+        MicroBatchState(self.state_dir).save(batch_id, tables, meta)
 
     def _read_back(self, spark: SparkSession, batch_id: int, output: DataFrame) -> DataFrame:
-        """Materialise the batch's output beside its state: the state it was computed from may be
-        pruned later, and the sink must be able to stage the same rows."""
-        target = join_path(self._folder(batch_id), "out")
-        output.write.mode("overwrite").parquet(target)
-        return spark.read.schema(output.schema).parquet(target)
+        return MicroBatchState(self.state_dir).read_back(spark, batch_id, output)
 
 
 def _struct(df: DataFrame) -> str:

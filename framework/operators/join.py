@@ -41,11 +41,10 @@ from typing import TYPE_CHECKING
 
 from framework.errors import BadInput, Problem
 from framework.operators import StepContext, operator
+from framework.operators.ordering import bucket_count, bucket_of, epoch_micros, orderable
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
-
-MAX_BUCKETS = 1024
 
 
 @operator("join")
@@ -233,52 +232,6 @@ def _time_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right: 
 # match per row: a band join on blocks of posB // W_B would bound that, if ever needed).
 
 
-def _orderable(data_type) -> bool:  # noqa: ANN001 - a Spark DataType
-    from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
-
-    if isinstance(data_type, (MapType, VariantType)):
-        return False
-    if isinstance(data_type, ArrayType):
-        return _orderable(data_type.elementType)
-    if isinstance(data_type, StructType):
-        return all(_orderable(f.dataType) for f in data_type.fields)
-    return True
-
-
-def _epoch_micros(ts: Column, ntz: bool) -> Column:
-    """Microseconds since the epoch, monotone in `ts` (for TIMESTAMP_NTZ read as UTC wall time:
-    a cast through the session time zone would not be monotone across a DST gap)."""
-    from pyspark.sql import functions as F
-
-    if not ntz:
-        return F.unix_micros(ts)
-    wall = F.make_timestamp(
-        F.year(ts), F.month(ts), F.dayofmonth(ts), F.hour(ts), F.minute(ts), F.date_part(F.lit("SECOND"), ts), F.lit("UTC")
-    )
-    return F.unix_micros(wall)
-
-
-def _bucket_of(micros: Column, bounds: list[int], lo: int = 0, hi: int | None = None) -> Column:
-    """The number of bounds <= micros (a balanced CASE tree over the sorted bounds)."""
-    from pyspark.sql import functions as F
-
-    hi = len(bounds) if hi is None else hi
-    if lo == hi:
-        return F.lit(lo)
-    mid = (lo + hi) // 2
-    return F.when(micros < F.lit(bounds[mid]), _bucket_of(micros, bounds, lo, mid)).otherwise(
-        _bucket_of(micros, bounds, mid + 1, hi)
-    )
-
-
-def _bucket_count(context: StepContext) -> int:
-    try:
-        wanted = int(context.spark.conf.get("spark.sql.shuffle.partitions") or 200)
-    except ValueError:
-        wanted = 200
-    return max(1, min(wanted, MAX_BUCKETS))
-
-
 def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right: DataFrame) -> DataFrame:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -296,7 +249,7 @@ def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right:
             if field.name.lower() in ordering:
                 continue
             column = F.col(_quote(field.name))
-            rest.append((column if _orderable(field.dataType) else F.to_json(F.struct(column))).alias(f"r{i}"))
+            rest.append((column if orderable(field.dataType) else F.to_json(F.struct(column))).alias(f"r{i}"))
         own = F.struct(*rest) if rest else F.lit(None)
         extra = [
             F.col(_quote(spec.event_time)).cast(ts_type).alias("__ts"),
@@ -315,10 +268,10 @@ def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right:
         b.select(*shared, F.lit(None).alias("__row_a"), F.struct(*b_cols).alias("__row_b")),
         allowMissingColumns=False,
     )
-    merged = merged.withColumn("__micros", _epoch_micros(F.col("__ts"), ntz))
+    merged = merged.withColumn("__micros", epoch_micros(F.col("__ts"), ntz))
 
     # Bucket boundaries: approximate quantiles of the event times (nulls ignored).
-    n = _bucket_count(context)
+    n = bucket_count(context.spark)
     bounds: list[int] = []
     if n > 1:
         probabilities = [i / n for i in range(1, n)]
@@ -326,7 +279,7 @@ def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right:
         bounds = sorted({int(q) for q in quantiles})
     merged = merged.withColumn(
         "__bucket",
-        F.when(F.col("__micros").isNull(), F.lit(-1)).otherwise(_bucket_of(F.col("__micros"), bounds)),
+        F.when(F.col("__micros").isNull(), F.lit(-1)).otherwise(bucket_of(F.col("__micros"), bounds)),
     )
     is_a = F.when((F.col("__side") == 0) & F.col("__ts").isNotNull(), 1).otherwise(0)
     is_b = F.when((F.col("__side") == 1) & F.col("__ts").isNotNull(), 1).otherwise(0)

@@ -101,6 +101,103 @@ class JoinStep(StepSpec):
         return [self.join.left, self.join.right]
 
 
+#: Association strategies (seed 000, §4): which roles make up the key that ties a tuple to its
+#: instance. Roles map to the input's columns through `columns:`.
+STRATEGIES: dict[str, tuple[str, ...]] = {
+    "head": ("head",),
+    "head+time": ("head", "time"),
+    "head+client": ("head", "client"),
+    "head+client+time": ("head", "client", "time"),
+}
+
+
+class AssociationColumns(SpecModel):
+    """The input columns behind each role of an association strategy."""
+
+    head: str | None = Field(None, description="The composite service (page) a tuple belongs to.")
+    client: str | None = Field(None, description="The client (IP, user) that made the invocation.")
+    time: str | None = Field(None, description="The instance's own timestamp, carried by each of its tuples.")
+
+
+class Truth(SpecModel):
+    """Ground truth in the input, for measuring integration quality (tributary evaluate)."""
+
+    instance: str = Field(description="Column holding each tuple's true instance id.")
+    primary: str = Field(description="Boolean column: true for the instance's primary (head) invocation.")
+
+
+class KeyedWindowSpec(SpecModel):
+    """What SWA and the tumbling baseline share: an input, a key, an order, aggregates."""
+
+    input: Name = Field(description="The step or source whose tuples are grouped.")
+    key: str | list[str] = Field(
+        description="An association strategy (head, head+time, head+client, head+client+time) or a list of columns."
+    )
+    columns: AssociationColumns = Field(
+        default_factory=AssociationColumns, description="The columns behind the strategy's roles."
+    )
+    event_time: str = Field(description="Timestamp column ordering the tuples.")
+    tiebreak: list[str] = Field(default_factory=list, description="Columns ordering tuples with equal event times.")
+    aggregates: dict[str, str] = Field(
+        default_factory=dict, description="Output column -> Spark SQL aggregate over the window's tuples, e.g. sum(bytes)."
+    )
+    truth: Truth | None = Field(None, description="Ground-truth columns: measure completeness and correctness.")
+
+    @model_validator(mode="after")
+    def _known_strategy(self) -> KeyedWindowSpec:
+        if isinstance(self.key, str):
+            if self.key not in STRATEGIES:
+                raise ValueError(
+                    f"unknown association strategy '{self.key}'; valid: {', '.join(STRATEGIES)}, or a list of columns"
+                )
+            missing = [role for role in STRATEGIES[self.key] if getattr(self.columns, role) is None]
+            if missing:
+                wanted = ", ".join(f"{role}: <column>" for role in missing)
+                raise ValueError(f"strategy '{self.key}' needs the column of role(s) {missing}: add columns: {{{wanted}}}")
+        elif not self.key:
+            raise ValueError("key needs at least one column")
+        return self
+
+    def key_columns(self) -> list[str]:
+        if isinstance(self.key, list):
+            return list(self.key)
+        return [getattr(self.columns, role) for role in STRATEGIES[self.key]]
+
+    def key_label(self) -> str:
+        return self.key if isinstance(self.key, str) else "+".join(self.key)
+
+
+class SwaSpec(KeyedWindowSpec):
+    size: int = Field(ge=1, description="n: a window closes when it holds this many tuples.")
+    timeout: Duration = Field(gt=0, description="t: a tuple more than t after the window's first tuple opens a new window.")
+
+
+@step_kind
+class SwaStep(StepSpec):
+    """Small window array (seed 000, §5): per key, windows closed by count n or timeout t."""
+
+    kind: ClassVar[str] = "swa"
+    swa: SwaSpec
+
+    def declared_inputs(self) -> list[str]:
+        return [self.swa.input]
+
+
+class TumblingSpec(KeyedWindowSpec):
+    size: int = Field(ge=1, description="W: tuples per count window (advance = W) over the whole input.")
+
+
+@step_kind
+class TumblingStep(StepSpec):
+    """The paper's baseline: count windows of W tuples over all keys, grouped by key inside each."""
+
+    kind: ClassVar[str] = "tumbling"
+    tumbling: TumblingSpec
+
+    def declared_inputs(self) -> list[str]:
+        return [self.tumbling.input]
+
+
 def kind_of(raw: Any) -> str | None:
     """The step's kind: the one registered kind key it holds (None if zero or several)."""
     if isinstance(raw, StepSpec):

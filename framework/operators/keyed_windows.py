@@ -1,0 +1,167 @@
+"""What SWA and the tumbling baseline share: the key, the checks on the input, quarantine of
+tuples without a key or event time, the total order of tuples, and the output columns.
+
+Output of both: the key columns, `window_start` and `window_end` (event times of the unit's first
+and last tuple), `tuple_count`, `closed_by` (count | timeout | end_of_input), then the aggregates.
+
+Total order of tuples (what "in event-time order" means when event times tie): event time, then
+the `tiebreak` columns, then every other column of the input in its order (columns Spark cannot
+order, such as maps, by their JSON text). Rows equal on all of these are identical, so which of
+them comes first cannot change any output.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from framework.errors import BadInput, Problem
+from framework.operators import StepContext
+from framework.operators.ordering import epoch_micros, orderable
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from framework.spec.steps import KeyedWindowSpec
+
+FIXED_COLUMNS = ("window_start", "window_end", "tuple_count", "closed_by")
+CLOSED_BY = ("count", "timeout", "end_of_input")
+COUNT, TIMEOUT, END_OF_INPUT = range(3)
+MICROS = "__tributary_micros"  # event time as microseconds since the epoch
+UNIT = "__tributary_unit"  # which unit of its key a tuple belongs to
+CLOSED = "__tributary_closed"  # how that unit closed: an index into CLOSED_BY
+
+
+def spec_of(context: StepContext) -> KeyedWindowSpec:
+    return getattr(context.spec, context.spec.kind)
+
+
+def field_of(df: DataFrame, column: str):  # noqa: ANN201 - a StructField or None
+    for field in df.schema.fields:
+        if field.name.lower() == column.lower():
+            return field
+    return None
+
+
+def quoted(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
+def checked_input(context: StepContext) -> DataFrame:
+    """The input with every named column present and a timestamp event time (else exit 2),
+    tuples without a key or an event time quarantined, and the event time in microseconds."""
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    spec = spec_of(context)
+    df = context.inputs[spec.input]
+    have = ", ".join(df.columns)
+    roles = [("key", c) for c in spec.key_columns()] + [("event_time", spec.event_time)]
+    roles += [("tiebreak", c) for c in spec.tiebreak]
+    if spec.truth is not None:
+        roles += [("truth.instance", spec.truth.instance), ("truth.primary", spec.truth.primary)]
+    problems = []
+    for role, column in roles:
+        field = field_of(df, column)
+        if field is None:
+            strategy = f" (strategy '{spec.key}')" if role == "key" and isinstance(spec.key, str) else ""
+            problems.append(
+                Problem(
+                    f"step '{context.name}': {role} column '{column}'{strategy} is not in input '{spec.input}'",
+                    hint=f"'{spec.input}' has: {have}",
+                )
+            )
+        elif role == "event_time" and not isinstance(field.dataType, (TimestampType, TimestampNTZType)):
+            problems.append(
+                Problem(
+                    f"step '{context.name}': event_time column '{column}' is {field.dataType.simpleString()}, not a timestamp",
+                    hint="declare it TIMESTAMP in the source's schema, or cast it in a SQL step before this one",
+                )
+            )
+    clash = [name for name in spec.aggregates if name.lower() in {c.lower() for c in (*spec.key_columns(), *FIXED_COLUMNS)}]
+    if clash:
+        problems.append(
+            Problem(
+                f"step '{context.name}': aggregate name(s) {clash} clash with the key or the fixed output columns",
+                hint=f"every unit already has {', '.join(FIXED_COLUMNS)}; rename the aggregate",
+            )
+        )
+    if problems:
+        raise BadInput(*problems)
+
+    kept = context.quarantine(df, rejection_reason(spec))
+    return with_micros(kept, spec)
+
+
+def rejection_reason(spec: KeyedWindowSpec) -> Column:
+    """Why a tuple cannot enter a window (null when it can): no event time, or a null key column."""
+    from pyspark.sql import functions as F
+
+    missing = [F.when(F.col(quoted(c)).isNull(), F.lit(c)) for c in spec.key_columns()]
+    return F.when(F.col(quoted(spec.event_time)).isNull(), F.lit(f"event_time {spec.event_time} is null")).otherwise(
+        F.when(
+            F.concat_ws(", ", *missing) != "",
+            F.concat(F.lit("key column(s) "), F.concat_ws(", ", *missing), F.lit(" null: the tuple has no instance key")),
+        )
+    )
+
+
+def with_micros(rows: DataFrame, spec: KeyedWindowSpec) -> DataFrame:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampNTZType
+
+    ntz = isinstance(field_of(rows, spec.event_time).dataType, TimestampNTZType)
+    return rows.withColumn(MICROS, epoch_micros(F.col(quoted(spec.event_time)), ntz))
+
+
+def tuple_order(df: DataFrame, spec: KeyedWindowSpec) -> list[Column]:
+    """The total order of tuples (module docstring), as sort columns after the event time."""
+    from pyspark.sql import functions as F
+
+    first = {spec.event_time.lower(), *(c.lower() for c in spec.tiebreak)}
+    rest = [
+        F.col(quoted(f.name)) if orderable(f.dataType) else F.to_json(F.struct(F.col(quoted(f.name))))
+        for f in df.schema.fields
+        if f.name.lower() not in first and not f.name.startswith("__tributary")
+    ]
+    return [F.col(MICROS), *[F.col(quoted(c)) for c in spec.tiebreak], *rest]
+
+
+def unit_rows(step: str, spec: KeyedWindowSpec, assigned: DataFrame, group: list[str]) -> DataFrame:
+    """One row per unit: tuples grouped by key and `group` (the hidden unit columns)."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    keys = [field_of(assigned, c).name for c in spec.key_columns()]
+    ts = F.col(quoted(spec.event_time))
+    closed = F.element_at(F.array(*[F.lit(c) for c in CLOSED_BY]), F.first(CLOSED) + 1)
+    fixed = [
+        F.min(ts).alias("window_start"),
+        F.max(ts).alias("window_end"),
+        F.count(F.lit(1)).alias("tuple_count"),
+        closed.alias("closed_by"),
+    ]
+    grouped = assigned.groupBy(*[F.col(quoted(k)) for k in keys], *group)
+    try:
+        aggregates = [F.expr(expression).alias(name) for name, expression in spec.aggregates.items()]
+        units = grouped.agg(*fixed, *aggregates)
+    except AnalysisException as e:
+        raise _aggregate_problem(step, spec, grouped, fixed, e) from None
+    return units.select(*[quoted(k) for k in keys], *FIXED_COLUMNS, *[quoted(n) for n in spec.aggregates])
+
+
+def _aggregate_problem(step: str, spec: KeyedWindowSpec, grouped, fixed, error: Exception) -> BadInput:  # noqa: ANN001
+    from pyspark.errors import AnalysisException, ParseException
+    from pyspark.sql import functions as F
+
+    for name, expression in spec.aggregates.items():
+        try:
+            grouped.agg(*fixed, F.expr(expression).alias(name))
+        except (AnalysisException, ParseException) as e:
+            first = (e.getMessage() if hasattr(e, "getMessage") else str(e)).strip().splitlines()[0].split(" SQLSTATE")[0]
+            return BadInput(
+                Problem(
+                    f"step '{step}': aggregate '{name}: {expression}' cannot run: {first}",
+                    hint="write a Spark SQL aggregate over the input's columns, e.g. sum(response_ms)",
+                )
+            )
+    first = str(error).strip().splitlines()[0]
+    return BadInput(Problem(f"step '{step}': the aggregates cannot run: {first}"))

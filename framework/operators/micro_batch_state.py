@@ -1,0 +1,78 @@
+"""State carried between micro-batches by operators that run inside an output's foreachBatch.
+
+Each batch writes its state to its own folder beside the query's checkpoint
+(<state>/batch-<id>/<table>/ Parquet + meta.json, meta written last to mark the folder complete).
+A batch reads the state of the latest complete batch before it, so a batch that Spark replays
+after a crash recomputes the same rows from the same state. The last few folders are kept.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+
+from framework.io.locations import join as join_path
+from framework.io.staging import filesystem
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+KEEP = 3  # state folders kept (a replay needs the one before it)
+
+
+@dataclass(frozen=True)
+class MicroBatchState:
+    root: str
+
+    def folder(self, batch_id: int) -> str:
+        return join_path(self.root, f"batch-{batch_id:09d}")
+
+    def previous(self, batch_id: int) -> str | None:
+        """The folder of the latest complete state before `batch_id`, if any."""
+        fs, root = filesystem(self.root)
+        done = sorted(
+            int(i.base_name.removeprefix("batch-"))
+            for i in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+            if i.base_name.startswith("batch-") and fs.get_file_info(f"{i.path}/meta.json").type == pafs.FileType.File
+        )
+        earlier = [b for b in done if b < batch_id]
+        return self.folder(earlier[-1]) if earlier else None
+
+    @staticmethod
+    def meta(folder: str | None) -> dict[str, Any]:
+        if folder is None:
+            return {}
+        fs, path = filesystem(folder)
+        with fs.open_input_stream(f"{path}/meta.json") as handle:
+            return json.loads(handle.read().decode())
+
+    @staticmethod
+    def table(spark: SparkSession, folder: str | None, name: str, schema: StructType) -> DataFrame:
+        """A table of a state folder, or no rows when there is no earlier state."""
+        if folder is None:
+            return spark.createDataFrame([], schema)
+        return spark.read.schema(schema).parquet(join_path(folder, name))
+
+    def save(self, batch_id: int, tables: dict[str, DataFrame], meta: dict[str, Any]) -> None:
+        folder = self.folder(batch_id)
+        fs, path = filesystem(folder)
+        if fs.get_file_info(path).type != pafs.FileType.NotFound:
+            fs.delete_dir(path)  # a replay writes the same state again
+        for name, frame in tables.items():
+            frame.write.parquet(join_path(folder, name))
+        with fs.open_output_stream(f"{path}/meta.json") as handle:  # written last: marks the state complete
+            handle.write(json.dumps(meta).encode())
+        for info in fs.get_file_info(pafs.FileSelector(filesystem(self.root)[1])):
+            if info.base_name.startswith("batch-") and int(info.base_name.removeprefix("batch-")) <= batch_id - KEEP:
+                fs.delete_dir(info.path)
+
+    def read_back(self, spark: SparkSession, batch_id: int, output: DataFrame) -> DataFrame:
+        """Materialise a batch's output beside its state: the state it was computed from may be
+        pruned later, and the sink must be able to stage the same rows."""
+        target = join_path(self.folder(batch_id), "out")
+        output.write.mode("overwrite").parquet(target)
+        return spark.read.schema(output.schema).parquet(target)

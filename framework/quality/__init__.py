@@ -1,0 +1,1 @@
+"""Quality of pipeline outputs: integration metrics against ground truth (and, later, expectation suites)."""

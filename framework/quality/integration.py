@@ -1,0 +1,258 @@
+"""How complete and correct a stream integration was, measured against ground truth (DESIGN.md §1).
+
+Input is one row per integrated tuple: the output unit it landed in (an emitted SWA window, or one
+key group inside a tumbling window), the instance it truly belongs to, whether it is the instance's
+primary (head) invocation, its event time and its unit's open/close times. Tuples that never made it
+into a unit (quarantined, dropped) can be passed as `lost`; they still count in their instance's degree.
+
+Everything is computed in Spark with a handful of aggregations; only single summary rows come back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from rich.table import Table
+
+DEFAULT_LEVELS: tuple[float, ...] = (1.0, 0.85, 0.75)
+
+
+@dataclass(frozen=True)
+class IntegrationMetrics:
+    """One integration run's quality figures; rates are shares in [0, 1]."""
+
+    tuples: int  # tuples that were integrated (rows)
+    instances: int  # true instances (distinct instance ids, counting `lost` tuples too)
+    units: int  # output units
+    completeness: dict[float, float] = field(hash=False)  # level γ -> share of instances
+    partial_completeness: float
+    recall: float
+    correct_rate: float
+    windows_open_max: int
+    windows_open_mean: float
+    tuples_held_max: int
+    tuples_held_mean: float
+
+    def as_row(self) -> dict[str, float | int]:
+        """Flat, Delta-friendly row: completeness levels become columns completeness_100, completeness_85, ..."""
+        row: dict[str, float | int] = {"tuples": self.tuples, "instances": self.instances, "units": self.units}
+        row.update({completeness_column(level): share for level, share in self.completeness.items()})
+        for name in (
+            "partial_completeness",
+            "recall",
+            "correct_rate",
+            "windows_open_max",
+            "windows_open_mean",
+            "tuples_held_max",
+            "tuples_held_mean",
+        ):
+            row[name] = getattr(self, name)
+        return row
+
+
+def completeness_column(level: float) -> str:
+    """Column name for a level: 1.0 -> completeness_100, 0.85 -> completeness_85, 0.875 -> completeness_87_5."""
+    return "completeness_" + f"{round(level * 100, 6):g}".replace(".", "_")
+
+
+def integration_metrics(
+    rows: DataFrame,
+    *,
+    unit: list[str],
+    instance: str,
+    primary: str,
+    event_time: str,
+    opened_at: str,
+    closed_at: str,
+    lost: DataFrame | None = None,
+    levels: tuple[float, ...] = DEFAULT_LEVELS,
+) -> IntegrationMetrics:
+    """Measure an integration: `rows` has one row per integrated tuple, `lost` (same `instance` column) the rest.
+
+    Instance ids must be non-null. Times may be timestamps or numbers of seconds.
+    """
+    for level in levels:
+        if not 0 < level <= 1:
+            raise ValueError(f"completeness level must be in (0, 1], got {level}")
+    tuples = rows.select(
+        F.struct(*[F.col(name) for name in unit]).alias("unit"),
+        F.col(instance).alias("instance"),
+        F.coalesce(F.col(primary).cast("boolean"), F.lit(False)).alias("primary"),
+        _micros(event_time).alias("event"),
+        _micros(opened_at).alias("opened"),
+        _micros(closed_at).alias("closed"),
+    )
+    pairs = _unit_instance_pairs(tuples)
+    units = _units(pairs)
+    lost_tuples = None if lost is None else lost.select(F.col(instance).alias("instance"))
+    counts = _unit_counts(units).crossJoin(_instance_counts(pairs, lost_tuples, levels)).first()
+    state = _occupancy({
+        "windows": units.select(F.col("opened").alias("start"), F.col("closed").alias("end")),
+        "held": tuples.select(F.col("event").alias("start"), F.col("closed").alias("end")),
+    })
+
+    instances, with_primary = counts["instances"], counts["with_primary"]
+    return IntegrationMetrics(
+        tuples=counts["tuples"],
+        instances=instances,
+        units=counts["units"],
+        completeness={level: _share(counts[f"complete_{i}"], instances) for i, level in enumerate(levels)},
+        partial_completeness=_share(counts["pure"], counts["units"]),
+        recall=_share(with_primary, instances),
+        correct_rate=_share(counts["correct"], with_primary),
+        windows_open_max=state["windows"][0],
+        windows_open_mean=state["windows"][1],
+        tuples_held_max=state["held"][0],
+        tuples_held_mean=state["held"][1],
+    )
+
+
+def _micros(name: str) -> Column:
+    """Integer microseconds, so sweeps and interval lengths are exact (numbers are read as seconds)."""
+    return F.unix_micros(F.col(name).cast("timestamp"))
+
+
+def _unit_instance_pairs(tuples: DataFrame) -> DataFrame:
+    """One row per (unit, instance): how many of the instance's tuples the unit holds, and whether the unit is pure."""
+    instances_in_unit = F.count(F.lit(1)).over(Window.partitionBy("unit"))
+    return (
+        tuples.groupBy("unit", "instance")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.max("primary").alias("primary"),
+            F.min("opened").alias("opened"),
+            F.max("closed").alias("closed"),
+        )
+        .withColumn("pure", instances_in_unit == 1)
+    )
+
+
+def _units(pairs: DataFrame) -> DataFrame:
+    """One row per output unit: its size, whether it is pure, whether it holds a primary, its lifetime."""
+    return pairs.groupBy("unit").agg(
+        F.sum("n").alias("tuples"),
+        F.min("pure").alias("pure"),
+        F.max("primary").alias("primary"),
+        F.min("opened").alias("opened"),
+        F.max("closed").alias("closed"),
+    )
+
+
+def _unit_counts(units: DataFrame) -> DataFrame:
+    """One row: the counts behind partial completeness, recall and correct rate."""
+    return units.agg(
+        F.coalesce(F.sum("tuples"), F.lit(0)).alias("tuples"),
+        F.count(F.lit(1)).alias("units"),
+        _count_if(F.col("pure")).alias("pure"),
+        _count_if(F.col("primary")).alias("with_primary"),
+        _count_if(F.col("primary") & F.col("pure")).alias("correct"),
+    )
+
+
+def _instance_counts(pairs: DataFrame, lost: DataFrame | None, levels: tuple[float, ...]) -> DataFrame:
+    """One row: the number of true instances and, per level γ, how many were integrated completely at it.
+
+    An instance's main unit holds the most of its tuples. Among tied units a pure one is preferred,
+    so the outcome does not depend on how units happen to be ordered: the main unit is pure exactly
+    when some pure unit holds as many of the instance's tuples as the best unit does.
+    """
+    parts = pairs.select(
+        "instance",
+        F.col("n").alias("tuples"),
+        F.col("n").alias("in_unit"),
+        F.when(F.col("pure"), F.col("n")).alias("in_pure_unit"),
+    )
+    if lost is not None:
+        no_unit = F.lit(None).cast("long")
+        parts = parts.unionByName(
+            lost.select("instance", F.lit(1).cast("long").alias("tuples"), no_unit.alias("in_unit"), no_unit.alias("in_pure_unit"))
+        )
+    per_instance = parts.groupBy("instance").agg(
+        F.sum("tuples").alias("degree"),
+        F.max("in_unit").alias("main"),
+        F.max("in_pure_unit").alias("main_pure"),
+    )
+    main_is_pure = F.coalesce(F.col("main_pure") == F.col("main"), F.lit(False))
+    # γ as the decimal it prints as, so 0.7 × 10 tuples is exactly 7 (a float product would be 7.000000000000001).
+    complete = [
+        _count_if(main_is_pure & (F.col("main") >= F.col("degree") * F.lit(Decimal(repr(float(level)))))).alias(f"complete_{i}")
+        for i, level in enumerate(levels)
+    ]
+    return per_instance.agg(F.count(F.lit(1)).alias("instances"), *complete)
+
+
+def _occupancy(intervals: dict[str, DataFrame]) -> dict[str, tuple[int, float]]:
+    """Per kind of interval [start, end): peak and time-weighted mean number open at once (Little's L).
+
+    Half-open intervals: one ending at the instant another starts does not overlap it, and a
+    zero-length interval is never open. An interval ending before it starts counts as zero-length.
+    One sweep serves every kind: +1 at each start and -1 at each end, netted per distinct instant;
+    the running sum in time order is the number open, and the total open time is
+    Σ ends − Σ starts = −Σ delta × instant. The mean is over [first start, last end]; a zero-length span gives 0.
+    """
+    events = None
+    for kind, frame in intervals.items():
+        spans = frame.select(F.lit(kind).alias("kind"), "start", F.greatest("start", "end").alias("end"))
+        for edge, delta in (("start", 1), ("end", -1)):
+            part = spans.select("kind", F.col(edge).alias("at"), F.lit(delta).alias("delta"))
+            events = part if events is None else events.unionByName(part)
+    in_time = Window.partitionBy("kind").orderBy("at")
+    steps = events.groupBy("kind", "at").agg(F.sum("delta").alias("delta"))
+    since_first = F.col("at") - F.min("at").over(Window.partitionBy("kind"))  # keeps Σ delta × instant small
+    swept = steps.select(
+        "kind",
+        "at",
+        F.sum("delta").over(in_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("open"),
+        (F.col("delta").cast("decimal(38,0)") * since_first).alias("weighted"),
+    )
+    rows = swept.groupBy("kind").agg(
+        F.max("open").alias("peak"),
+        (-F.sum("weighted")).cast("double").alias("busy"),
+        (F.max("at") - F.min("at")).alias("span"),
+    ).collect()
+    found = {row["kind"]: (int(row["peak"]), row["busy"] / row["span"] if row["span"] > 0 else 0.0) for row in rows}
+    return {kind: found.get(kind, (0, 0.0)) for kind in intervals}
+
+
+def _count_if(condition: Column) -> Column:
+    return F.coalesce(F.sum(F.when(condition, 1).otherwise(0)), F.lit(0))
+
+
+def _share(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+# --------------------------------------------------------------------------------------------- display
+
+
+def metrics_table(columns: dict[str, IntegrationMetrics], title: str | None = None) -> Table:
+    """Variants side by side, one row per indicator, laid out like the paper's Tables 6 and 7."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("Indicator")
+    for name in columns:
+        table.add_column(name, justify="right")
+    levels = sorted({level for metrics in columns.values() for level in metrics.completeness}, reverse=True)
+    indicators: list[tuple[str, Callable[[IntegrationMetrics], str]]] = [
+        (f"Completeness (γ = {level:g})", lambda m, level=level: _percent(m.completeness.get(level))) for level in levels
+    ]
+    indicators += [
+        ("Partial completeness", lambda m: _percent(m.partial_completeness)),
+        ("Recall", lambda m: _percent(m.recall)),
+        ("Correct rate", lambda m: _percent(m.correct_rate)),
+        ("Tuples", lambda m: f"{m.tuples:,}"),
+        ("Instances", lambda m: f"{m.instances:,}"),
+        ("Units", lambda m: f"{m.units:,}"),
+        ("Windows open (max / mean)", lambda m: f"{m.windows_open_max:,} / {m.windows_open_mean:,.2f}"),
+        ("Tuples held (max / mean)", lambda m: f"{m.tuples_held_max:,} / {m.tuples_held_mean:,.2f}"),
+    ]
+    for label, render in indicators:
+        table.add_row(label, *(render(metrics) for metrics in columns.values()))
+    return table
+
+
+def _percent(share: float | None) -> str:
+    return "–" if share is None else f"{share * 100:.2f}%"

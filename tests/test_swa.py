@@ -1,0 +1,244 @@
+"""`swa:` and `tumbling:` steps: the fold against the rule written literally, end-to-end runs in
+batch and streaming (streaming equals batch on every closed window), quarantine, bad specs."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from framework.operators.keyed_windows import CLOSED_BY
+from framework.operators.swa import fold_windows
+from tests.conftest import delta_rows, write
+
+BASE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
+def swa_oracle(rows: list[tuple], n: int, t: float) -> list[dict]:
+    """The SWA rule of the issue, tuple by tuple. rows: (key, ts seconds, value), in total order."""
+    open_: dict = {}
+    done: list[dict] = []
+    for key, ts, value in rows:
+        window = open_.get(key)
+        if window is not None and ts - window["start"] <= t and window["count"] < n:
+            window["count"] += 1
+            window["end"], window["total"] = ts, window["total"] + value
+        else:
+            if window is not None:
+                done.append({**window, "closed_by": "timeout"})
+            window = open_[key] = {"key": key, "start": ts, "end": ts, "count": 1, "total": value}
+        if window["count"] == n:
+            done.append({**window, "closed_by": "count"})
+            open_[key] = None
+    done += [{**w, "closed_by": "end_of_input"} for w in open_.values() if w is not None]
+    return done
+
+
+# -- the fold, without Spark ---------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 60)), max_size=80),
+    n=st.integers(1, 6),
+    t=st.integers(1, 25),
+)
+def test_fold_assigns_the_windows_of_the_sequential_rule(rows, n, t):
+    rows = sorted(rows)  # by key, then time: the order the fold receives
+    if not rows:
+        return
+    keys = [k for k, _ in rows]
+    new_key = np.array([i == 0 or keys[i] != keys[i - 1] for i in range(len(rows))])
+    unit, closed, start = fold_windows(new_key, np.array([ts for _, ts in rows], dtype=np.int64), n, t)
+    got: dict[tuple, dict] = {}
+    for (key, ts), u, c, s in zip(rows, unit, closed, start, strict=True):
+        w = got.setdefault((key, int(u)), {"key": key, "start": int(s), "end": ts, "count": 0, "total": 0})
+        w.update(end=ts, count=w["count"] + 1, total=w["total"] + 1, closed_by=CLOSED_BY[c])
+    expected = swa_oracle(sorted([(k, ts, 1) for k, ts in rows], key=lambda r: (r[0], r[1])), n, t)
+    assert sorted(got.values(), key=lambda w: (w["key"], w["start"], w["end"])) == sorted(
+        expected, key=lambda w: (w["key"], w["start"], w["end"])
+    )
+
+
+# -- end to end ----------------------------------------------------------------------------------
+
+PIPELINE = """
+name: instances
+mode: {mode}
+sources:
+  calls:
+    format: json
+    path: data/calls
+    schema: page STRING, client STRING, ts TIMESTAMP, ms INT
+    event_time: ts
+    watermark: {watermark}s
+    max_files_per_trigger: 1
+steps:
+  windows:
+    swa:
+      input: calls
+      key: head+client
+      columns: {{head: page, client: client}}
+      size: {size}
+      timeout: {timeout}s
+      event_time: ts
+      tiebreak: [ms]
+      aggregates:
+        total_ms: sum(ms)
+        slowest: max(ms)
+outputs:
+  windows: {{mode: append}}
+"""
+
+
+def _row(page, client, seconds, ms) -> dict:  # noqa: ANN001
+    ts = (BASE + datetime.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z") if seconds is not None else None
+    return {"page": page, "client": client, "ts": ts, "ms": ms}
+
+
+def _land(project: Path, files: list[list[dict]]) -> None:
+    """Files landing one after the other (file streams order them by modification time)."""
+    for i, rows in enumerate(files):
+        path = write(project / "data" / "calls" / f"part-{i:04d}.json", "".join(json.dumps(r) + "\n" for r in rows))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def _windows(table: Path) -> list[tuple]:
+    return sorted(
+        (
+            r["page"],
+            r["client"],
+            r["window_start"].timestamp() - BASE.timestamp(),
+            r["tuple_count"],
+            r["total_ms"],
+            r["closed_by"],
+        )
+        for r in delta_rows(table)
+    )
+
+
+def test_batch_swa_emits_each_rule_and_quarantines_tuples_without_a_key(spark, cli, project):
+    write(project / "pipelines" / "instances.yaml", PIPELINE.format(mode="batch", watermark=5, size=3, timeout=10))
+    _land(
+        project,
+        [
+            [
+                _row("p1", "c1", 0, 10), _row("p1", "c1", 1, 20), _row("p1", "c1", 2, 30),  # 3 tuples: count
+                _row("p1", "c1", 3, 40),  # alone: the next one is more than 10 s after it: timeout
+                _row("p1", "c1", 30, 50),  # the last of its key: end_of_input
+                _row("p2", "c1", 5, 60), _row("p2", "c1", 5, 61),  # equal times: ordered by the tiebreak
+                _row(None, "c2", 6, 70),  # no page: quarantined with the reason
+                _row("p2", "c2", None, 80),  # no event time: quarantined
+            ]
+        ],
+    )  # fmt: skip
+    code, out, err = cli("run", "instances")
+    assert code == 0, out + err
+    assert _windows(project / "warehouse" / "windows") == [
+        ("p1", "c1", 0.0, 3, 60, "count"),
+        ("p1", "c1", 3.0, 1, 40, "timeout"),
+        ("p1", "c1", 30.0, 1, 50, "end_of_input"),
+        ("p2", "c1", 5.0, 2, 121, "end_of_input"),
+    ]
+    quarantined = delta_rows(project / "warehouse" / "_tributary" / "quarantine", order_by="reason")
+    assert [(q["source"], q["reason"]) for q in quarantined] == [
+        ("windows", "event_time ts is null"),
+        ("windows", "key column(s) page null: the tuple has no instance key"),
+    ]
+    assert json.loads(quarantined[1]["record"])["page"] is None  # the whole row is kept, nulls included
+    assert "quarantined 2 from windows" in out
+
+
+def test_tumbling_groups_by_key_inside_count_windows(spark, cli, project):
+    write(
+        project / "pipelines" / "baseline.yaml",
+        """
+name: baseline
+sources:
+  calls: {format: json, path: data/calls, schema: "page STRING, client STRING, ts TIMESTAMP, ms INT"}
+steps:
+  units:
+    tumbling: {input: calls, key: [page], size: 3, event_time: ts, aggregates: {total_ms: sum(ms)}}
+outputs:
+  units: {}
+""",
+    )
+    _land(
+        project, [[_row("a", "c", 0, 1), _row("b", "c", 1, 2), _row("a", "c", 2, 4), _row("a", "c", 3, 8), _row("b", "c", 4, 16)]]
+    )
+    code, out, err = cli("run", "baseline")
+    assert code == 0, out + err
+    rows = sorted(
+        (r["page"], r["tuple_count"], r["total_ms"], r["closed_by"]) for r in delta_rows(project / "warehouse" / "units")
+    )
+    # windows: [a b a] [a b]: a's tuples 1 and 4 meet in the first, 8 falls in the second
+    assert rows == [("a", 1, 8, "end_of_input"), ("a", 2, 5, "count"), ("b", 1, 2, "count"), ("b", 1, 16, "end_of_input")]
+
+
+def _closed_by_mark(rows: list[tuple], n: int, t: float, mark: float) -> list[tuple]:
+    """What a stream must have emitted once its watermark reached `mark`: the fold over the tuples
+    before the mark, keeping windows closed by count or by a later tuple, plus open windows the
+    mark has passed (s + t < mark) as timeouts."""
+    final = [r for r in rows if r[1] < mark]
+    emitted = []
+    for w in swa_oracle(final, n, t):
+        if w["closed_by"] == "end_of_input":
+            if w["start"] + t >= mark:
+                continue
+            w["closed_by"] = "timeout"
+        emitted.append(w)
+    return emitted
+
+
+def _as_tuples(windows: list[dict]) -> list[tuple]:
+    return sorted((*w["key"], float(w["start"]), w["count"], w["total"], w["closed_by"]) for w in windows)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 100_000), files=st.integers(1, 4))
+def test_streaming_swa_equals_batch_on_every_closed_window(spark, cli, project, seed, files):
+    """Random tuples, delivered in any split into files (one micro-batch each) and out of order by
+    less than the watermark delay (so none is late): the stream emits exactly the batch run's
+    windows that its final watermark has closed."""
+    import shutil
+
+    shutil.rmtree(project / "data" / "calls", ignore_errors=True)
+    shutil.rmtree(project / "warehouse", ignore_errors=True)
+    rng = random.Random(seed)
+    n, t, delay = rng.randint(2, 4), rng.choice([3, 5, 8]), 4
+    rows = []
+    for i in range(rng.randint(10, 40)):
+        key = (rng.choice(["p1", "p2"]), rng.choice(["c1", "c2"]))
+        rows.append(_row(key[0], key[1], rng.randint(0, 40), i))
+    arrival = sorted(rows, key=lambda r: datetime.datetime.fromisoformat(r["ts"]).timestamp() + rng.uniform(0, delay - 0.5))
+    cuts = sorted(rng.sample(range(1, len(arrival)), min(files - 1, len(arrival) - 1)))
+    _land(project, [arrival[a:b] for a, b in zip([0, *cuts], [*cuts, len(arrival)], strict=True)])
+    write(project / "pipelines" / "instances.yaml", PIPELINE.format(mode="streaming", watermark=delay, size=n, timeout=t))
+
+    code, out, err = cli("run", "instances")
+    assert code == 0, out + err
+    as_seconds = [(r["page"], r["client"]) for r in rows]
+    ordered = sorted(
+        (
+            ((p, c), (datetime.datetime.fromisoformat(r["ts"]) - BASE).total_seconds(), r["ms"])
+            for (p, c), r in zip(as_seconds, rows, strict=True)
+        ),
+        key=lambda x: (x[1], x[2]),
+    )
+    mark = max(ts for _, ts, _ in ordered) - delay
+    expected = _closed_by_mark(ordered, n, t, mark)
+    streamed = (
+        [(p, c, s, k, total, closed) for p, c, s, k, total, closed in _windows(project / "warehouse" / "windows")]
+        if (project / "warehouse" / "windows").exists()
+        else []
+    )
+    assert streamed == _as_tuples(expected)
+    batch = _as_tuples(swa_oracle(ordered, n, t))
+    normalized = {w if w[-1] != "end_of_input" else (*w[:-1], "timeout") for w in batch} | set(batch)
+    assert set(streamed) <= normalized  # every streamed window is a batch window
