@@ -84,7 +84,16 @@ def run_summary(result: RunResult) -> Group:
     if result.late:
         counts = ", ".join(f"{n} from {s}" for s, n in result.late.items())
         parts.append(Text(f"late rows: {counts}, older than the watermark: see _tributary/late_rows", style="yellow"))
+    if result.integration:
+        parts.append(integration_table(result.integration))
     return Group(*parts)
+
+
+def integration_table(evaluations: list[Any]) -> Table:
+    """Completeness and correctness per evaluated step, laid out like the paper's Tables 6/7."""
+    from framework.quality.integration import metrics_table
+
+    return metrics_table({e.label: e.metrics for e in evaluations}, title="integration quality (against ground truth)")
 
 
 def arrow_table(title: str, table: pa.Table) -> Table:

@@ -33,6 +33,8 @@ from framework.io.locations import EVENTS_TABLE, LOCKS_DIR, QUARANTINE_TABLE, ST
 from framework.io.sources import SourceFrame, check_source_exists, read_source, source_location
 from framework.operators import Rejected, StepContext, build_step, quarantine_shape
 from framework.profiles import Profile
+from framework.quality.evaluation import INTEGRATION_TABLE, evaluable, evaluate_step
+from framework.quality.evaluation import record as record_integration
 from framework.spec.models import DeltaSource, Output
 
 if TYPE_CHECKING:
@@ -85,6 +87,7 @@ class RunResult:
     outputs: list[OutputResult] = field(default_factory=list)
     quarantined: dict[str, int] = field(default_factory=dict)
     late: dict[str, int] = field(default_factory=dict)
+    integration: list[Any] = field(default_factory=list)  # StepEvaluation of steps declaring truth:
     error: str | None = None
 
 
@@ -113,6 +116,7 @@ class BatchRunner:
         self._views: list[str] = []
         self._persisted: list[DataFrame] = []
         self._observations: dict[str, Any] = {}
+        self._contexts: dict[str, StepContext] = {}
         self._rejected: list[Rejected] = []  # rows steps turned away (framework.operators.StepContext.quarantine)
 
     # -- entry point -------------------------------------------------------------------------
@@ -177,7 +181,11 @@ class BatchRunner:
             targets = self._check_outputs(store, frames)
             staged = self._stage(store, frames, targets, locations)
             staged += self._stage_quarantine(store)
+            self._evaluate_integration()
             self._commit(spark, store, staged)
+            record_integration(
+                store, self.warehouse.internal(INTEGRATION_TABLE), self.result.integration, self.run_id, self.compiled.name
+            )
         except BaseException:
             for _, write in staged:
                 _quietly(lambda w=write: store.discard(w))
@@ -274,6 +282,7 @@ class BatchRunner:
                 context = StepContext(
                     spark, node, step, {i: frames[i] for i in graph.inputs[node]}, self.compiled.sql.get(node), self._rejected
                 )
+                self._contexts[node] = context
                 frame = self._instrument(node, self._build_step(kind, context))
                 self.result.steps.append(StepResult(node, kind, "planned", plan_s=time.perf_counter() - began))
                 self.reporter.update("step", node, "planned")
@@ -410,6 +419,15 @@ class BatchRunner:
         self.result.outputs.append(result)
         self.reporter.update("output", result.name, "staged", f"{write.rows:,} quarantined rows")
         return [(result, write)]
+
+    def _evaluate_integration(self) -> None:
+        """Completeness and correctness of the steps that declare ground truth (truth:)."""
+        for name in self.compiled.selected:
+            context = self._contexts.get(name)
+            if context is not None and evaluable(context.spec):
+                self.reporter.update("step", name, "evaluating")
+                self.result.integration.append(evaluate_step(context))
+                self.reporter.update("step", name, "evaluated")
 
     # -- 4. commit ---------------------------------------------------------------------------
 

@@ -99,7 +99,9 @@ class CheckpointAuditor:
         watermark = self._watermark(batch)
         if late and source.late is not None and source.event_time and watermark is not None:
             rows = good.where(F.col(source.event_time) < F.lit(watermark))
-            source.late(late_records(rows, source.name, source.steps, source.event_time, watermark, self.run_id, self.pipeline), batch)
+            source.late(
+                late_records(rows, source.name, source.steps, source.event_time, watermark, self.run_id, self.pipeline), batch
+            )
             self._count(source.name, "late", source.late)
 
     def _count(self, source: str, kind: str, sink: ExactlyOnceDeltaSink) -> None:

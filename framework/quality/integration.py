@@ -5,7 +5,7 @@ key group inside a tumbling window), the instance it truly belongs to, whether i
 primary (head) invocation, its event time and its unit's open/close times. Tuples that never made it
 into a unit (quarantined, dropped) can be passed as `lost`; they still count in their instance's degree.
 
-Everything is computed in Spark with a handful of aggregations; only single summary rows come back.
+Everything runs in Spark as one job of a few aggregations; only a dozen named figures come back.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -79,7 +80,7 @@ def integration_metrics(
         if not 0 < level <= 1:
             raise ValueError(f"completeness level must be in (0, 1], got {level}")
     tuples = rows.select(
-        F.struct(*[F.col(name) for name in unit]).alias("unit"),
+        F.struct(*unit).alias("unit"),
         F.col(instance).alias("instance"),
         F.coalesce(F.col(primary).cast("boolean"), F.lit(False)).alias("primary"),
         _micros(event_time).alias("event"),
@@ -89,31 +90,48 @@ def integration_metrics(
     pairs = _unit_instance_pairs(tuples)
     units = _units(pairs)
     lost_tuples = None if lost is None else lost.select(F.col(instance).alias("instance"))
-    counts = _unit_counts(units).crossJoin(_instance_counts(pairs, lost_tuples, levels)).first()
-    state = _occupancy({
-        "windows": units.select(F.col("opened").alias("start"), F.col("closed").alias("end")),
-        "held": tuples.select(F.col("event").alias("start"), F.col("closed").alias("end")),
-    })
+    figures = _collect(
+        _unit_figures(units),
+        _instance_figures(pairs, lost_tuples, levels),
+        _occupancy_figures(
+            windows=units.select(F.col("opened").alias("start"), F.col("closed").alias("end")),
+            held=tuples.select(F.col("event").alias("start"), F.col("closed").alias("end")),
+        ),
+    )
 
-    instances, with_primary = counts["instances"], counts["with_primary"]
+    def count(name: str) -> int:
+        return int(figures.get(name, 0))
+
+    instances, with_primary = count("instances"), count("with_primary")
     return IntegrationMetrics(
-        tuples=counts["tuples"],
+        tuples=count("tuples"),
         instances=instances,
-        units=counts["units"],
-        completeness={level: _share(counts[f"complete_{i}"], instances) for i, level in enumerate(levels)},
-        partial_completeness=_share(counts["pure"], counts["units"]),
+        units=count("units"),
+        completeness={level: _share(count(f"complete_{i}"), instances) for i, level in enumerate(levels)},
+        partial_completeness=_share(count("pure"), count("units")),
         recall=_share(with_primary, instances),
-        correct_rate=_share(counts["correct"], with_primary),
-        windows_open_max=state["windows"][0],
-        windows_open_mean=state["windows"][1],
-        tuples_held_max=state["held"][0],
-        tuples_held_mean=state["held"][1],
+        correct_rate=_share(count("correct"), with_primary),
+        windows_open_max=count("windows_max"),
+        windows_open_mean=figures.get("windows_mean", 0.0),
+        tuples_held_max=count("held_max"),
+        tuples_held_mean=figures.get("held_mean", 0.0),
     )
 
 
 def _micros(name: str) -> Column:
     """Integer microseconds, so sweeps and interval lengths are exact (numbers are read as seconds)."""
     return F.unix_micros(F.col(name).cast("timestamp"))
+
+
+def _collect(*parts: DataFrame) -> dict[str, float]:
+    """Run every summary as one Spark job: each part is a tiny (name, value) table, so they stack into one result."""
+    return {row["name"]: row["value"] for row in reduce(DataFrame.unionByName, parts).collect()}
+
+
+def _named(summary: DataFrame) -> DataFrame:
+    """A one-row summary with a column per figure -> rows (name, value)."""
+    values = summary.select(*[F.col(name).cast("double").alias(name) for name in summary.columns])
+    return values.unpivot([], values.columns, "name", "value")
 
 
 def _unit_instance_pairs(tuples: DataFrame) -> DataFrame:
@@ -142,19 +160,21 @@ def _units(pairs: DataFrame) -> DataFrame:
     )
 
 
-def _unit_counts(units: DataFrame) -> DataFrame:
-    """One row: the counts behind partial completeness, recall and correct rate."""
-    return units.agg(
-        F.coalesce(F.sum("tuples"), F.lit(0)).alias("tuples"),
-        F.count(F.lit(1)).alias("units"),
-        _count_if(F.col("pure")).alias("pure"),
-        _count_if(F.col("primary")).alias("with_primary"),
-        _count_if(F.col("primary") & F.col("pure")).alias("correct"),
+def _unit_figures(units: DataFrame) -> DataFrame:
+    """The counts behind partial completeness, recall and correct rate."""
+    return _named(
+        units.agg(
+            F.sum("tuples").alias("tuples"),
+            F.count(F.lit(1)).alias("units"),
+            _count_if(F.col("pure")).alias("pure"),
+            _count_if(F.col("primary")).alias("with_primary"),
+            _count_if(F.col("primary") & F.col("pure")).alias("correct"),
+        )
     )
 
 
-def _instance_counts(pairs: DataFrame, lost: DataFrame | None, levels: tuple[float, ...]) -> DataFrame:
-    """One row: the number of true instances and, per level γ, how many were integrated completely at it.
+def _instance_figures(pairs: DataFrame, lost: DataFrame | None, levels: tuple[float, ...]) -> DataFrame:
+    """The number of true instances and, per level γ, how many were integrated completely at it (complete_<i>).
 
     An instance's main unit holds the most of its tuples. Among tied units a pure one is preferred,
     so the outcome does not depend on how units happen to be ordered: the main unit is pure exactly
@@ -169,53 +189,57 @@ def _instance_counts(pairs: DataFrame, lost: DataFrame | None, levels: tuple[flo
     if lost is not None:
         no_unit = F.lit(None).cast("long")
         parts = parts.unionByName(
-            lost.select("instance", F.lit(1).cast("long").alias("tuples"), no_unit.alias("in_unit"), no_unit.alias("in_pure_unit"))
+            lost.select(
+                "instance", F.lit(1).cast("long").alias("tuples"), no_unit.alias("in_unit"), no_unit.alias("in_pure_unit")
+            )
         )
     per_instance = parts.groupBy("instance").agg(
         F.sum("tuples").alias("degree"),
         F.max("in_unit").alias("main"),
         F.max("in_pure_unit").alias("main_pure"),
     )
-    main_is_pure = F.coalesce(F.col("main_pure") == F.col("main"), F.lit(False))
+    main_is_pure = F.col("main_pure") == F.col("main")  # null, so not counted, when no pure unit holds any of it
     # γ as the decimal it prints as, so 0.7 × 10 tuples is exactly 7 (a float product would be 7.000000000000001).
     complete = [
         _count_if(main_is_pure & (F.col("main") >= F.col("degree") * F.lit(Decimal(repr(float(level)))))).alias(f"complete_{i}")
         for i, level in enumerate(levels)
     ]
-    return per_instance.agg(F.count(F.lit(1)).alias("instances"), *complete)
+    return _named(per_instance.agg(F.count(F.lit(1)).alias("instances"), *complete))
 
 
-def _occupancy(intervals: dict[str, DataFrame]) -> dict[str, tuple[int, float]]:
-    """Per kind of interval [start, end): peak and time-weighted mean number open at once (Little's L).
+def _occupancy_figures(**intervals: DataFrame) -> DataFrame:
+    """Per kind of interval [start, end): peak (<kind>_max) and time-weighted mean (<kind>_mean) number open at once.
 
     Half-open intervals: one ending at the instant another starts does not overlap it, and a
-    zero-length interval is never open. An interval ending before it starts counts as zero-length.
+    zero-length interval is never open (one ending before it starts counts as zero-length).
     One sweep serves every kind: +1 at each start and -1 at each end, netted per distinct instant;
     the running sum in time order is the number open, and the total open time is
     Σ ends − Σ starts = −Σ delta × instant. The mean is over [first start, last end]; a zero-length span gives 0.
     """
-    events = None
+    events = []
     for kind, frame in intervals.items():
         spans = frame.select(F.lit(kind).alias("kind"), "start", F.greatest("start", "end").alias("end"))
-        for edge, delta in (("start", 1), ("end", -1)):
-            part = spans.select("kind", F.col(edge).alias("at"), F.lit(delta).alias("delta"))
-            events = part if events is None else events.unionByName(part)
-    in_time = Window.partitionBy("kind").orderBy("at")
-    steps = events.groupBy("kind", "at").agg(F.sum("delta").alias("delta"))
+        events += [
+            spans.select("kind", F.col(edge).alias("at"), F.lit(delta).alias("delta"))
+            for edge, delta in (("start", 1), ("end", -1))
+        ]
+    steps = reduce(DataFrame.unionByName, events).groupBy("kind", "at").agg(F.sum("delta").alias("delta"))
+    in_time = Window.partitionBy("kind").orderBy("at").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     since_first = F.col("at") - F.min("at").over(Window.partitionBy("kind"))  # keeps Σ delta × instant small
     swept = steps.select(
         "kind",
         "at",
-        F.sum("delta").over(in_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("open"),
+        F.sum("delta").over(in_time).alias("open"),
         (F.col("delta").cast("decimal(38,0)") * since_first).alias("weighted"),
     )
-    rows = swept.groupBy("kind").agg(
-        F.max("open").alias("peak"),
+    per_kind = swept.groupBy("kind").agg(
+        F.max("open").cast("double").alias("max"),
         (-F.sum("weighted")).cast("double").alias("busy"),
-        (F.max("at") - F.min("at")).alias("span"),
-    ).collect()
-    found = {row["kind"]: (int(row["peak"]), row["busy"] / row["span"] if row["span"] > 0 else 0.0) for row in rows}
-    return {kind: found.get(kind, (0, 0.0)) for kind in intervals}
+        (F.max("at") - F.min("at")).cast("double").alias("span"),
+    )
+    mean = F.when(F.col("span") > 0, F.col("busy") / F.col("span")).otherwise(F.lit(0.0))
+    figures = per_kind.select("kind", "max", mean.alias("mean")).unpivot("kind", ["max", "mean"], "figure", "value")
+    return figures.select(F.concat_ws("_", "kind", "figure").alias("name"), "value")
 
 
 def _count_if(condition: Column) -> Column:

@@ -1,0 +1,126 @@
+"""Integration quality of `swa:` and `tumbling:` steps that declare `truth:` (ground-truth columns).
+
+The step's tuples are assigned to units the same way the step assigns them, then measured with
+framework.quality.integration. A unit is open from its first tuple until it closes: an SWA window
+closed by count at its n-th tuple, by timeout (or end of input) at s + t; a tumbling window's key
+groups from the window's first to its last tuple (the whole window is held until then).
+
+Figures go to <warehouse>/_tributary/integration_quality, one row per step per run, so quality
+suites can put thresholds on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from framework.operators import StepContext
+from framework.operators.keyed_windows import CLOSED, COUNT, MICROS, UNIT, checked_input, field_of, quoted
+from framework.quality.integration import IntegrationMetrics, integration_metrics
+from framework.spec.steps import SwaStep, TumblingStep
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from framework.io.delta_store import DeltaStore
+
+INTEGRATION_TABLE = "_tributary/integration_quality"
+
+
+@dataclass(frozen=True)
+class StepEvaluation:
+    step: str
+    operator: str  # swa | tumbling
+    strategy: str
+    size: int
+    timeout_s: float | None
+    metrics: IntegrationMetrics
+
+    @property
+    def label(self) -> str:
+        if self.operator == "swa":
+            return f"{self.step}: swa {self.strategy} {self.size}/{self.timeout_s:g}s"
+        return f"{self.step}: tumbling {self.strategy} W={self.size}"
+
+
+def evaluable(spec: Any) -> bool:
+    return isinstance(spec, (SwaStep, TumblingStep)) and getattr(spec, spec.kind).truth is not None
+
+
+def evaluate_step(context: StepContext) -> StepEvaluation:
+    """Measure one step on its (static) input: the same units the step emits, with ground truth."""
+    from pyspark.sql import functions as F
+
+    spec = getattr(context.spec, context.spec.kind)
+    probe = StepContext(context.spark, context.name, context.spec, context.inputs)  # its own quarantine list
+    rows = checked_input(probe)
+    keys = [field_of(rows, c).name for c in spec.key_columns()]
+    units, opened, closed = _units(context.spec, spec, rows, keys)
+    rejected = probe.rejected[0].rows if probe.rejected else None
+    metrics = integration_metrics(
+        units.withColumn("__opened", F.timestamp_micros(opened)).withColumn("__closed", F.timestamp_micros(closed)),
+        unit=[*keys, UNIT],
+        instance=field_of(rows, spec.truth.instance).name,
+        primary=field_of(rows, spec.truth.primary).name,
+        event_time=field_of(rows, spec.event_time).name,
+        opened_at="__opened",
+        closed_at="__closed",
+        lost=rejected,
+    )
+    timeout = getattr(spec, "timeout", None)
+    return StepEvaluation(context.name, context.spec.kind, spec.key_label(), spec.size, timeout, metrics)
+
+
+def _units(step: Any, spec: Any, rows: DataFrame, keys: list[str]) -> tuple[DataFrame, Any, Any]:
+    """Tuples with their unit, and the unit's open and close instants (micros)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if isinstance(step, SwaStep):
+        from framework.operators.swa import START, assign_windows
+
+        assigned = assign_windows(rows, spec)
+        last = F.max(MICROS).over(Window.partitionBy(*[F.col(quoted(k)) for k in keys], F.col(UNIT)))
+        timeout_us = F.lit(round(spec.timeout * 1_000_000))
+        closed = F.when(F.col(CLOSED) == F.lit(COUNT), last).otherwise(F.col(START) + timeout_us)
+        return assigned, F.col(START), closed
+    from framework.operators.tumbling import assign_count_windows
+
+    assigned = assign_count_windows(rows, spec)
+    window = Window.partitionBy(F.col(UNIT))
+    return assigned, F.min(MICROS).over(window), F.max(MICROS).over(window)
+
+
+def metrics_rows(evaluations: list[StepEvaluation], run_id: str, pipeline: str) -> pa.Table:
+    """One row per step for the integration quality table."""
+    now = datetime.now(UTC)
+    records = [
+        {
+            "run_id": run_id,
+            "pipeline": pipeline,
+            "step": e.step,
+            "operator": e.operator,
+            "strategy": e.strategy,
+            "size": e.size,
+            "timeout_s": e.timeout_s,
+            **{k: v for k, v in e.metrics.as_row().items()},
+            "evaluated_at": now,
+        }
+        for e in evaluations
+    ]
+    fields = [pa.field(name, pa.string()) for name in ("run_id", "pipeline", "step", "operator", "strategy")] + [
+        pa.field("size", pa.int64()),
+        pa.field("timeout_s", pa.float64()),
+    ]
+    for name, value in evaluations[0].metrics.as_row().items():
+        fields.append(pa.field(name, pa.int64() if isinstance(value, int) else pa.float64()))
+    fields.append(pa.field("evaluated_at", pa.timestamp("us", tz="UTC")))
+    return pa.Table.from_pylist(records, schema=pa.schema(fields))
+
+
+def record(store: DeltaStore, table: str, evaluations: list[StepEvaluation], run_id: str, pipeline: str) -> None:
+    if evaluations:
+        store.append_rows(table, metrics_rows(evaluations, run_id, pipeline))
