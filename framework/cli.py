@@ -304,6 +304,58 @@ def capacity(
         _stop_spark()
 
 
+@app.command()
+def evaluate(
+    pipeline: PipelineArg,
+    step: Annotated[
+        Optional[list[str]], typer.Option("--step", help="A swa/tumbling step (default: all declaring truth:).")
+    ] = None,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Completeness and correctness of SWA/tumbling steps against the ground truth in their input
+    (truth: {instance, primary}), over all input read in batch; figures go to
+    _tributary/integration_quality. Writes no outputs."""
+
+    def body() -> None:
+        from framework.display import integration_table
+        from framework.engine.runner import BatchRunner, new_run_id
+        from framework.engine.session import spark_session
+        from framework.io.delta_store import choose_store
+        from framework.io.locations import Warehouse
+        from framework.quality.evaluation import INTEGRATION_TABLE, evaluable, evaluate_step, record
+
+        compiled, prof = _compile(pipeline, profile, var, ",".join(f"+{s}" for s in step) if step else None)
+        chosen = [n for n in compiled.selected if evaluable(compiled.spec.steps.get(n)) and (not step or n in step)]
+        if not chosen:
+            named = f"step(s) {', '.join(step)} of {compiled.name}" if step else f"the steps of {compiled.name}"
+            raise BadInput(
+                Problem(
+                    f"nothing to evaluate in {named}: evaluation needs a swa: or tumbling: step declaring truth:",
+                    hint="add truth: {instance: <instance id column>, primary: <is-head column>} to the step",
+                )
+            )
+        spark = spark_session(prof)
+        runner = BatchRunner(compiled, prof, spark=spark)
+        runner.plan_frames(spark)
+        evaluations = []
+        with out.status("evaluating") as status:
+            for name in chosen:
+                status.update(f"evaluating {name}")
+                evaluations.append(evaluate_step(runner.contexts[name]))
+        out.print(integration_table(evaluations))
+        store = choose_store(spark, prof.delta_writer, prof.storage_options)
+        table = Warehouse.of(compiled.project, prof).internal(INTEGRATION_TABLE)
+        record(store, table, evaluations, "evaluate-" + new_run_id(), compiled.name)
+        out.print(f"figures appended to {table}")
+
+    try:
+        _guard(debug, body)
+    finally:
+        _stop_spark()
+
+
 generate_app = typer.Typer(help="Write synthetic input data for the examples and benchmarks.", no_args_is_help=True)
 app.add_typer(generate_app, name="generate")
 

@@ -116,7 +116,7 @@ class BatchRunner:
         self._views: list[str] = []
         self._persisted: list[DataFrame] = []
         self._observations: dict[str, Any] = {}
-        self._contexts: dict[str, StepContext] = {}
+        self.contexts: dict[str, StepContext] = {}
         self._rejected: list[Rejected] = []  # rows steps turned away (framework.operators.StepContext.quarantine)
 
     # -- entry point -------------------------------------------------------------------------
@@ -192,7 +192,8 @@ class BatchRunner:
             raise
 
     def plan_frames(self, spark: SparkSession) -> dict[str, DataFrame]:
-        """Static DataFrames of every needed source and step, without writing anything."""
+        """Static DataFrames of every needed source and step, without writing anything (the steps'
+        contexts stay in `contexts`, e.g. for evaluating them)."""
         needed = self._needed_nodes()
         spec = self.compiled.spec
         locations = {
@@ -282,7 +283,7 @@ class BatchRunner:
                 context = StepContext(
                     spark, node, step, {i: frames[i] for i in graph.inputs[node]}, self.compiled.sql.get(node), self._rejected
                 )
-                self._contexts[node] = context
+                self.contexts[node] = context
                 frame = self._instrument(node, self._build_step(kind, context))
                 self.result.steps.append(StepResult(node, kind, "planned", plan_s=time.perf_counter() - began))
                 self.reporter.update("step", node, "planned")
@@ -423,7 +424,7 @@ class BatchRunner:
     def _evaluate_integration(self) -> None:
         """Completeness and correctness of the steps that declare ground truth (truth:)."""
         for name in self.compiled.selected:
-            context = self._contexts.get(name)
+            context = self.contexts.get(name)
             if context is not None and evaluable(context.spec):
                 self.reporter.update("step", name, "evaluating")
                 self.result.integration.append(evaluate_step(context))

@@ -60,8 +60,15 @@ def evaluate_step(context: StepContext) -> StepEvaluation:
     keys = [field_of(rows, c).name for c in spec.key_columns()]
     units, opened, closed = _units(context.spec, spec, rows, keys)
     rejected = probe.rejected[0].rows if probe.rejected else None
+    # measured with several aggregations: computed once, not once per aggregation
+    measured = units.select(
+        *[F.col(quoted(c)) for c in {*keys, spec.truth.instance, spec.truth.primary, spec.event_time}],
+        F.col(UNIT),
+        F.timestamp_micros(opened).alias("__opened"),
+        F.timestamp_micros(closed).alias("__closed"),
+    ).persist()
     metrics = integration_metrics(
-        units.withColumn("__opened", F.timestamp_micros(opened)).withColumn("__closed", F.timestamp_micros(closed)),
+        measured,
         unit=[*keys, UNIT],
         instance=field_of(rows, spec.truth.instance).name,
         primary=field_of(rows, spec.truth.primary).name,
@@ -70,6 +77,7 @@ def evaluate_step(context: StepContext) -> StepEvaluation:
         closed_at="__closed",
         lost=rejected,
     )
+    measured.unpersist()
     timeout = getattr(spec, "timeout", None)
     return StepEvaluation(context.name, context.spec.kind, spec.key_label(), spec.size, timeout, metrics)
 

@@ -10,7 +10,8 @@ Everything runs in Spark as one job of a few aggregations; only a dozen named fi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import reduce
@@ -87,20 +88,20 @@ def integration_metrics(
         _micros(opened_at).alias("opened"),
         _micros(closed_at).alias("closed"),
     )
-    pairs = _unit_instance_pairs(tuples)
-    units = _units(pairs)
     lost_tuples = None if lost is None else lost.select(F.col(instance).alias("instance"))
-    figures = _collect(
-        _unit_figures(units),
-        _instance_figures(pairs, lost_tuples, levels),
-        _occupancy_figures(
-            windows=units.select(F.col("opened").alias("start"), F.col("closed").alias("end")),
-            held=tuples.select(F.col("event").alias("start"), F.col("closed").alias("end")),
-        ),
-    )
+    with _cached(_unit_instance_pairs(tuples)) as pairs:
+        figures = _collect(
+            _count_figures(pairs, lost_tuples, levels),
+            _occupancy_figures(
+                windows=pairs.where("first_of_unit").select(
+                    F.col("unit_opened").alias("start"), F.col("unit_closed").alias("end")
+                ),
+                held=tuples.select(F.col("event").alias("start"), F.col("closed").alias("end")),
+            ),
+        )
 
     def count(name: str) -> int:
-        return int(figures.get(name, 0))
+        return int(figures.get(name) or 0)
 
     instances, with_primary = count("instances"), count("with_primary")
     return IntegrationMetrics(
@@ -112,9 +113,9 @@ def integration_metrics(
         recall=_share(with_primary, instances),
         correct_rate=_share(count("correct"), with_primary),
         windows_open_max=count("windows_max"),
-        windows_open_mean=figures.get("windows_mean", 0.0),
+        windows_open_mean=figures.get("windows_mean") or 0.0,
         tuples_held_max=count("held_max"),
-        tuples_held_mean=figures.get("held_mean", 0.0),
+        tuples_held_mean=figures.get("held_mean") or 0.0,
     )
 
 
@@ -134,69 +135,70 @@ def _named(summary: DataFrame) -> DataFrame:
     return values.unpivot([], values.columns, "name", "value")
 
 
+@contextmanager
+def _cached(frame: DataFrame) -> Iterator[DataFrame]:
+    """Keep the (unit, instance) pairs while every summary reads them, so `rows` is aggregated once for all of them."""
+    frame.persist()
+    try:
+        yield frame
+    finally:
+        frame.unpersist()
+
+
 def _unit_instance_pairs(tuples: DataFrame) -> DataFrame:
-    """One row per (unit, instance): how many of the instance's tuples the unit holds, and whether the unit is pure."""
-    instances_in_unit = F.count(F.lit(1)).over(Window.partitionBy("unit"))
-    return (
-        tuples.groupBy("unit", "instance")
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.max("primary").alias("primary"),
-            F.min("opened").alias("opened"),
-            F.max("closed").alias("closed"),
-        )
-        .withColumn("pure", instances_in_unit == 1)
-    )
+    """One row per (unit, instance): how many of the instance's tuples the unit holds, plus its unit's figures.
 
-
-def _units(pairs: DataFrame) -> DataFrame:
-    """One row per output unit: its size, whether it is pure, whether it holds a primary, its lifetime."""
-    return pairs.groupBy("unit").agg(
-        F.sum("n").alias("tuples"),
-        F.min("pure").alias("pure"),
+    The unit's figures (pure, has a primary, lifetime) ride along on every pair; `first_of_unit` marks one
+    pair per unit, so the units themselves are a filter away instead of another shuffle.
+    """
+    in_unit = Window.partitionBy("unit")
+    pairs = tuples.groupBy("unit", "instance").agg(
+        F.count(F.lit(1)).alias("n"),
         F.max("primary").alias("primary"),
         F.min("opened").alias("opened"),
         F.max("closed").alias("closed"),
     )
-
-
-def _unit_figures(units: DataFrame) -> DataFrame:
-    """The counts behind partial completeness, recall and correct rate."""
-    return _named(
-        units.agg(
-            F.sum("tuples").alias("tuples"),
-            F.count(F.lit(1)).alias("units"),
-            _count_if(F.col("pure")).alias("pure"),
-            _count_if(F.col("primary")).alias("with_primary"),
-            _count_if(F.col("primary") & F.col("pure")).alias("correct"),
-        )
+    return pairs.select(
+        "instance",
+        "n",
+        (F.count(F.lit(1)).over(in_unit) == 1).alias("pure"),
+        F.sum("n").over(in_unit).alias("unit_tuples"),
+        F.max("primary").over(in_unit).alias("unit_primary"),
+        F.min("opened").over(in_unit).alias("unit_opened"),
+        F.max("closed").over(in_unit).alias("unit_closed"),
+        (F.row_number().over(in_unit.orderBy("instance")) == 1).alias("first_of_unit"),
     )
 
 
-def _instance_figures(pairs: DataFrame, lost: DataFrame | None, levels: tuple[float, ...]) -> DataFrame:
-    """The number of true instances and, per level γ, how many were integrated completely at it (complete_<i>).
+def _count_figures(pairs: DataFrame, lost: DataFrame | None, levels: tuple[float, ...]) -> DataFrame:
+    """Every count behind the rates in one pass: per instance first, then over all instances.
 
-    An instance's main unit holds the most of its tuples. Among tied units a pure one is preferred,
-    so the outcome does not depend on how units happen to be ordered: the main unit is pure exactly
-    when some pure unit holds as many of the instance's tuples as the best unit does.
+    Per instance: its degree, the most of its tuples any unit holds (`main`) and the most any pure unit
+    holds (`main_pure`). Its main unit is the unit holding the most; among tied units a pure one is
+    preferred, so the outcome does not depend on how units are ordered: the main unit is pure exactly
+    when main_pure == main. `complete_<i>` counts the instances complete at levels[i].
+    Unit counts ride along on each unit's first pair, so summing them counts every unit once.
     """
+    first, pure, headed = F.col("first_of_unit"), F.col("pure"), F.col("unit_primary")
     parts = pairs.select(
         "instance",
         F.col("n").alias("tuples"),
-        F.col("n").alias("in_unit"),
-        F.when(F.col("pure"), F.col("n")).alias("in_pure_unit"),
+        F.col("n").alias("degree"),
+        F.when(pure, F.col("n")).alias("in_pure_unit"),
+        first.cast("int").alias("units"),
+        (first & pure).cast("int").alias("pure"),
+        (first & headed).cast("int").alias("with_primary"),
+        (first & headed & pure).cast("int").alias("correct"),
     )
-    if lost is not None:
-        no_unit = F.lit(None).cast("long")
-        parts = parts.unionByName(
-            lost.select(
-                "instance", F.lit(1).cast("long").alias("tuples"), no_unit.alias("in_unit"), no_unit.alias("in_pure_unit")
-            )
-        )
+    unit_counts = ["units", "pure", "with_primary", "correct"]
+    if lost is not None:  # a lost tuple adds to its instance's degree and to nothing else
+        parts = parts.unionByName(lost.select("instance", F.lit(1).cast("long").alias("degree")), allowMissingColumns=True)
     per_instance = parts.groupBy("instance").agg(
-        F.sum("tuples").alias("degree"),
-        F.max("in_unit").alias("main"),
+        F.sum("tuples").alias("tuples"),
+        F.sum("degree").alias("degree"),
+        F.max("tuples").alias("main"),
         F.max("in_pure_unit").alias("main_pure"),
+        *[F.sum(name).alias(name) for name in unit_counts],
     )
     main_is_pure = F.col("main_pure") == F.col("main")  # null, so not counted, when no pure unit holds any of it
     # γ as the decimal it prints as, so 0.7 × 10 tuples is exactly 7 (a float product would be 7.000000000000001).
@@ -204,7 +206,14 @@ def _instance_figures(pairs: DataFrame, lost: DataFrame | None, levels: tuple[fl
         _count_if(main_is_pure & (F.col("main") >= F.col("degree") * F.lit(Decimal(repr(float(level)))))).alias(f"complete_{i}")
         for i, level in enumerate(levels)
     ]
-    return _named(per_instance.agg(F.count(F.lit(1)).alias("instances"), *complete))
+    return _named(
+        per_instance.agg(
+            F.count(F.lit(1)).alias("instances"),
+            F.sum("tuples").alias("tuples"),
+            *[F.sum(name).alias(name) for name in unit_counts],
+            *complete,
+        )
+    )
 
 
 def _occupancy_figures(**intervals: DataFrame) -> DataFrame:
@@ -212,8 +221,8 @@ def _occupancy_figures(**intervals: DataFrame) -> DataFrame:
 
     Half-open intervals: one ending at the instant another starts does not overlap it, and a
     zero-length interval is never open (one ending before it starts counts as zero-length).
-    One sweep serves every kind: +1 at each start and -1 at each end, netted per distinct instant;
-    the running sum in time order is the number open, and the total open time is
+    One sweep serves every kind: +1 at each start and -1 at each end, ends first at an instant; the
+    running sum in time order is the number open, and the total open time is
     Σ ends − Σ starts = −Σ delta × instant. The mean is over [first start, last end]; a zero-length span gives 0.
     """
     events = []
@@ -223,10 +232,9 @@ def _occupancy_figures(**intervals: DataFrame) -> DataFrame:
             spans.select("kind", F.col(edge).alias("at"), F.lit(delta).alias("delta"))
             for edge, delta in (("start", 1), ("end", -1))
         ]
-    steps = reduce(DataFrame.unionByName, events).groupBy("kind", "at").agg(F.sum("delta").alias("delta"))
-    in_time = Window.partitionBy("kind").orderBy("at").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    in_time = Window.partitionBy("kind").orderBy("at", "delta").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     since_first = F.col("at") - F.min("at").over(Window.partitionBy("kind"))  # keeps Σ delta × instant small
-    swept = steps.select(
+    swept = reduce(DataFrame.unionByName, events).select(
         "kind",
         "at",
         F.sum("delta").over(in_time).alias("open"),
@@ -243,7 +251,7 @@ def _occupancy_figures(**intervals: DataFrame) -> DataFrame:
 
 
 def _count_if(condition: Column) -> Column:
-    return F.coalesce(F.sum(F.when(condition, 1).otherwise(0)), F.lit(0))
+    return F.sum(F.when(condition, 1).otherwise(0))
 
 
 def _share(part: int, whole: int) -> float:
