@@ -9,7 +9,7 @@ passing s + t closes them as `timeout`: framework.operators.swa_stream).
 Why it is built this way: a per-key Python stateful function costs a JVM round trip per key and
 per timer (≈3k tuples/s here). The rule is a sequential fold per key, but it only needs each
 tuple's key and event time, so it runs vectorized over many keys at once: Spark shuffles the
-tuples by key and sorts them (JVM), one `mapInPandas` pass assigns every tuple its window with a
+tuples by key and sorts them (JVM), one `mapInArrow` pass assigns every tuple its window with a
 few numpy operations per Arrow batch (`fold_windows`), and Spark aggregates the windows.
 """
 
@@ -37,7 +37,7 @@ from framework.operators.keyed_windows import (
 )
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
     from framework.spec.steps import SwaSpec
@@ -53,13 +53,18 @@ def build_swa(context: StepContext):  # noqa: ANN201 - a DataFrame
 
 def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:
     """Every tuple with its window: UNIT (the window's ordinal within its key), CLOSED (how the
-    window closed) and START (its first tuple's event time in micros). `rows` carry MICROS."""
+    window closed) and START (its first tuple's event time in micros). `rows` carry MICROS.
+
+    The sort leads with a 64-bit hash of the key so Spark's prefix sort compares numbers, not
+    the key's strings (which share long prefixes such as '/page/'); rows of one key stay
+    together because the key follows the hash. Arrow batches go to Python and back as they are
+    (mapInArrow): only the key and time columns are looked at, the others are never converted."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
     keys = [field_of(rows, c).name for c in spec.key_columns()]
     by_key = [F.col(quoted(k)) for k in keys]
-    ordered = rows.repartition(*by_key).sortWithinPartitions(*by_key, *tuple_order(rows, spec))
+    ordered = rows.repartition(*by_key).sortWithinPartitions(F.xxhash64(*by_key), *by_key, *tuple_order(rows, spec))
     schema = StructType(
         [
             *rows.schema.fields,
@@ -69,44 +74,53 @@ def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:
         ]
     )
     fold = partial(_assign_batches, keys=keys, size=spec.size, timeout_us=round(spec.timeout * 1_000_000))
-    return ordered.mapInPandas(fold, schema)
+    return ordered.mapInArrow(fold, schema)
 
 
-def _assign_batches(batches: Iterator[pd.DataFrame], *, keys: list[str], size: int, timeout_us: int) -> Iterator[pd.DataFrame]:
+def _assign_batches(
+    batches: Iterator[pa.RecordBatch], *, keys: list[str], size: int, timeout_us: int
+) -> Iterator[pa.RecordBatch]:
     """Arrow batches of one partition, sorted by key and order. A key's tuples may continue in the
     next batch, so the last key of each batch waits for the next one."""
-    import pandas as pd
+    import pyarrow as pa
 
-    from framework.operators.keyed_windows import MICROS
-
-    carry: pd.DataFrame | None = None
+    carry: pa.RecordBatch | None = None
     for batch in batches:
-        frame = batch if carry is None else pd.concat([carry, batch], ignore_index=True)
-        if frame.empty:
+        frame = batch if carry is None else pa.concat_batches([carry, batch])
+        if frame.num_rows == 0:
             continue
         new_key = _key_changes(frame, keys)
         last = int(np.flatnonzero(new_key)[-1])
         if last > 0:
-            done = frame.iloc[:last]
-            yield _with_windows(done, new_key[:last], done[MICROS].to_numpy(np.int64), size, timeout_us)
-        carry = frame.iloc[last:].reset_index(drop=True)
-    if carry is not None and not carry.empty:
-        yield _with_windows(carry, _key_changes(carry, keys), carry[MICROS].to_numpy(np.int64), size, timeout_us)
+            yield _with_windows(frame.slice(0, last), new_key[:last], size, timeout_us)
+        carry = frame.slice(last)
+    if carry is not None and carry.num_rows:
+        yield _with_windows(carry, _key_changes(carry, keys), size, timeout_us)
 
 
-def _key_changes(frame: pd.DataFrame, keys: list[str]) -> np.ndarray:
+def _key_changes(frame: pa.RecordBatch, keys: list[str]) -> np.ndarray:
     """True where a row starts a new key (rows are sorted by key)."""
-    changes = np.zeros(len(frame), dtype=bool)
+    import pyarrow.compute as pc
+
+    rows = frame.num_rows
+    changes = np.zeros(rows, dtype=bool)
     changes[0] = True
     for key in keys:
-        values = frame[key].to_numpy()
-        changes[1:] |= values[1:] != values[:-1]
+        values = frame.column(key)
+        differs = pc.not_equal(values.slice(1), values.slice(0, rows - 1))
+        changes[1:] |= differs.to_numpy(zero_copy_only=False)
     return changes
 
 
-def _with_windows(frame: pd.DataFrame, new_key: np.ndarray, micros: np.ndarray, size: int, timeout_us: int) -> pd.DataFrame:
+def _with_windows(frame: pa.RecordBatch, new_key: np.ndarray, size: int, timeout_us: int) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    from framework.operators.keyed_windows import MICROS
+
+    micros = frame.column(MICROS).to_numpy(zero_copy_only=False).astype(np.int64)
     unit, closed, start = fold_windows(new_key, micros, size, timeout_us)
-    return frame.assign(**{UNIT: unit, CLOSED: closed.astype(np.int32), START: start})
+    columns = [*frame.columns, pa.array(unit), pa.array(closed.astype(np.int32)), pa.array(start)]
+    return pa.RecordBatch.from_arrays(columns, names=[*frame.schema.names, UNIT, CLOSED, START])
 
 
 def fold_windows(new_key: np.ndarray, micros: np.ndarray, size: int, timeout_us: int) -> tuple[np.ndarray, ...]:

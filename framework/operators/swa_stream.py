@@ -73,20 +73,26 @@ class SwaStream:
         meta = state.meta(folder)
 
         rows = with_micros(batch.withColumn(REASON, rejection_reason(swa)), swa).localCheckpoint()
-        self._quarantine(rows.where(F.col(REASON).isNotNull()), batch_id)
-        good = rows.where(F.col(REASON).isNull()).drop(REASON)
-        newest = good.agg(F.max(MICROS)).first()[0]
-        seen = max((m for m in (meta.get("max"), newest) if m is not None), default=None)
-        mark = seen - round(self.delay * 1_000_000) if seen is not None else None
+        is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
-        if old_mark is not None:
-            self._late(good.where(F.col(MICROS) < F.lit(old_mark)), old_mark, batch_id)
-            good = good.where(F.col(MICROS) >= F.lit(old_mark))
+        is_late = is_good & (F.col(MICROS) < F.lit(old_mark)) if old_mark is not None else F.lit(False)
+        stats = rows.agg(
+            F.max(F.when(is_good, F.col(MICROS))).alias("newest"),
+            F.count_if(~is_good).alias("rejected"),
+            F.count_if(is_late).alias("late"),
+        ).first()
+        if stats["rejected"]:
+            self._quarantine(rows.where(~is_good), batch_id)
+        if stats["late"]:
+            self._late(rows.where(is_late).drop(REASON), old_mark, batch_id)
+        good = rows.where(is_good & ~is_late).drop(REASON)
+        seen = max((m for m in (meta.get("max"), stats["newest"]) if m is not None), default=None)
+        mark = seen - round(self.delay * 1_000_000) if seen is not None else None
 
         held = state.table(spark, folder, "pending", good.schema).unionByName(good)
         is_final = F.col(MICROS) < F.lit(mark) if mark is not None else F.lit(False)
         work = state.table(spark, folder, "open", good.schema).unionByName(held.where(is_final))
-        assigned = assign_windows(work, swa).localCheckpoint()
+        assigned = assign_windows(work, swa).localCheckpoint()  # read by the output, the state and the figures
 
         still_open = F.col(CLOSED) == F.lit(END_OF_INPUT)
         if mark is not None:  # the watermark passed s + t: no later tuple can join the window
@@ -97,15 +103,11 @@ class SwaStream:
             CLOSED, F.when(timed_out, F.lit(TIMEOUT)).otherwise(F.col(CLOSED))
         )
         kept_open = assigned.where(still_open & ~timed_out).select(*good.columns)
-        output = unit_rows(self.step, swa, emitted, [UNIT])
-
-        figures = self._measure(kept_open, held.where(~is_final))
-        state.save(
-            batch_id,
-            {"open": kept_open, "pending": held.where(~is_final)},
-            {"max": seen, "mark": mark, **figures},
-        )
-        return state.read_back(spark, batch_id, output)
+        state.save(batch_id, {"open": kept_open, "pending": held.where(~is_final)}, {"max": seen, "mark": mark})
+        self._measure(state.folder(batch_id), kept_open)
+        # the output reads only the checkpointed assignment, never the state files: a replay of
+        # this batch recomputes it from the previous batch's state, which is kept
+        return unit_rows(self.step, swa, emitted, [UNIT])
 
     # -- side tables and figures ---------------------------------------------------------------
 
@@ -133,14 +135,17 @@ class SwaStream:
         source = ", ".join(self.sources) or self.spec.swa.input
         self.late(late_records(late, source, (self.step,), event_time, mark, self.run_id, self.pipeline), batch_id)
 
-    def _measure(self, kept_open: DataFrame, pending: DataFrame) -> dict[str, int]:
-        """State held after this batch: open windows (one per key at most) and tuples."""
+    def _measure(self, folder: str, kept_open: DataFrame) -> None:
+        """State held after this batch: tuples (from the state files' footers) and open windows
+        (at most one per key)."""
+        import pyarrow.dataset as ds
         from pyspark.sql import functions as F
 
-        keys = [quoted(field_of(kept_open, c).name) for c in self.spec.swa.key_columns()]
-        row = kept_open.agg(F.count(F.lit(1)).alias("n"), F.count_distinct(*[F.col(k) for k in keys]).alias("w")).first()
-        state_rows = int(row["n"]) + pending.count()
-        figures = {"state_rows": state_rows, "open_windows": int(row["w"])}
+        from framework.io.staging import filesystem
+
+        fs, path = filesystem(folder)
+        state_rows = sum(ds.dataset(f"{path}/{t}", filesystem=fs, format="parquet").count_rows() for t in ("open", "pending"))
+        keys = [F.col(quoted(field_of(kept_open, c).name)) for c in self.spec.swa.key_columns()]
+        windows = int(kept_open.select(F.count_distinct(*keys)).first()[0])
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], state_rows)
-        self.figures["open_windows_peak"] = max(self.figures["open_windows_peak"], figures["open_windows"])
-        return figures
+        self.figures["open_windows_peak"] = max(self.figures["open_windows_peak"], windows)

@@ -5,7 +5,7 @@ key group inside a tumbling window), the instance it truly belongs to, whether i
 primary (head) invocation, its event time and its unit's open/close times. Tuples that never made it
 into a unit (quarantined, dropped) can be passed as `lost`; they still count in their instance's degree.
 
-Everything runs in Spark as one job of a few aggregations; only a dozen named figures come back.
+Everything runs in Spark as one action of a few aggregations; only a dozen named figures come back to the driver.
 """
 
 from __future__ import annotations
@@ -77,18 +77,20 @@ def integration_metrics(
 
     Instance ids must be non-null. Times may be timestamps or numbers of seconds.
     """
+    if not unit:
+        raise ValueError("unit needs at least one column")
     for level in levels:
         if not 0 < level <= 1:
             raise ValueError(f"completeness level must be in (0, 1], got {level}")
     tuples = rows.select(
-        F.struct(*unit).alias("unit"),
-        F.col(instance).alias("instance"),
-        F.coalesce(F.col(primary).cast("boolean"), F.lit(False)).alias("primary"),
+        F.struct(*[_column(name) for name in unit]).alias("unit"),
+        _column(instance).alias("instance"),
+        F.coalesce(_column(primary).cast("boolean"), F.lit(False)).alias("primary"),
         _micros(event_time).alias("event"),
         _micros(opened_at).alias("opened"),
         _micros(closed_at).alias("closed"),
     )
-    lost_tuples = None if lost is None else lost.select(F.col(instance).alias("instance"))
+    lost_tuples = None if lost is None else lost.select(_column(instance).alias("instance"))
     with _cached(_unit_instance_pairs(tuples)) as pairs:
         figures = _collect(
             _count_figures(pairs, lost_tuples, levels),
@@ -119,14 +121,23 @@ def integration_metrics(
     )
 
 
+def _column(name: str) -> Column:
+    """A column by its literal name (dots, spaces and backticks in names are not syntax)."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
 def _micros(name: str) -> Column:
     """Integer microseconds, so sweeps and interval lengths are exact (numbers are read as seconds)."""
-    return F.unix_micros(F.col(name).cast("timestamp"))
+    return F.unix_micros(_column(name).cast("timestamp"))
 
 
 def _collect(*parts: DataFrame) -> dict[str, float]:
-    """Run every summary as one Spark job: each part is a tiny (name, value) table, so they stack into one result."""
-    return {row["name"]: row["value"] for row in reduce(DataFrame.unionByName, parts).collect()}
+    """Run every summary as one Spark action: each part is a tiny (name, value) table, so they stack into one result."""
+    return {row["name"]: row["value"] for row in reduce(_stack, parts).collect()}
+
+
+def _stack(top: DataFrame, bottom: DataFrame) -> DataFrame:
+    return top.unionByName(bottom)
 
 
 def _named(summary: DataFrame) -> DataFrame:
@@ -162,7 +173,6 @@ def _unit_instance_pairs(tuples: DataFrame) -> DataFrame:
         "instance",
         "n",
         (F.count(F.lit(1)).over(in_unit) == 1).alias("pure"),
-        F.sum("n").over(in_unit).alias("unit_tuples"),
         F.max("primary").over(in_unit).alias("unit_primary"),
         F.min("opened").over(in_unit).alias("unit_opened"),
         F.max("closed").over(in_unit).alias("unit_closed"),
@@ -224,6 +234,7 @@ def _occupancy_figures(**intervals: DataFrame) -> DataFrame:
     One sweep serves every kind: +1 at each start and -1 at each end, ends first at an instant; the
     running sum in time order is the number open, and the total open time is
     Σ ends − Σ starts = −Σ delta × instant. The mean is over [first start, last end]; a zero-length span gives 0.
+    A running sum is sequential by nature: each kind's events are sorted in one task.
     """
     events = []
     for kind, frame in intervals.items():
@@ -234,7 +245,7 @@ def _occupancy_figures(**intervals: DataFrame) -> DataFrame:
         ]
     in_time = Window.partitionBy("kind").orderBy("at", "delta").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     since_first = F.col("at") - F.min("at").over(Window.partitionBy("kind"))  # keeps Σ delta × instant small
-    swept = reduce(DataFrame.unionByName, events).select(
+    swept = reduce(_stack, events).select(
         "kind",
         "at",
         F.sum("delta").over(in_time).alias("open"),
