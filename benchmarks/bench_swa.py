@@ -204,7 +204,14 @@ def main() -> None:
         tumbling_file = write_pipeline(root, "tumbling_batch", "batch", "tumbling", 32000, data, args.files_per_trigger)
         print(f"trace: {tuples:,} tuples, {trace.instances:,} instances ({args.master}, {args.files_per_trigger} files per trigger)")
 
-        # 1. streaming throughput
+        # 1. streaming throughput, after one warm-up of both on a small trace (JIT, Python workers)
+        warm = root / "warm"
+        generate_service_trace(warm / "data", instances=3000, seed=8, files=8, fmt="parquet")
+        (warm / "configs").mkdir()
+        shutil.copy(root / "configs" / "local.yaml", warm / "configs" / "local.yaml")
+        warm_file = write_pipeline(warm, "swa_stream", "streaming", "swa", 13, warm / "data", args.files_per_trigger)
+        streaming_tributary(spark, warm, warm_file, Path(tmp) / "warm-wh")
+        streaming_native(spark, warm / "data", Path(tmp) / "warm-native", args.files_per_trigger)
         times: dict[str, list[float]] = {"tributary swa (streaming)": [], "native session_window (streaming)": []}
         observed: dict = {}
         for i in range(args.repeat):

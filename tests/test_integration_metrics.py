@@ -75,11 +75,13 @@ def test_ties_prefer_a_pure_unit_and_only_a_pure_main_unit_counts(spark):
             ("u", 2): (0, 1, [(1, False, 0), (3, True, 0)]),  # X=1 and Z=3 mixed: X ties 1-1 between two mixed units
             ("w", 1): (0, 1, [(4, True, 0)]),  # W=4 ties 1-1 between two pure units
             ("w", 2): (0, 1, [(4, False, 0)]),
+            ("v", 1): (0, 1, [(5, True, 0), (5, False, 0), (6, True, 0)]),  # V=5 has 2 of 3 here, mixed with Q=6 ...
+            ("v", 2): (0, 1, [(5, False, 0)]),  # ... and 1 alone: its main unit is the mixed one, so not complete
         }
     )
     m = measure(spark, rows, levels=(1.0, 0.5))
-    assert m.completeness == {1.0: 0.0, 0.5: 1 / 4}
-    assert (m.partial_completeness, m.recall, m.correct_rate) == (2 / 4, 3 / 4, 1 / 3)
+    assert m.completeness == {1.0: 0.0, 0.5: 1 / 6}  # W only
+    assert (m.partial_completeness, m.recall, m.correct_rate) == (3 / 6, 4 / 6, 1 / 4)
 
 
 def test_levels_are_exact_decimals(spark):
@@ -200,14 +202,14 @@ def integrations(draw):
     lifetimes = [draw(st.tuples(st.integers(0, 6), st.integers(0, 4))) for _ in range(n_units)]
     tuples = draw(
         st.lists(
-            st.tuples(st.integers(0, n_units - 1), st.integers(0, 3), st.booleans(), st.integers(0, 4)), min_size=0, max_size=10
+            st.tuples(st.integers(0, n_units - 1), st.integers(0, 2), st.booleans(), st.integers(0, 4)), min_size=0, max_size=12
         )
     )
     rows = []
     for u, instance, head, offset in tuples:
         start, length = lifetimes[u]
         rows.append(("k" if u % 2 else None, u, instance, head, at(start + min(offset, length)), at(start), at(start + length)))
-    lost = draw(st.lists(st.integers(0, 4), max_size=3))
+    lost = draw(st.lists(st.integers(0, 3), max_size=3))
     return rows, lost
 
 
@@ -215,7 +217,7 @@ def integrations(draw):
 @given(integrations())
 def test_matches_the_oracle(spark, case):
     rows, lost = case
-    levels = (1.0, 0.75, 0.5)
+    levels = (1.0, 0.75, 0.5, 0.3)
     m = measure(spark, rows, lost=lost, levels=levels)
     want = oracle(rows, lost, levels)
     assert (m.tuples, m.instances, m.units) == (want["tuples"], want["instances"], want["units"])

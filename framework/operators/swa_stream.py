@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from framework.io.checkpoint_audit import late_records
+from framework.io.staging import filesystem
 from framework.operators import REASON, quarantine_shape
 from framework.operators.keyed_windows import (
     CLOSED,
@@ -34,7 +35,6 @@ from framework.operators.keyed_windows import (
     TIMEOUT,
     UNIT,
     field_of,
-    quoted,
     rejection_reason,
     unit_rows,
     with_micros,
@@ -104,7 +104,7 @@ class SwaStream:
         )
         kept_open = assigned.where(still_open & ~timed_out).select(*good.columns)
         state.save(batch_id, {"open": kept_open, "pending": held.where(~is_final)}, {"max": seen, "mark": mark})
-        self._measure(state.folder(batch_id), kept_open)
+        self._measure(state.folder(batch_id), [field_of(good, c).name for c in swa.key_columns()])
         # the output reads only the checkpointed assignment, never the state files: a replay of
         # this batch recomputes it from the previous batch's state, which is kept
         return unit_rows(self.step, swa, emitted, [UNIT])
@@ -135,17 +135,15 @@ class SwaStream:
         source = ", ".join(self.sources) or self.spec.swa.input
         self.late(late_records(late, source, (self.step,), event_time, mark, self.run_id, self.pipeline), batch_id)
 
-    def _measure(self, folder: str, kept_open: DataFrame) -> None:
-        """State held after this batch: tuples (from the state files' footers) and open windows
-        (at most one per key)."""
+    def _measure(self, folder: str, keys: list[str]) -> None:
+        """State held after this batch, read from the state files without Spark: tuples (footers)
+        and open windows (distinct keys of the open tuples: a key has at most one)."""
         import pyarrow.dataset as ds
-        from pyspark.sql import functions as F
-
-        from framework.io.staging import filesystem
 
         fs, path = filesystem(folder)
-        state_rows = sum(ds.dataset(f"{path}/{t}", filesystem=fs, format="parquet").count_rows() for t in ("open", "pending"))
-        keys = [F.col(quoted(field_of(kept_open, c).name)) for c in self.spec.swa.key_columns()]
-        windows = int(kept_open.select(F.count_distinct(*keys)).first()[0])
+        open_rows = ds.dataset(f"{path}/open", filesystem=fs, format="parquet")
+        pending = ds.dataset(f"{path}/pending", filesystem=fs, format="parquet").count_rows()
+        windows = open_rows.to_table(columns=keys).group_by(keys).aggregate([]).num_rows
+        state_rows = open_rows.count_rows() + pending
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], state_rows)
         self.figures["open_windows_peak"] = max(self.figures["open_windows_peak"], windows)
