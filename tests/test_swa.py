@@ -332,3 +332,23 @@ def test_service_instances_example_swa_beats_the_tumbling_baseline(spark, cli, p
     assert code == 0, out + err
     assert "instances: swa head+client+time 13/22s" in out
     assert len(delta_rows(project / "warehouse" / "_tributary" / "integration_quality")) == 3
+
+
+def test_streaming_swa_records_late_and_keyless_tuples(spark, cli, project):
+    write(project / "pipelines" / "instances.yaml", PIPELINE.format(mode="streaming", watermark=4, size=3, timeout=10))
+    _land(
+        project,
+        [
+            [_row("p1", "c1", s, s) for s in (0, 10, 20, 30)],
+            [_row("p1", "c1", 1, 99), _row(None, "c1", 31, 98), _row("p1", "c1", 32, 97)],  # late (mark 26), keyless, fine
+        ],
+    )
+    code, out, err = cli("run", "instances")
+    assert code == 0, out + err
+    late = delta_rows(project / "warehouse" / "_tributary" / "late_rows")
+    assert [json.loads(r["record"])["ms"] for r in late] == [99]
+    assert "older than the watermark" in late[0]["reason"]
+    quarantined = delta_rows(project / "warehouse" / "_tributary" / "quarantine")
+    assert [(q["source"], json.loads(q["record"])["ms"]) for q in quarantined] == [("windows", 98)]
+    # the watermark (32 - 4 = 28) closed [0, 10] (20 came more than 10 s after 0); [20 ...] may still grow
+    assert [w[2:] for w in _windows(project / "warehouse" / "windows")] == [(0.0, 2, 10, "timeout")]
