@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from framework.errors import BadInput, Problem
 from framework.operators import StepContext, operator
+from framework.operators.columns import field_of, is_timestamp, missing_columns, quoted
 from framework.operators.ordering import bucket_count, bucket_of, epoch_micros, orderable
 
 if TYPE_CHECKING:
@@ -70,39 +71,22 @@ def build_join(context: StepContext):  # noqa: ANN201 - a DataFrame
 # Checks and output naming
 
 
-def _field(df: DataFrame, column: str):  # noqa: ANN202 - a StructField or None
-    for field in df.schema.fields:
-        if field.name.lower() == column.lower():
-            return field
-    return None
-
-
 def _check_inputs(context: StepContext, left: DataFrame, right: DataFrame) -> None:
-    from pyspark.sql.types import TimestampNTZType, TimestampType
-
     spec = context.spec.join
     problems: list[Problem] = []
+    roles = [("key", c, "") for c in spec.on] + [("event_time", spec.event_time, "")]
+    roles += [("tiebreak", c, "") for c in spec.tiebreak]
     for name, df in ((spec.left, left), (spec.right, right)):
-        columns = ", ".join(df.columns)
-        for role, wanted in (
-            [("key", c) for c in spec.on] + [("event_time", spec.event_time)] + [("tiebreak", c) for c in spec.tiebreak]
-        ):
-            field = _field(df, wanted)
-            if field is None:
-                problems.append(
-                    Problem(
-                        f"step '{context.name}': {role} column '{wanted}' is not in input '{name}'",
-                        hint=f"'{name}' has: {columns}",
-                    )
+        problems += missing_columns(context.name, name, df, roles)
+        field = field_of(df, spec.event_time)
+        if field is not None and not is_timestamp(field):
+            problems.append(
+                Problem(
+                    f"step '{context.name}': event_time column '{spec.event_time}' of input '{name}' is "
+                    f"{field.dataType.simpleString()}, not a timestamp",
+                    hint="cast it to a timestamp in a SQL step before the join, or name another column in event_time",
                 )
-            elif role == "event_time" and not isinstance(field.dataType, (TimestampType, TimestampNTZType)):
-                problems.append(
-                    Problem(
-                        f"step '{context.name}': event_time column '{wanted}' of input '{name}' is "
-                        f"{field.dataType.simpleString()}, not a timestamp",
-                        hint="cast it to a timestamp in a SQL step before the join, or name another column in event_time",
-                    )
-                )
+            )
     if problems:
         raise BadInput(*problems)
 
@@ -113,7 +97,7 @@ class _OutputPlan:
     def __init__(self, context: StepContext, left: DataFrame, right: DataFrame) -> None:
         spec = context.spec.join
         keys = {c.lower() for c in spec.on}
-        self.keys = [_field(left, c).name for c in spec.on]  # A's spelling
+        self.keys = [field_of(left, c).name for c in spec.on]  # A's spelling
         self.left_rest = [c for c in left.columns if c.lower() not in keys]
         self.right_rest = [c for c in right.columns if c.lower() not in keys]
         left_lower = {c.lower() for c in self.left_rest}
@@ -141,12 +125,8 @@ def _renamed(df: DataFrame, prefix: str, extra: list[Column] | None = None) -> D
     (Spark's ambiguous self-join), and make any user column name safe to reference."""
     from pyspark.sql import functions as F
 
-    columns = [F.col(_quote(c)).alias(f"{prefix}{i}") for i, c in enumerate(df.columns)]
+    columns = [F.col(quoted(c)).alias(f"{prefix}{i}") for i, c in enumerate(df.columns)]
     return df.select(*columns, *(extra or []))
-
-
-def _quote(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"
 
 
 def _index(df: DataFrame, column: str) -> int:
@@ -238,7 +218,7 @@ def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right:
     from pyspark.sql.types import LongType, TimestampNTZType, TimestampType
 
     spec = context.spec.join
-    left_ts, right_ts = _field(left, spec.event_time), _field(right, spec.event_time)
+    left_ts, right_ts = field_of(left, spec.event_time), field_of(right, spec.event_time)
     ntz = isinstance(left_ts.dataType, TimestampNTZType) and isinstance(right_ts.dataType, TimestampNTZType)
     ts_type = TimestampNTZType() if ntz else TimestampType()
 
@@ -248,12 +228,12 @@ def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right:
         for i, field in enumerate(df.schema.fields):
             if field.name.lower() in ordering:
                 continue
-            column = F.col(_quote(field.name))
+            column = F.col(quoted(field.name))
             rest.append((column if orderable(field.dataType) else F.to_json(F.struct(column))).alias(f"r{i}"))
         own = F.struct(*rest) if rest else F.lit(None)
         extra = [
-            F.col(_quote(spec.event_time)).cast(ts_type).alias("__ts"),
-            *[F.col(_quote(c)).alias(f"__tb{j}") for j, c in enumerate(spec.tiebreak)],
+            F.col(quoted(spec.event_time)).cast(ts_type).alias("__ts"),
+            *[F.col(quoted(c)).alias(f"__tb{j}") for j, c in enumerate(spec.tiebreak)],
             F.lit(0 if is_left else 1).alias("__side"),
             (own if is_left else F.lit(None)).alias("__rest_a"),
             (F.lit(None) if is_left else own).alias("__rest_b"),

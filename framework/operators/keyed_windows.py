@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from framework.errors import BadInput, Problem
 from framework.operators import StepContext
+from framework.operators.columns import field_of, is_timestamp, missing_columns, quoted
 from framework.operators.ordering import epoch_micros, orderable
 
 if TYPE_CHECKING:
@@ -35,47 +36,25 @@ def spec_of(context: StepContext) -> KeyedWindowSpec:
     return getattr(context.spec, context.spec.kind)
 
 
-def field_of(df: DataFrame, column: str):  # noqa: ANN201 - a StructField or None
-    for field in df.schema.fields:
-        if field.name.lower() == column.lower():
-            return field
-    return None
-
-
-def quoted(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"
-
-
 def checked_input(context: StepContext) -> DataFrame:
     """The input with every named column present and a timestamp event time (else exit 2),
     tuples without a key or an event time quarantined, and the event time in microseconds."""
-    from pyspark.sql.types import TimestampNTZType, TimestampType
-
     spec = spec_of(context)
     df = context.inputs[spec.input]
-    have = ", ".join(df.columns)
-    roles = [("key", c) for c in spec.key_columns()] + [("event_time", spec.event_time)]
-    roles += [("tiebreak", c) for c in spec.tiebreak]
+    strategy = f" (strategy '{spec.key}')" if isinstance(spec.key, str) else ""
+    roles = [("key", c, strategy) for c in spec.key_columns()] + [("event_time", spec.event_time, "")]
+    roles += [("tiebreak", c, "") for c in spec.tiebreak]
     if spec.truth is not None:
-        roles += [("truth.instance", spec.truth.instance), ("truth.primary", spec.truth.primary)]
-    problems = []
-    for role, column in roles:
-        field = field_of(df, column)
-        if field is None:
-            strategy = f" (strategy '{spec.key}')" if role == "key" and isinstance(spec.key, str) else ""
-            problems.append(
-                Problem(
-                    f"step '{context.name}': {role} column '{column}'{strategy} is not in input '{spec.input}'",
-                    hint=f"'{spec.input}' has: {have}",
-                )
+        roles += [("truth.instance", spec.truth.instance, ""), ("truth.primary", spec.truth.primary, "")]
+    problems = missing_columns(context.name, spec.input, df, roles)
+    event_time = field_of(df, spec.event_time)
+    if event_time is not None and not is_timestamp(event_time):
+        problems.append(
+            Problem(
+                f"step '{context.name}': event_time column '{spec.event_time}' is {event_time.dataType.simpleString()}, not a timestamp",
+                hint="declare it TIMESTAMP in the source's schema, or cast it in a SQL step before this one",
             )
-        elif role == "event_time" and not isinstance(field.dataType, (TimestampType, TimestampNTZType)):
-            problems.append(
-                Problem(
-                    f"step '{context.name}': event_time column '{column}' is {field.dataType.simpleString()}, not a timestamp",
-                    hint="declare it TIMESTAMP in the source's schema, or cast it in a SQL step before this one",
-                )
-            )
+        )
     clash = [name for name in spec.aggregates if name.lower() in {c.lower() for c in (*spec.key_columns(), *FIXED_COLUMNS)}]
     if clash:
         problems.append(

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from framework.operators import StepContext, operator
+from framework.operators.columns import field_of, quoted
 from framework.operators.keyed_windows import (
     CLOSED,
     COUNT,
@@ -29,8 +30,6 @@ from framework.operators.keyed_windows import (
     TIMEOUT,
     UNIT,
     checked_input,
-    field_of,
-    quoted,
     spec_of,
     tuple_order,
     unit_rows,

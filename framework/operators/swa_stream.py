@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 from framework.io.checkpoint_audit import late_records
 from framework.io.staging import filesystem
 from framework.operators import REASON, quarantine_shape
+from framework.operators.columns import field_of
 from framework.operators.keyed_windows import (
     CLOSED,
     END_OF_INPUT,
     MICROS,
     TIMEOUT,
     UNIT,
-    field_of,
     rejection_reason,
     unit_rows,
     with_micros,

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from framework.operators import StepContext
-from framework.operators.keyed_windows import CLOSED, COUNT, MICROS, UNIT, checked_input, field_of, quoted
+from framework.operators.columns import field_of, quoted
+from framework.operators.keyed_windows import CLOSED, COUNT, MICROS, UNIT, checked_input
 from framework.quality.integration import IntegrationMetrics, integration_metrics
 from framework.spec.steps import SwaStep, TumblingStep
 
@@ -62,7 +63,7 @@ def evaluate_step(context: StepContext) -> StepEvaluation:
     rejected = probe.rejected[0].rows if probe.rejected else None
     # measured with several aggregations: computed once, not once per aggregation
     measured = units.select(
-        *[F.col(quoted(c)) for c in {*keys, spec.truth.instance, spec.truth.primary, spec.event_time}],
+        *[F.col(quoted(c)) for c in dict.fromkeys([*keys, spec.truth.instance, spec.truth.primary, spec.event_time])],
         F.col(UNIT),
         F.timestamp_micros(opened).alias("__opened"),
         F.timestamp_micros(closed).alias("__closed"),
