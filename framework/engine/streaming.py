@@ -84,10 +84,10 @@ class StreamingRunner(BatchRunner):
         static = {n: _static_twin(f) for n, f in context.inputs.items()}
         build_step(kind, StepContext(context.spark, context.name, spec, static))
         if isinstance(spec, SwaStep):
-            sources = self._upstream_sources(spec.swa.input)
-            delay = max((self.compiled.spec.sources[n].watermark or 0.0) for n in sources) if sources else 0.0
+            sources = tuple(self._upstream_sources(spec.swa.input))
+            delay = self._delay(spec.swa.input)
             self._micro_batch[context.name] = SwaStream(
-                context.name, spec, "", delay, self.run_id, self.compiled.name, sources=tuple(sources)
+                context.name, spec, "", delay, self.run_id, self.compiled.name, sources=sources
             )
             return context.inputs[spec.swa.input]
         operator = CountJoinStream(context.name, spec, "", self._delay(spec.join.left), self._delay(spec.join.right))
