@@ -31,6 +31,7 @@ from framework.io import staging as staging_files
 from framework.io.delta_store import DeltaStore, StagedWrite, choose_store
 from framework.io.locations import EVENTS_TABLE, LOCKS_DIR, QUARANTINE_TABLE, STAGING_DIR, Warehouse, is_uri, resolve_location
 from framework.io.sources import SourceFrame, check_source_exists, read_source, source_location
+from framework.observations import observed_count
 from framework.operators import Rejected, StepContext, build_step, quarantine_shape
 from framework.profiles import Profile
 from framework.quality.evaluation import INTEGRATION_TABLE, evaluable, evaluate_step
@@ -483,10 +484,9 @@ class BatchRunner:
 
     def _collect_step_rows(self) -> None:
         for step in self.result.steps:
-            observation = self._observations.get(step.name)
-            java = getattr(observation, "_jo", None)
-            if observation is not None and (java is None or java.future().isCompleted()):
-                step.rows = int(observation.get.get("rows", 0))
+            rows = observed_count(self._observations.get(step.name), "rows")
+            if rows is not None:
+                step.rows = rows
                 step.status = "ok"
                 self.reporter.update("step", step.name, "ok", f"{step.rows:,} rows")
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from framework.errors import BadInput, Problem
 from framework.io.delta_store import DeltaStore
 from framework.io.locations import Warehouse, is_uri, resolve_location
+from framework.observations import observed_count
 from framework.project import Project
 from framework.spec.models import DeltaSource, FileSource
 
@@ -34,13 +35,7 @@ class SourceFrame:
 
     def bad_count(self) -> int | None:
         """Malformed records seen while the run read this source (None: the source was not read)."""
-        counter = self.bad_counter
-        if counter is None:
-            return None
-        java = getattr(counter, "_jo", None)
-        if java is not None and not java.future().isCompleted():
-            return None  # no action read this source; asking would block
-        return int(counter.get.get("bad", 0))
+        return observed_count(self.bad_counter, "bad")
 
 
 def source_location(project: Project, warehouse: Warehouse, spec: FileSource | DeltaSource) -> str:

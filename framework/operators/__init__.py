@@ -28,12 +28,9 @@ class Rejected:
     observation: Any = None
 
     def count(self) -> int | None:
-        if self.observation is None:
-            return None
-        java = getattr(self.observation, "_jo", None)
-        if java is not None and not java.future().isCompleted():
-            return None  # the step never ran (nothing read it)
-        return int(self.observation.get.get("rejected", 0) or 0)
+        from framework.observations import observed_count
+
+        return observed_count(self.observation, "rejected")
 
 
 @dataclass(frozen=True)
