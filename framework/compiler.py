@@ -17,6 +17,7 @@ from sqlglot import exp
 from framework.errors import BadInput, Problem
 from framework.graph import PipelineGraph
 from framework.profiles import Profile
+from framework.quality.catalog import COLUMN_ARGS, INTEGRATION_COLUMNS
 from framework.project import Project
 from framework.spec.base import did_you_mean
 from framework.spec.loader import LoadedPipeline, load_pipeline
@@ -72,12 +73,18 @@ def compile_pipeline(
             declared = _check_declared_inputs(loaded, name, step.declared_inputs())
             if isinstance(step, (SwaStep, TumblingStep)):
                 _check_aggregates(loaded, name, step)
+            _check_expectations(loaded, ("steps", name), step)
             if isinstance(step, SqlStep):
                 sql = _render_step(renderer, loaded, name, step)
                 _check_sql(loaded, sql, set(spec.steps) | set(spec.sources))
                 rendered[name] = sql
                 declared = [*declared, *sql.sources, *sql.refs]
             inputs[name] = tuple(dict.fromkeys(declared))
+        except BadInput as e:
+            problems.extend(e.problems)
+    for name, output in spec.outputs.items():
+        try:
+            _check_expectations(loaded, ("outputs", name), output)
         except BadInput as e:
             problems.extend(e.problems)
     problems.extend(_unused_cli_vars(cli_vars, spec.vars, rendered))
@@ -114,6 +121,17 @@ def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
                     hint="set mode: append (or merge with keys)",
                 )
             )
+    checked = [("steps", n, s) for n, s in spec.steps.items()] + [("outputs", n, o) for n, o in spec.outputs.items()]
+    for section, name, node in checked:
+        if node.expectations:
+            problems.append(
+                loaded.problem(
+                    f"{section[:-1]} '{name}': expectations are checked in batch runs; this pipeline is streaming",
+                    (section, name, "expectations"),
+                    hint="check the output tables with a batch pipeline reading them (format: delta), "
+                    "or remove the expectations",
+                )
+            )
     for name, step in spec.steps.items():
         if isinstance(step, SwaStep):
             sources = [n for n in ({step.swa.input} | graph.upstream(step.swa.input)) if graph.kinds.get(n) == "source"]
@@ -136,6 +154,38 @@ def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
                             f"step '{name}': a streaming join needs a watermark on its inputs; source(s) {missing} have none",
                             ("steps", name),
                             hint="add event_time and watermark (e.g. watermark: 30s) to those sources",
+                        )
+                    )
+    if problems:
+        raise BadInput(*problems)
+
+
+def _check_expectations(loaded: LoadedPipeline, at: tuple[str, str], node: Any) -> None:
+    """`on: integration` needs a step measured against ground truth, and names its figures."""
+    problems = []
+    for i, expectation in enumerate(node.expectations):
+        where = (*at, "expectations", i)
+        if expectation.on != "integration":
+            continue
+        if not (isinstance(node, (SwaStep, TumblingStep)) and getattr(node, node.kind).truth is not None):
+            problems.append(
+                loaded.problem(
+                    f"{at[0][:-1]} '{at[1]}': {expectation.name} is on: integration, but only swa and tumbling steps "
+                    "with truth: have integration figures",
+                    where,
+                    hint="declare truth: {instance: ..., primary: ...} on the step, or drop 'on: integration'",
+                )
+            )
+            continue
+        for arg in COLUMN_ARGS:
+            value = expectation.kwargs.get(arg)
+            for column in value if isinstance(value, list) else [value] if value is not None else []:
+                if column not in INTEGRATION_COLUMNS:
+                    problems.append(
+                        loaded.problem(
+                            f"step '{at[1]}': {expectation.name}: '{column}' is not an integration figure",
+                            (*where, expectation.name, arg),
+                            hint=did_you_mean(str(column), set(INTEGRATION_COLUMNS)),
                         )
                     )
     if problems:

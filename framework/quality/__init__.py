@@ -1,1 +1,1 @@
-"""Quality of pipeline outputs: integration metrics against ground truth (and, later, expectation suites)."""
+"""Quality of pipeline outputs: expectation suites (Great Expectations) and integration metrics against ground truth."""

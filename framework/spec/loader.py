@@ -87,7 +87,10 @@ def validation_problems(error: ValidationError, doc: LocatedDocument) -> list[Pr
 def _keys_on_path(doc: LocatedDocument, loc: tuple[Any, ...]) -> set[Any]:
     """The parts of a pydantic loc that are real YAML keys (not union tags)."""
     keys, path = set(), ()
-    for part in loc:
+    for i, part in enumerate(loc):
+        following = loc[i + 1] if i + 1 < len(loc) else None
+        if following is not None and (*path, following) in doc.positions and (*path, part, following) not in doc.positions:
+            continue
         if (*path, part) in doc.positions:
             path = (*path, part)
             keys.add(part)

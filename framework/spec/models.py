@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from framework.spec.base import Name, SpecModel
 from framework.spec.durations import Duration
+from framework.spec.expectations import Expectations, expectations_field
 from framework.spec.steps import any_step_type
 
 Scalar = Union[str, int, float, bool]
@@ -84,6 +85,7 @@ class Output(SpecModel):
     keys: list[str] = Field(default_factory=list, description="Columns identifying a row (required for merge).")
     partition_by: list[str] = Field(default_factory=list)
     description: str = ""
+    expectations: Expectations = expectations_field()
 
     @model_validator(mode="after")
     def _consistent(self) -> Output:

@@ -12,6 +12,7 @@ from pydantic import Discriminator, Field, Tag, model_validator
 
 from framework.spec.base import Name, SpecModel
 from framework.spec.durations import Duration
+from framework.spec.expectations import Expectations, expectations_field
 
 STEP_KINDS: dict[str, type[StepSpec]] = {}
 
@@ -24,6 +25,7 @@ def step_kind(cls: type[StepSpec]) -> type[StepSpec]:
 class StepSpec(SpecModel):
     kind: ClassVar[str]
     description: str = ""
+    expectations: Expectations = expectations_field()
 
     def declared_inputs(self) -> list[str]:
         """Inputs named in the spec itself (SQL steps find theirs by rendering ref()/source())."""

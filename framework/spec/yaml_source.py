@@ -32,9 +32,12 @@ class LocatedDocument:
         """Best position for a pydantic error location; loc parts that are not keys are skipped."""
         path: PathKey = ()
         best = self.positions.get(())
-        for part in loc:
+        for i, part in enumerate(loc):
             candidate = (*path, part)
-            if candidate in self.positions:
+            following = loc[i + 1] if i + 1 < len(loc) else None
+            # a union tag that is also a key (a step's `sql:`): skip it when the path goes on beside it
+            beside = following is not None and (*path, following) in self.positions and (*candidate, following) not in self.positions
+            if candidate in self.positions and not beside:
                 path = candidate
                 best = self.positions[path]
         return best

@@ -1,0 +1,220 @@
+"""Running a list of expectations on a Spark DataFrame with Great Expectations (GX).
+
+- One ephemeral GX context per process, made on first use, with its progress bars off and its
+  Spark data source told not to persist DataFrames (it never unpersists them). The runner persists
+  a checked frame itself, once, and unpersists it at the end of the run.
+- Validation asks for counts only (BASIC results with no unexpected-value lists); a few failing
+  rows are fetched only for expectations that failed.
+- Rows are dropped by GX's own definition of "unexpected": the Spark condition of the
+  expectation's map metric and the domain's row filters, applied in the same pass that feeds the
+  next step, so no index lists ever reach the driver.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from framework.quality.catalog import COLUMN_ARGS, catalog
+from framework.quality.results import ExpectationResult
+from framework.spec.expectations import ExpectationSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+SAMPLE_ROWS = 5
+
+_context: Any = None
+_batch_definition: Any = None
+
+
+def _gx_batch_definition() -> Any:
+    """The process's one GX context (ephemeral), reduced to what is used: a whole-DataFrame batch."""
+    global _context, _batch_definition
+    if _batch_definition is None:
+        import great_expectations as gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        context = gx.get_context(mode="ephemeral")
+        context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+        source = context.data_sources.add_spark(name="tributary", persist=False)
+        _context = context
+        _batch_definition = source.add_dataframe_asset(name="frame").add_batch_definition_whole_dataframe("whole")
+    return _batch_definition
+
+
+def gx_expectation(spec: ExpectationSpec) -> Any:
+    import great_expectations.expectations as gxe
+
+    cls = getattr(gxe, catalog()[spec.name]["class"])
+    return cls(**spec.kwargs)
+
+
+def missing_columns(df: DataFrame, spec: ExpectationSpec) -> list[str]:
+    present = {c.lower() for c in df.columns}
+    named = []
+    for arg in COLUMN_ARGS:
+        value = spec.kwargs.get(arg)
+        named += value if isinstance(value, list) else [value] if value is not None else []
+    return [c for c in named if str(c).lower() not in present]
+
+
+def check(df: DataFrame, target: str, scope: str, specs: list[ExpectationSpec]) -> list[ExpectationResult]:
+    """Validate `df` against `specs` in one GX run; failing samples only for what failed."""
+    import great_expectations as gx
+
+    batch = _gx_batch_definition().get_batch(batch_parameters={"dataframe": df})  # the context first
+    suite = gx.ExpectationSuite(name=f"tributary.{target}.{scope}")
+    for i, spec in enumerate(specs):
+        expectation = gx_expectation(spec)
+        expectation.meta = {"tributary_index": i}
+        suite.add_expectation(expectation)
+    outcome = batch.validate(suite, result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
+    # GX returns results in its own order: match them back by the index put in their meta.
+    by_index = {(r.expectation_config.meta or {}).get("tributary_index"): r for r in outcome.results}
+    results = [_result(target, scope, spec, by_index.get(i)) for i, spec in enumerate(specs)]
+    failed_rows = [(spec, r) for spec, r in zip(specs, results) if spec.row_level and not r.success and r.unexpected_count]
+    if failed_rows:
+        conditions = failing_conditions(df, [spec for spec, _ in failed_rows])
+        for spec, result in failed_rows:
+            result.failing_samples = [
+                json.loads(row[0])
+                for row in df.where(conditions[spec.label])
+                .select(_row_json(df))
+                .limit(SAMPLE_ROWS)
+                .collect()
+            ]
+    return results
+
+
+def _result(target: str, scope: str, spec: ExpectationSpec, gx_result: Any) -> ExpectationResult:
+    result = ExpectationResult(
+        target=target,
+        scope=scope,
+        expectation=spec.name,
+        kwargs=dict(spec.kwargs),
+        severity=spec.severity,
+        success=False,
+        meta=dict(spec.meta),
+        threshold=threshold_text(spec),
+    )
+    if gx_result is None:
+        result.error = "Great Expectations returned no result for this expectation"
+        return result
+    info = gx_result.exception_info or {}
+    if info.get("raised_exception"):
+        result.error = str(info.get("exception_message") or "the expectation raised an error").splitlines()[0]
+        return result
+    figures = gx_result.result or {}
+    result.success = bool(gx_result.success)
+    result.element_count = figures.get("element_count")
+    result.unexpected_count = figures.get("unexpected_count")
+    result.unexpected_percent = figures.get("unexpected_percent")
+    result.observed_value = _plain(figures.get("observed_value"))
+    if spec.severity == "drop":
+        result.quarantined = result.unexpected_count or 0
+    return result
+
+
+def threshold_text(spec: ExpectationSpec) -> str:
+    """What success needs, from the expectation's own arguments (its columns left out)."""
+    return ", ".join(f"{k}={_short(v)}" for k, v in spec.kwargs.items() if k not in COLUMN_ARGS)
+
+
+def failing_conditions(df: DataFrame, specs: list[ExpectationSpec]) -> dict[str, Column]:
+    """Per row-level expectation, a boolean Column: true exactly for the rows GX counts as unexpected.
+
+    GX builds the condition of the expectation's map metric (e.g. `column_values.between.condition`)
+    and the domain's row filters (nulls ignored, ignore_row_if, row_condition); both are resolved
+    on an empty frame, so no Spark job runs here."""
+    from great_expectations.validator.metric_configuration import MetricConfiguration
+    from great_expectations.validator.validator import Validator
+    from pyspark.sql import functions as F
+
+    batch = _gx_batch_definition().get_batch(batch_parameters={"dataframe": df.limit(0)})
+    engine = batch.data.execution_engine
+    wanted: dict[str, MetricConfiguration] = {}
+    for spec in specs:
+        expectation = gx_expectation(spec)
+        counted = expectation.get_validation_dependencies(execution_engine=engine).get_metric_configuration(
+            f"{expectation.map_metric}.unexpected_count"
+        )
+        wanted[spec.label] = MetricConfiguration(
+            f"{expectation.map_metric}.condition",
+            metric_domain_kwargs=counted.metric_domain_kwargs,
+            metric_value_kwargs=counted.metric_value_kwargs,
+        )
+    resolved = Validator(execution_engine=engine, batches=[batch], data_context=_context).compute_metrics(list(wanted.values()))
+    values = resolved[0] if isinstance(resolved, tuple) else resolved
+    conditions = {}
+    for label, configuration in wanted.items():
+        condition, compute_kwargs, accessor_kwargs = values[configuration.id]
+        conditions[label] = F.coalesce(condition & _domain(compute_kwargs, accessor_kwargs), F.lit(False))
+    return conditions
+
+
+def _domain(compute_kwargs: dict[str, Any], accessor_kwargs: dict[str, Any]) -> Column:
+    """The rows an expectation looks at: GX's row_condition, filter_conditions and ignore_row_if."""
+    from pyspark.sql import functions as F
+
+    parts = [F.lit(True)]
+    if compute_kwargs.get("row_condition"):
+        parts.append(F.expr(str(compute_kwargs["row_condition"])))
+    for row_condition in compute_kwargs.get("filter_conditions") or []:
+        parts.append(F.expr(getattr(row_condition, "condition", str(row_condition))))
+    ignore = compute_kwargs.get("ignore_row_if")
+    columns = [accessor_kwargs[k] for k in ("column_A", "column_B") if k in accessor_kwargs]
+    columns += list(accessor_kwargs.get("column_list") or [])
+    if ignore and columns:
+        nulls = [F.col(f"`{c}`").isNull() for c in columns]
+        if ignore in ("both_values_are_missing", "all_values_are_missing"):
+            parts.append(~reduce(lambda a, b: a & b, nulls))
+        elif ignore in ("either_value_is_missing", "any_value_is_missing"):
+            parts.append(~reduce(lambda a, b: a | b, nulls))
+    return reduce(lambda a, b: a & b, parts)
+
+
+def drop_reason(df: DataFrame, specs: list[ExpectationSpec]) -> Column:
+    """Null for rows every `drop` expectation accepts; else which expectations failed, with the values."""
+    from pyspark.sql import functions as F
+
+    conditions = failing_conditions(df, specs)
+    reasons = []
+    for spec in specs:
+        columns = [c for arg in COLUMN_ARGS for c in _as_list(spec.kwargs.get(arg))]
+        shown = [F.concat(F.lit(f"{c}="), F.coalesce(F.col(f"`{c}`").cast("string"), F.lit("null"))) for c in columns]
+        text = F.concat_ws(" ", F.lit(f"{spec.label}:"), *shown) if shown else F.lit(spec.label)
+        reasons.append(F.when(conditions[spec.label], text))
+    any_failed = reduce(lambda a, b: a | b, conditions.values())
+    return F.when(any_failed, F.concat_ws("; ", *reasons))
+
+
+def _row_json(df: DataFrame) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns]), {"ignoreNullFields": "false"})
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value] if value is not None else []
+
+
+def _plain(value: Any) -> Any:
+    """GX observed values may be numpy scalars or Decimals: make them JSON-friendly."""
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        if hasattr(value, "item"):
+            return value.item()
+        if isinstance(value, (list, tuple)):
+            return [_plain(v) for v in value]
+        if isinstance(value, dict):
+            return {str(k): _plain(v) for k, v in value.items()}
+        return str(value)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,99 @@
+"""Expectations in the spec: Great Expectations checks on a step's or an output's rows.
+
+In YAML an expectation is written as GX names it, with its arguments, plus what to do when it
+fails:
+
+    expectations:
+      - expect_column_values_to_not_be_null: {column: head_service, mostly: 0.999}
+        severity: drop            # warn | drop | fail (default)
+        meta: {dimension: completeness}
+      - expect_column_values_to_be_between: {column: completeness_100, min_value: 0.8}
+        on: integration           # the step's row in _tributary/integration_quality
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from framework.quality.catalog import expectation_problems, is_row_level
+from framework.spec.base import SpecModel
+
+Severity = Literal["warn", "drop", "fail"]
+
+#: What an expectation may say besides its one `expect_...` key.
+_SETTINGS = ("severity", "on", "meta")
+
+
+class ExpectationSpec(SpecModel):
+    """One expectation: its GX name and arguments, its severity and what it looks at."""
+
+    name: str = Field(description="A Great Expectations expectation, e.g. expect_column_values_to_not_be_null.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="The expectation's arguments (column, mostly, ...).")
+    severity: Severity = Field(
+        "fail",
+        description="warn: record and go on; drop: quarantine failing rows, keep the rest; fail: stop before committing.",
+    )
+    on: Literal["rows", "integration"] = Field(
+        "rows", description="rows: the step's rows; integration: the step's integration quality figures (truth:)."
+    )
+    meta: dict[str, Any] = Field(default_factory=dict, description="Free-form, e.g. {dimension: completeness}.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_yaml_shape(cls, data: Any) -> Any:
+        """`{expect_x: {...}, severity: ...}` → `{name: expect_x, kwargs: {...}, severity: ...}`."""
+        if not isinstance(data, dict) or "name" in data:
+            return data
+        names = [k for k in data if k not in _SETTINGS]
+        if len(names) != 1:
+            raise ValueError(
+                "an expectation is one `expect_...: {arguments}` key plus optional severity, on and meta"
+                + (f"; this one has {', '.join(map(str, names))}" if names else "")
+            )
+        name = str(names[0])
+        kwargs = data[name] if data[name] is not None else {}
+        if not isinstance(kwargs, dict):
+            raise ValueError(f"{name}: its arguments must be a mapping, e.g. {name}: {{column: x}}")
+        return {"name": name, "kwargs": kwargs, **{k: data[k] for k in _SETTINGS if k in data}}
+
+    @model_validator(mode="after")
+    def _known_expectation(self) -> ExpectationSpec:
+        problems = expectation_problems(self.name, self.kwargs)
+        if problems:
+            raise ValueError("; ".join(problems))
+        if self.severity == "drop" and not self.row_level:
+            raise ValueError(
+                f"{self.name} judges the whole table, not single rows, so it cannot drop rows; use severity warn or fail"
+            )
+        if self.severity == "drop" and self.on == "integration":
+            raise ValueError("integration figures are not rows of the pipeline: use severity warn or fail")
+        return self
+
+    @property
+    def row_level(self) -> bool:
+        return is_row_level(self.name)
+
+    @property
+    def label(self) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in self.kwargs.items())
+        return f"{self.name}({args})"
+
+    def yaml_shape(self) -> dict[str, Any]:
+        shape: dict[str, Any] = {self.name: dict(self.kwargs), "severity": self.severity}
+        if self.on != "rows":
+            shape["on"] = self.on
+        if self.meta:
+            shape["meta"] = dict(self.meta)
+        return shape
+
+
+Expectations = list[ExpectationSpec]
+
+
+def expectations_field() -> Any:
+    return Field(
+        default_factory=list,
+        description="Great Expectations checks, e.g. - expect_column_values_to_not_be_null: {column: id}",
+    )
