@@ -25,6 +25,20 @@ if [ ! -x .venv/bin/python ] || [ setup.cfg -nt "$stamp" ] || [ requirements.loc
   touch "$stamp"
 fi
 
+# tests/test_report.py opens a report in headless Chromium: Debian's chromium package, installed
+# here when missing (root and apt-get only). A failed install does not stop the tests; that test
+# then fails saying chromium is missing.
+install_chromium() {
+  [ -e /usr/bin/chromium ] && return 0
+  command -v apt-get >/dev/null && [ "$(id -u)" -eq 0 ] || return 0
+  local log="${TMPDIR:-/tmp}/tributary-chromium-install.log"
+  echo "bootstrap: installing chromium for tests/test_report.py (about a minute)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q chromium >"$log" 2>&1 \
+    || { apt-get update -q >>"$log" 2>&1 && apt-get install -y -q chromium >>"$log" 2>&1; } \
+    || echo "bootstrap: could not install chromium (see $log); tests/test_report.py will fail" >&2
+}
+
 task="${1:-example}"
 shift || true
 case "$task" in
@@ -33,6 +47,7 @@ case "$task" in
     exec .venv/bin/tributary run pipelines/service_calls.yaml --show 5 "$@"
     ;;
   test)
+    install_chromium
     exec .venv/bin/python -m pytest "$@"
     ;;
   *)

@@ -153,7 +153,7 @@ def run(
     A streaming pipeline processes everything new and stops, or with --continuous keeps running."""
 
     def body() -> None:
-        from framework.display import LiveProgress, arrow_table, run_summary
+        from framework.display import LiveProgress, arrow_table, quality_table, run_summary
         from framework.engine.runner import BatchRunner, show_rows
         from framework.engine.streaming import StreamingRunner
         from framework.io.delta_store import choose_store
@@ -179,7 +179,12 @@ def run(
             runner = BatchRunner(compiled, prof, full_refresh=full_refresh)
         with LiveProgress(out) as progress:
             runner.reporter = progress
-            result = runner.run()
+            try:
+                result = runner.run()
+            except TributaryError:
+                if runner.result.quality:  # show what stopped the run
+                    out.print(quality_table(runner.result.quality))
+                raise
         out.print(run_summary(result))
         if show:
             store = choose_store(None, "delta-rs", prof.storage_options) if result.store == "delta-rs" else None
@@ -252,6 +257,33 @@ def runs(
             out.print("no runs yet")
             return
         out.print(arrow_table(f"recent runs ({table})", rows))
+
+    _guard(debug, body)
+
+
+@app.command()
+def report(
+    pipeline: Annotated[
+        Optional[str], typer.Argument(help="Pipeline file or name (default: the latest run of any pipeline).")
+    ] = None,
+    run_id: Annotated[Optional[str], typer.Option("--run", help="Run id (see `tributary runs`; default: the latest).")] = None,
+    out_file: Annotated[
+        Optional[Path], typer.Option("--out", help="HTML file to write (default: reports/<pipeline>-<run id>.html).")
+    ] = None,
+    profile: ProfileOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Write one run as a self-contained HTML page: steps, outputs, quality, quarantine and the graph."""
+
+    def body() -> None:
+        from framework.reporting import gather_run, render_html
+
+        project, prof = _context(pipeline, profile)
+        found = gather_run(project, prof, run_id=run_id, pipeline=pipeline)
+        path = out_file or project.root / "reports" / f"{found.pipeline}-{found.run_id}.html"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_html(found), encoding="utf-8")
+        out.print(str(path), markup=False, soft_wrap=True)
 
     _guard(debug, body)
 
@@ -385,16 +417,20 @@ def generate_service_trace_cmd(
     ),
     files: Annotated[int, typer.Option("--files", help="Files per stream, cut in arrival order.")] = 20,
     fmt: Annotated[str, typer.Option("--format", help="json or parquet.")] = "json",
+    corrupt: Annotated[
+        int, typer.Option("--corrupt", help="Give this many tuples a logging glitch (null key, impossible response time).")
+    ] = 0,
 ) -> None:
     """Page-view invocations in two streams (static, images) with the paper's degree and duration statistics."""
     if fmt not in ("json", "parquet"):
         raise typer.BadParameter("must be json or parquet", param_hint="--format")
     from framework.generators.service_trace import generate_service_trace
 
-    s = generate_service_trace(out_dir, instances=instances, seed=seed, files=files, fmt=fmt)
+    s = generate_service_trace(out_dir, instances=instances, seed=seed, files=files, fmt=fmt, corrupt=corrupt)
     per_stream = ", ".join(f"{count:,} {stream}" for stream, count in s.tuples_per_stream.items())
     out.print(
         f"wrote {s.instances:,} instances, {s.tuples:,} tuples ({per_stream}) as {fmt} in {s.files_written} files under {out_dir}/"
+        + (f", {s.corrupted:,} of them with a glitch" if s.corrupted else "")
     )
 
 

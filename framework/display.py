@@ -86,7 +86,50 @@ def run_summary(result: RunResult) -> Group:
         parts.append(Text(f"late rows: {counts}, older than the watermark: see _tributary/late_rows", style="yellow"))
     if result.integration:
         parts.append(integration_table(result.integration))
+    if result.quality:
+        parts.append(quality_table(result.quality))
     return Group(*parts)
+
+
+_SEVERITY_STYLE = {"fail": "red", "drop": "yellow", "warn": "yellow"}
+
+
+def quality_table(results: list[Any]) -> Table:
+    """One line per expectation, grouped by the step or output it checks (_tributary/quality)."""
+    view = Table(title="quality (Great Expectations): see _tributary/quality", title_justify="left", header_style="bold")
+    for column in ("checks", "expectation", "severity", "result", "observed", "needs"):
+        view.add_column(column, overflow="fold")
+    for r in sorted(results, key=lambda r: r.target):
+        if r.error:
+            verdict, seen = Text("error", style="red"), r.error
+        else:
+            verdict = Text("pass", style="green") if r.success else Text("FAIL", style=_SEVERITY_STYLE[r.severity])
+            seen = _observed(r)
+        view.add_row(
+            r.target if r.scope != "integration" else f"{r.target} (integration)",
+            _short_call(r.expectation, r.kwargs),
+            r.severity,
+            verdict,
+            seen,
+            r.threshold or "–",
+        )
+    return view
+
+
+def _observed(r: Any) -> str:
+    if r.scope == "integration" and isinstance(r.observed_value, (int, float)):
+        return f"{r.observed_value:,.4f}".rstrip("0").rstrip(".")
+    if r.unexpected_count is not None:
+        text = f"{r.unexpected_count:,} of {r.element_count:,} rows ({r.unexpected_percent or 0:.2f}%)"
+        return text + (f", {r.quarantined:,} quarantined" if r.quarantined else "")
+    if isinstance(r.observed_value, float):
+        return f"{r.observed_value:,.4f}".rstrip("0").rstrip(".")
+    return str(r.observed_value)
+
+
+def _short_call(name: str, kwargs: dict[str, Any]) -> str:
+    columns = [str(kwargs[k]) for k in ("column", "column_A", "column_B") if k in kwargs]
+    return f"{name.removeprefix('expect_')}({', '.join(columns)})"
 
 
 def integration_table(evaluations: list[Any]) -> Table:

@@ -35,7 +35,11 @@ from framework.observations import observed_count
 from framework.operators import Rejected, StepContext, build_step, quarantine_shape
 from framework.profiles import Profile
 from framework.quality.evaluation import INTEGRATION_TABLE, evaluable, evaluate_step
+from framework.quality.evaluation import metrics_rows
 from framework.quality.evaluation import record as record_integration
+from framework.quality.gate import QualityGate
+from framework.quality.results import QUALITY_TABLE
+from framework.quality.results import record as record_quality
 from framework.spec.models import DeltaSource, Output
 
 if TYPE_CHECKING:
@@ -89,6 +93,7 @@ class RunResult:
     quarantined: dict[str, int] = field(default_factory=dict)
     late: dict[str, int] = field(default_factory=dict)
     integration: list[Any] = field(default_factory=list)  # StepEvaluation of steps declaring truth:
+    quality: list[Any] = field(default_factory=list)  # ExpectationResult of every expectation checked
     error: str | None = None
 
 
@@ -119,6 +124,9 @@ class BatchRunner:
         self._observations: dict[str, Any] = {}
         self.contexts: dict[str, StepContext] = {}
         self._rejected: list[Rejected] = []  # rows steps turned away (framework.operators.StepContext.quarantine)
+        self.quality = QualityGate()
+        self.result.quality = self.quality.results
+        self._output_frames: dict[str, DataFrame] = {}  # outputs whose expectations dropped rows
 
     # -- entry point -------------------------------------------------------------------------
 
@@ -169,6 +177,7 @@ class BatchRunner:
             if lock:
                 lock.release()
             self.result.duration_s = time.perf_counter() - started
+            self._record_quality(store)
             self._record_events(events)
             self._cleanup(spark)
         return self.result
@@ -180,9 +189,10 @@ class BatchRunner:
         try:
             frames = self._plan(spark, store, locations, needed)
             targets = self._check_outputs(store, frames)
+            self.quality.check_rows(lambda name, status, detail: self.reporter.update("check", name, status, detail))
             staged = self._stage(store, frames, targets, locations)
             staged += self._stage_quarantine(store)
-            self._evaluate_integration()
+            self._evaluate_integration(spark)
             self._commit(spark, store, staged)
             record_integration(
                 store, self.warehouse.internal(INTEGRATION_TABLE), self.result.integration, self.run_id, self.compiled.name
@@ -285,7 +295,10 @@ class BatchRunner:
                     spark, node, step, {i: frames[i] for i in graph.inputs[node]}, self.compiled.sql.get(node), self._rejected
                 )
                 self.contexts[node] = context
-                frame = self._instrument(node, self._build_step(kind, context))
+                built = self._build_step(kind, context)
+                if step.expectations:
+                    built = self._attach_expectations(("steps", node), built, step.expectations, context)
+                frame = self._instrument(node, built)
                 self.result.steps.append(StepResult(node, kind, "planned", plan_s=time.perf_counter() - began))
                 self.reporter.update("step", node, "planned")
             if consumers.get(node, 0) > 1 and kind != "source":
@@ -293,7 +306,31 @@ class BatchRunner:
             frames[node] = frame
             frame.createOrReplaceTempView(node)
             self._views.append(node)
+        for name in self.compiled.selected_outputs():
+            output = spec.outputs[name]
+            if output.expectations:
+                context = StepContext(spark, f"output:{name}", output, {}, None, self._rejected)
+                checked = self._attach_expectations(("outputs", name), frames[spec.output_step(name)], output.expectations, context)
+                self._output_frames[name] = checked
         return frames
+
+    def _attach_expectations(self, at: tuple[str, str], frame: DataFrame, specs: list[Any], context: StepContext) -> DataFrame:
+        """The frame checked by its expectations (persisted: read by the checks and the run alike)."""
+        missing = QualityGate.missing(frame, specs)
+        if missing:
+            raise BadInput(
+                *[
+                    self.compiled.loaded.problem(
+                        f"{at[0][:-1]} '{at[1]}': {spec.name} names column(s) {columns} that it does not have",
+                        (*at, "expectations", i),
+                        hint=f"its columns: {', '.join(frame.columns)}",
+                    )
+                    for i, spec, columns in missing
+                ]
+            )
+        if not any(s.on == "rows" for s in specs):
+            return frame
+        return self.quality.attach(at[1], at[0][:-1], self._share(frame), list(specs), context)
 
     def _read_source(self, spark: SparkSession, name: str, location: str, store: DeltaStore) -> SourceFrame:
         return read_source(spark, name, self.compiled.spec.sources[name], location, store)
@@ -371,7 +408,7 @@ class BatchRunner:
                 continue
             self.reporter.update("output", name, "computing")
             began = time.perf_counter()
-            frame = frames[step]
+            frame = self._output_frames.get(name, frames[step])
             existing = store.schema(table) if mode == "append" else None
             if existing is not None:
                 frame = frame.select(*[_match_column(frame.columns, f.name) for f in existing.fields])
@@ -422,14 +459,18 @@ class BatchRunner:
         self.reporter.update("output", result.name, "staged", f"{write.rows:,} quarantined rows")
         return [(result, write)]
 
-    def _evaluate_integration(self) -> None:
-        """Completeness and correctness of the steps that declare ground truth (truth:)."""
+    def _evaluate_integration(self, spark: SparkSession) -> None:
+        """Completeness and correctness of the steps that declare ground truth (truth:), and the
+        expectations put on those figures (before anything is committed)."""
         for name in self.compiled.selected:
             context = self.contexts.get(name)
             if context is not None and evaluable(context.spec):
                 self.reporter.update("step", name, "evaluating")
-                self.result.integration.append(evaluate_step(context))
+                evaluation = evaluate_step(context)
+                self.result.integration.append(evaluation)
                 self.reporter.update("step", name, "evaluated")
+                figures = metrics_rows([evaluation], self.run_id, self.compiled.name)
+                self.quality.check_integration(spark, name, figures, list(context.spec.expectations))
 
     # -- 4. commit ---------------------------------------------------------------------------
 
@@ -489,6 +530,17 @@ class BatchRunner:
                 step.rows = rows
                 step.status = "ok"
                 self.reporter.update("step", step.name, "ok", f"{step.rows:,} rows")
+
+    def _record_quality(self, store: DeltaStore | None) -> None:
+        """Every expectation's outcome, passed or failed, goes to <warehouse>/_tributary/quality."""
+        if store is None or not self.quality.results:
+            return
+        try:
+            record_quality(store, self.warehouse.internal(QUALITY_TABLE), self.quality.results, self.run_id, self.compiled.name)
+        except Exception as e:  # noqa: BLE001 - as with the run log: the run's own error matters more
+            if self.result.status == "ok":
+                self.result.status = "failed"
+                raise RunFailed(f"the run finished but its quality results could not be written: {_one_line(e)}") from e
 
     def _record_events(self, events: EventLog) -> None:
         for step in self.result.steps:

@@ -79,6 +79,7 @@ class TraceSummary:
     pages_used: int  # pages with at least one instance
     clients_used: int
     reopens: int  # instances that re-open a page the same client opened 0.05-1 s before
+    corrupted: int  # tuples given a logging glitch on purpose (--corrupt): null key or impossible response time
     mean_degree: float  # over instances (tuples / instances)
     mean_page_degree: float  # over the page catalogue, the quantity formula (4) describes
     max_degree: int
@@ -92,9 +93,12 @@ class TraceSummary:
 
 
 def generate_service_trace(
-    out: Path, instances: int = 15000, seed: int = 1, files: int = 20, fmt: str = "json", pages: int = 10000
+    out: Path, instances: int = 15000, seed: int = 1, files: int = 20, fmt: str = "json", pages: int = 10000, corrupt: int = 0
 ) -> TraceSummary:
-    """Write `out/static/` and `out/images/` (`files` files each, in arrival order) and `out/_trace.json`."""
+    """Write `out/static/` and `out/images/` (`files` files each, in arrival order) and `out/_trace.json`.
+
+    `corrupt` tuples get a logging glitch (a null head_service or client_ip, or a negative or absurd
+    response time), drawn from their own random stream so the rest of the trace does not change."""
     if fmt not in ("json", "parquet"):
         raise ValueError(f"fmt must be 'json' or 'parquet', not {fmt!r}")
     if instances < 1 or pages < 1 or files < 1:
@@ -194,6 +198,8 @@ def generate_service_trace(
         schema=SCHEMA,
     )
 
+    table = _corrupted(table, corrupt, np.random.default_rng([seed, 0xBAD]))
+
     # --- two streams, each with its own transport delay; files cut in arrival order
     delay = np.where(
         image,
@@ -235,6 +241,7 @@ def generate_service_trace(
         pages_used=int(len(np.unique(page))),
         clients_used=int(len(np.unique(client))),
         reopens=int(reopen.sum()),
+        corrupted=min(corrupt, total),
         mean_degree=round(total / n, 4),
         mean_page_degree=round(float(page_degree.mean()), 4),
         max_degree=max_degree,
@@ -278,6 +285,22 @@ def generate_service_trace(
     return summary
 
 
+def _corrupted(table: pa.Table, count: int, rng: np.random.Generator) -> pa.Table:
+    """`count` tuples, chosen at random, each with one glitch, taking turns: null head_service,
+    response_ms -1, null client_ip, response_ms 10 minutes."""
+    if count <= 0:
+        return table
+    rows = rng.choice(table.num_rows, size=min(count, table.num_rows), replace=False)
+    glitch = np.full(table.num_rows, -1)
+    glitch[rows] = np.arange(len(rows)) % 4
+    for kind, column, value in ((0, "head_service", None), (1, "response_ms", -1), (2, "client_ip", None), (3, "response_ms", 600_000)):
+        i = table.schema.get_field_index(column)
+        hit = pa.array(glitch == kind)
+        replaced = pc.if_else(hit, pa.scalar(value, table.schema.field(i).type), table.column(i))
+        table = table.set_column(i, table.schema.field(i), replaced)
+    return table
+
+
 def _write(table: pa.Table, path: Path, fmt: str) -> None:
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -291,23 +314,30 @@ def _write(table: pa.Table, path: Path, fmt: str) -> None:
         text = col(name).cast(pa.timestamp("ms")).cast(pa.string())  # naive = the UTC wall clock
         return pc.binary_replace_slice(text, start=10, stop=11, replacement="T")
 
+    def text(name: str) -> pa.ChunkedArray:  # "value", or null (a --corrupt glitch)
+        quoted = pc.binary_join_element_wise('"', col(name), '"', "")
+        return pc.fill_null(quoted, "null")
+
+    def number(name: str) -> pa.ChunkedArray:
+        return pc.fill_null(col(name).cast(pa.string()), "null")
+
     lines = pc.binary_join_element_wise(
-        '{"head_service":"',
-        col("head_service"),
-        '","requested_service":"',
-        col("requested_service"),
-        '","client_ip":"',
-        col("client_ip"),
-        '","ts":"',
+        '{"head_service":',
+        text("head_service"),
+        ',"requested_service":',
+        text("requested_service"),
+        ',"client_ip":',
+        text("client_ip"),
+        ',"ts":"',
         stamp("ts"),
         'Z","instance_ts":"',
         stamp("instance_ts"),
         'Z","response_ms":',
-        col("response_ms").cast(pa.string()),
+        number("response_ms"),
         ',"bytes":',
-        col("bytes").cast(pa.string()),
+        number("bytes"),
         ',"instance_id":',
-        col("instance_id").cast(pa.string()),
+        number("instance_id"),
         ',"is_primary":',
         pc.if_else(col("is_primary"), "true", "false"),
         "}\n",

@@ -132,7 +132,10 @@ def failing_conditions(df: DataFrame, specs: list[ExpectationSpec]) -> dict[str,
     from great_expectations.validator.validator import Validator
     from pyspark.sql import functions as F
 
-    batch = _gx_batch_definition().get_batch(batch_parameters={"dataframe": df.limit(0)})
+    # An empty frame of the same columns, not linked to df's plan: a job over df.limit(0) would
+    # finish df's Observations with no metrics (source bad-record counts, step row counts).
+    empty = df.sparkSession.createDataFrame([], df.schema)
+    batch = _gx_batch_definition().get_batch(batch_parameters={"dataframe": empty})
     engine = batch.data.execution_engine
     wanted: dict[str, MetricConfiguration] = {}
     for spec in specs:
