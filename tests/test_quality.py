@@ -1,0 +1,261 @@
+"""Expectations (Great Expectations) in the spec: validation without a JVM, drop / warn / fail in
+real runs, the quality log, thresholds on integration figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import delta_rows, delta_version, write
+
+PIPELINE = """\
+name: orders
+sources:
+  raw:
+    format: json
+    path: data/orders
+    schema: id BIGINT, customer STRING, amount DOUBLE
+steps:
+  orders:
+    sql: select id, customer, amount, amount * 2 as doubled from {{{{ source('raw') }}}}
+    expectations:
+{expectations}
+outputs:
+  orders: {{{output}}}
+"""
+
+SUITE = """\
+      - expect_column_values_to_not_be_null: {column: customer}
+        severity: drop
+        meta: {dimension: completeness}
+      - expect_column_values_to_be_between: {column: amount, min_value: 0, max_value: 1000}
+        severity: drop
+      - expect_table_row_count_to_be_between: {min_value: 1}
+      - expect_column_mean_to_be_between: {column: amount, min_value: 0, max_value: 10}
+        severity: warn
+"""
+
+
+def _orders(project: Path, rows: list[dict], name: str = "part-0.json") -> None:
+    write(project / "data" / "orders" / name, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _pipeline(project: Path, expectations: str = SUITE, output: str = "") -> None:
+    write(project / "pipelines" / "orders.yaml", PIPELINE.format(expectations=expectations, output=output))
+
+
+ROWS = [
+    {"id": 1, "customer": "ann", "amount": 10.0},
+    {"id": 2, "customer": None, "amount": 20.0},  # no customer: dropped
+    {"id": 3, "customer": "bob", "amount": -5.0},  # negative: dropped
+    {"id": 4, "customer": "cid", "amount": 30.0},
+    {"id": 5, "customer": None, "amount": 5000.0},  # both: dropped once, both reasons
+    {"id": 6, "customer": "dee", "amount": None},  # null amount: GX's between ignores nulls, kept
+]
+
+
+# -- validation without a JVM -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expectations", "line", "expected"),
+    [
+        (
+            "      - expect_column_values_to_not_be_nul: {column: customer}\n",
+            11,
+            "unknown expectation 'expect_column_values_to_not_be_nul'; did you mean 'expect_column_values_to_not_be_null'?",
+        ),
+        (
+            "      - expect_column_values_to_be_between: {colum: amount, min_value: 0}\n",
+            11,
+            "unknown argument 'colum'; did you mean 'column'?",
+        ),
+        (
+            "      - expect_column_values_to_be_in_set: {column: customer, value_set: ann}\n",
+            11,
+            "argument 'value_set' must be array or object, not string",
+        ),
+        (
+            "      - expect_table_row_count_to_be_between: {min_value: 1}\n        severity: drop\n",
+            11,
+            "judges the whole table, not single rows, so it cannot drop rows",
+        ),
+        (
+            "      - expect_column_values_to_not_be_null: {column: customer}\n        severity: sometimes\n",
+            12,
+            "'sometimes' is not allowed; expected 'warn', 'drop' or 'fail'",
+        ),
+        (
+            "      - expect_column_values_to_be_between: {column: correct_rate, min_value: 0.9}\n        on: integration\n",
+            11,
+            "only swa and tumbling steps with truth: have integration figures",
+        ),
+    ],
+)
+def test_a_bad_expectation_is_named_with_file_and_line_at_validate_time(cli, project, expectations, line, expected):
+    _pipeline(project, expectations)
+    code, out, err = cli("validate", "orders")
+    assert code == 2, out + err
+    assert f"orders.yaml:{line}:" in out + err
+    assert expected in out + err
+
+
+def test_an_integration_threshold_names_an_unknown_figure(cli, project):
+    pipeline = project / "pipelines" / "service_instances.yaml"
+    pipeline.write_text(pipeline.read_text().replace("column: completeness_100", "column: completeness_1"))
+    code, out, err = cli("validate", "service_instances")
+    assert code == 2, out + err
+    assert "'completeness_1' is not an integration figure" in out + err and "did you mean 'completeness_100'?" in out + err
+
+
+def test_a_streaming_pipeline_with_expectations_is_bad_input(cli, project):
+    text = PIPELINE.format(expectations=SUITE, output="mode: append").replace("name: orders\n", "name: orders\nmode: streaming\n")
+    write(project / "pipelines" / "orders.yaml", text)
+    code, out, err = cli("validate", "orders")
+    assert code == 2, out + err
+    assert "expectations are checked in batch runs" in out + err
+
+
+def test_the_catalog_describes_the_installed_great_expectations():
+    """validate reads gx_catalog.json instead of importing GX: it must match the installed GX
+    (after an upgrade: python -m framework.quality.catalog)."""
+    from framework.quality.catalog import CATALOG_FILE, build_catalog
+
+    assert json.loads(CATALOG_FILE.read_text()) == json.loads(json.dumps(build_catalog()))
+
+
+def test_the_integration_columns_are_those_of_the_integration_table():
+    from framework.quality.catalog import INTEGRATION_COLUMNS
+    from framework.quality.evaluation import StepEvaluation, metrics_rows
+    from framework.quality.integration import IntegrationMetrics
+
+    metrics = IntegrationMetrics(1, 1, 1, {1.0: 1.0, 0.85: 1.0, 0.75: 1.0}, 1.0, 1.0, 1.0, 1, 1.0, 1, 1.0)
+    table = metrics_rows([StepEvaluation("s", "swa", "head", 13, 22.0, metrics)], "run", "p")
+    assert tuple(table.column_names) == INTEGRATION_COLUMNS
+
+
+# -- drop: GX's definition, one pass, nothing lost ----------------------------------------------
+
+
+amounts = st.one_of(st.none(), st.floats(min_value=-50, max_value=150, allow_nan=False))
+customers = st.one_of(st.none(), st.sampled_from(["ann", "bob", "x"]))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(customers, amounts), min_size=1, max_size=30))
+def test_dropped_rows_are_exactly_those_gx_counts_as_unexpected(spark, rows):
+    from pyspark.sql import functions as F
+
+    from framework.quality.suite import check, drop_reason
+    from framework.spec.expectations import ExpectationSpec
+
+    specs = [
+        ExpectationSpec.model_validate({"expect_column_values_to_not_be_null": {"column": "customer"}, "severity": "drop"}),
+        ExpectationSpec.model_validate(
+            {"expect_column_values_to_be_between": {"column": "amount", "min_value": 0, "max_value": 100}, "severity": "drop"}
+        ),
+        ExpectationSpec.model_validate(
+            {"expect_column_values_to_be_in_set": {"column": "customer", "value_set": ["ann", "bob"]}, "severity": "drop"}
+        ),
+    ]
+    frame = spark.createDataFrame([(i, c, a) for i, (c, a) in enumerate(rows)], "id INT, customer STRING, amount DOUBLE")
+    tagged = frame.withColumn("reason", drop_reason(frame, specs)).collect()
+    dropped = {r.id for r in tagged if r.reason is not None}
+
+    def fails(customer, amount):  # noqa: ANN001, ANN202 - the rule in plain Python (nulls are ignored by between/in_set)
+        return customer is None or (amount is not None and not 0 <= amount <= 100) or (customer not in (None, "ann", "bob"))
+
+    assert dropped == {i for i, (c, a) in enumerate(rows) if fails(c, a)}
+    results = check(frame, "t", "step", specs)
+    for spec, result in zip(specs, results):
+        reasons = [r.reason for r in tagged if r.reason and r.reason.find(spec.label) >= 0]
+        assert result.unexpected_count == len(reasons), spec.label
+    assert frame.where(F.col("amount").isNull()).count() >= 0  # frame still usable
+
+
+def test_drop_quarantines_failing_rows_and_the_rest_go_on(spark, cli, project):
+    _orders(project, ROWS)
+    _pipeline(project)
+    code, out, err = cli("run", "orders")
+    assert code == 0, out + err
+    written = {r["id"] for r in delta_rows(project / "warehouse" / "orders")}
+    quarantined = [r for r in delta_rows(project / "warehouse" / "_tributary" / "quarantine") if r["source"] == "orders"]
+    assert written == {1, 4, 6}
+    assert sorted(json.loads(r["record"])["id"] for r in quarantined) == [2, 3, 5]
+    assert len(written) + len(quarantined) == len(ROWS)  # passed + quarantined = input, always
+    both = next(r["reason"] for r in quarantined if json.loads(r["record"])["id"] == 5)
+    assert "expect_column_values_to_not_be_null(column=customer): customer=null" in both
+    assert "expect_column_values_to_be_between(column=amount, min_value=0, max_value=1000): amount=5000.0" in both
+
+    results = {r["expectation"]: r for r in delta_rows(project / "warehouse" / "_tributary" / "quality")}
+    assert len(results) == 4 and {r["run_id"] for r in results.values()} == {quarantined[0]["run_id"]}
+    not_null = results["expect_column_values_to_not_be_null"]
+    assert (not_null["success"], not_null["unexpected_count"], not_null["quarantined"], not_null["element_count"]) == (False, 2, 2, 6)
+    assert not_null["dimension"] == "completeness" and not_null["severity"] == "drop"
+    mean = results["expect_column_mean_to_be_between"]  # warn: recorded, the run went on
+    assert mean["success"] is False and mean["severity"] == "warn" and json.loads(mean["observed_value"]) > 10
+    assert results["expect_table_row_count_to_be_between"]["success"] is True
+    assert "quality (Great Expectations)" in out
+
+
+def test_a_failing_fail_expectation_commits_nothing(spark, cli, project):
+    _orders(project, [r for r in ROWS if r["customer"] and (r["amount"] or 0) >= 0])
+    fail_suite = "      - expect_column_values_to_be_between: {column: amount, min_value: 0, max_value: 1000}\n"
+    _pipeline(project, fail_suite)
+    assert cli("run", "orders")[0] == 0
+    assert delta_version(project / "warehouse" / "orders") == 0
+
+    _orders(project, [{"id": 9, "customer": "eve", "amount": 99999.0}], name="part-1.json")
+    code, out, err = cli("run", "orders")
+    assert code == 1, out + err
+    assert "expectation(s) with severity fail did not pass, nothing was committed" in out + err
+    assert delta_version(project / "warehouse" / "orders") == 0  # the table is where it was
+    assert 9 not in {r["id"] for r in delta_rows(project / "warehouse" / "orders")}
+    failed = [r for r in delta_rows(project / "warehouse" / "_tributary" / "quality") if not r["success"]]
+    assert len(failed) == 1 and failed[0]["unexpected_count"] == 1
+    assert json.loads(failed[0]["failing_samples"]) == [{"id": 9, "customer": "eve", "amount": 99999.0, "doubled": 199998.0}]
+    ends = [r for r in delta_rows(project / "warehouse" / "_tributary" / "events") if r["event"] == "run_end"]
+    assert sorted(r["status"] for r in ends) == ["failed", "ok"]
+
+
+def test_output_expectations_drop_only_from_that_output(spark, cli, project):
+    _orders(project, ROWS)
+    output = 'expectations: [{expect_column_values_to_be_between: {column: amount, min_value: 0, max_value: 100}, severity: drop}]'
+    _pipeline(project, "      - expect_table_row_count_to_be_between: {min_value: 1}\n", output)
+    code, out, err = cli("run", "orders")
+    assert code == 0, out + err
+    assert {r["id"] for r in delta_rows(project / "warehouse" / "orders")} == {1, 2, 4, 6}
+    quarantined = delta_rows(project / "warehouse" / "_tributary" / "quarantine")
+    assert {r["source"] for r in quarantined} == {"output:orders"}
+    assert sorted(json.loads(r["record"])["id"] for r in quarantined) == [3, 5]
+
+
+def test_an_expectation_on_a_missing_column_is_exit_2(spark, cli, project):
+    _orders(project, ROWS)
+    _pipeline(project, "      - expect_column_values_to_not_be_null: {column: customr}\n")
+    code, out, err = cli("run", "orders")
+    assert code == 2, out + err
+    assert "orders.yaml:11:" in out + err and "names column(s) ['customr'] that it does not have" in out + err
+
+
+def test_an_integration_threshold_below_the_figures_stops_the_example_before_commit(spark, cli, project):
+    code, out, err = cli("generate", "service-trace", "--instances", "800", "--files", "2", "--corrupt", "12")
+    assert code == 0, out + err
+    pipeline = project / "pipelines" / "service_instances.yaml"
+    text = pipeline.read_text().replace("size: 32000", "size: 2000").replace("min_value: 0.985", "min_value: 0.9")
+    pipeline.write_text(text.replace("column: completeness_100, min_value: 0.8", "column: completeness_100, min_value: 0.9999"))
+    code, out, err = cli("run", "service_instances")
+    assert code == 1, out + err
+    assert "completeness_100" in out + err and "nothing was committed" in out + err
+    assert delta_version(project / "warehouse" / "instances") is None
+    results = delta_rows(project / "warehouse" / "_tributary" / "quality")
+    integration = {r["kwargs"]: r for r in results if r["scope"] == "integration"}
+    assert len(integration) == 2
+    completeness = next(r for k, r in integration.items() if "completeness_100" in k)
+    assert completeness["success"] is False and 0.5 < json.loads(completeness["observed_value"]) < 0.9999
+    drops = [r for r in results if r["scope"] == "step" and r["severity"] == "drop"]
+    assert sum(r["quarantined"] for r in drops) >= 12  # the glitches, each caught by its expectation
