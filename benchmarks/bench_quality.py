@@ -206,6 +206,17 @@ def spark_jobs(spark, group_prefix: str) -> list[dict]:  # noqa: ANN001
     return sorted(jobs, key=lambda j: j["id"])
 
 
+def short_call_site(name: str) -> str:
+    """`collect at /long/path/site-packages/pkg/mod.py:12` -> `collect at pkg/mod.py:12`."""
+    if "CompletableFuture" in name:
+        return "(shuffle stage submitted by adaptive execution)"
+    for marker in ("site-packages/", str(REPO) + "/"):
+        if marker in name:
+            verb, _, path = name.partition(" at ")
+            return f"{verb} at {path.split(marker, 1)[1]}"
+    return name
+
+
 def median_of(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
@@ -358,11 +369,12 @@ def main() -> None:
                 f"  {label}: {len(jobs)} jobs; "
                 + ", ".join(f"{p} {len(js)} ({sum(j['seconds'] for j in js):.2f} s)" for p, js in per_phase.items())
             )
-        b_quality = [j for j in spark_jobs(spark, f"bench/B{args.repeat - 1}/check_rows")]
-        if b_quality:
-            print("  B's quality-phase jobs (id, seconds, tasks, call site):")
-            for job in b_quality:
-                print(f"    {job['id']:>5} {job['seconds']:6.2f} s {job['tasks']:>4}  {job['name']}")
+        print("  B's jobs by phase and call site (last repeat): jobs, summed job seconds")
+        grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
+        for job in spark_jobs(spark, f"bench/B{args.repeat - 1}/"):
+            grouped[(job["group"].rsplit("/", 1)[-1], short_call_site(job["name"]))].append(job)
+        for (phase, site), js in grouped.items():
+            print(f"    {phase:<16} {len(js):>3} {sum(j['seconds'] for j in js):6.2f} s  {site}")
 
         if single:
             print()
@@ -378,7 +390,9 @@ def main() -> None:
             print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
 
         print()
-        print(f"ratio cost / A (the step's own run):          {cost / a:5.2f}  (target <= 0.25: {'met' if cost / a <= 0.25 else 'MISSED'})")
+        print(
+            f"ratio cost / A (the step's own run):          {cost / a:5.2f}  (target <= 0.25: {'met' if cost / a <= 0.25 else 'MISSED'})"
+        )
         print(f"ratio cost / C (same checks by hand, one pass): {cost / c:5.1f}")
         print("note: one noisy 2-core machine; medians of few runs; differences under ~0.3 s are within noise")
         shutil.rmtree(root, ignore_errors=True)

@@ -17,8 +17,8 @@ from sqlglot import exp
 from framework.errors import BadInput, Problem
 from framework.graph import PipelineGraph
 from framework.profiles import Profile
-from framework.quality.catalog import COLUMN_ARGS, INTEGRATION_COLUMNS
 from framework.project import Project
+from framework.quality.catalog import COLUMN_ARGS, INTEGRATION_COLUMNS
 from framework.spec.base import did_you_mean
 from framework.spec.loader import LoadedPipeline, load_pipeline
 from framework.spec.models import FileSource

@@ -171,7 +171,7 @@ def test_dropped_rows_are_exactly_those_gx_counts_as_unexpected(spark, rows):
 
     assert dropped == {i for i, (c, a) in enumerate(rows) if fails(c, a)}
     results = check(frame, "t", "step", specs)
-    for spec, result in zip(specs, results):
+    for spec, result in zip(specs, results, strict=True):
         reasons = [r.reason for r in tagged if r.reason and r.reason.find(spec.label) >= 0]
         assert result.unexpected_count == len(reasons), spec.label
     assert frame.where(F.col("amount").isNull()).count() >= 0  # frame still usable

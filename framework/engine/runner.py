@@ -34,8 +34,7 @@ from framework.io.sources import SourceFrame, check_source_exists, read_source, 
 from framework.observations import observed_count
 from framework.operators import Rejected, StepContext, build_step, quarantine_shape
 from framework.profiles import Profile
-from framework.quality.evaluation import INTEGRATION_TABLE, evaluable, evaluate_step
-from framework.quality.evaluation import metrics_rows
+from framework.quality.evaluation import INTEGRATION_TABLE, evaluable, evaluate_step, metrics_rows
 from framework.quality.evaluation import record as record_integration
 from framework.quality.gate import QualityGate
 from framework.quality.results import QUALITY_TABLE

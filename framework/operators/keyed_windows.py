@@ -8,6 +8,10 @@ Total order of tuples (what "in event-time order" means when event times tie): e
 the `tiebreak` columns, then every other column of the input in its order (columns Spark cannot
 order, such as maps, by their JSON text). Rows equal on all of these are identical, so which of
 them comes first cannot change any output.
+
+The units only show the key, the event time and the columns the aggregates read, so the other
+columns are dropped before the shuffle (`used_columns`); rows that tie on every kept column
+cannot be told apart in any output either.
 """
 
 from __future__ import annotations
@@ -68,6 +72,26 @@ def checked_input(context: StepContext) -> DataFrame:
 
     kept = context.quarantine(df, rejection_reason(spec))
     return with_micros(kept, spec)
+
+
+def used_columns(rows: DataFrame, spec: KeyedWindowSpec) -> DataFrame:
+    """Only the columns the units show or the order needs: key, event time, tiebreak, the columns
+    the aggregates name (all columns if an aggregate cannot be read, or reads `*`)."""
+    import sqlglot
+    from sqlglot import exp
+
+    named: set[str] = set()
+    for expression in spec.aggregates.values():
+        try:
+            parsed = sqlglot.parse_one(f"SELECT {expression}", read="spark")
+        except sqlglot.errors.SqlglotError:
+            return rows
+        if any(isinstance(star, exp.Star) and not isinstance(star.parent, exp.Count) for star in parsed.find_all(exp.Star)):
+            return rows
+        named |= {part.name.lower() for column in parsed.find_all(exp.Column) for part in column.parts}  # s.x: s and x
+    wanted = {c.lower() for c in (*spec.key_columns(), spec.event_time, *spec.tiebreak)} | named
+    kept = [quoted(c) for c in rows.columns if c.lower() in wanted or c.startswith("__tributary")]
+    return rows.select(*kept) if len(kept) < len(rows.columns) else rows
 
 
 def rejection_reason(spec: KeyedWindowSpec) -> Column:

@@ -33,6 +33,7 @@ from framework.operators.keyed_windows import (
     spec_of,
     tuple_order,
     unit_rows,
+    used_columns,
 )
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ START = "__tributary_start"  # event time (micros) of the first tuple of the tup
 @operator("swa")
 def build_swa(context: StepContext):  # noqa: ANN201 - a DataFrame
     spec = spec_of(context)
-    return unit_rows(context.name, spec, assign_windows(checked_input(context), spec), [UNIT])
+    return unit_rows(context.name, spec, assign_windows(used_columns(checked_input(context), spec), spec), [UNIT])
 
 
 def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:

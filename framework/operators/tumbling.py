@@ -21,6 +21,7 @@ from framework.operators.keyed_windows import (
     spec_of,
     tuple_order,
     unit_rows,
+    used_columns,
 )
 from framework.operators.ordering import global_positions
 
@@ -35,7 +36,7 @@ POSITION = "__tributary_position"
 @operator("tumbling")
 def build_tumbling(context: StepContext):  # noqa: ANN201 - a DataFrame
     spec = spec_of(context)
-    return unit_rows(context.name, spec, assign_count_windows(checked_input(context), spec), [UNIT])
+    return unit_rows(context.name, spec, assign_count_windows(used_columns(checked_input(context), spec), spec), [UNIT])
 
 
 def assign_count_windows(rows: DataFrame, spec: TumblingSpec) -> DataFrame:

@@ -74,7 +74,7 @@ def check(df: DataFrame, target: str, scope: str, specs: list[ExpectationSpec]) 
     # GX returns results in its own order: match them back by the index put in their meta.
     by_index = {(r.expectation_config.meta or {}).get("tributary_index"): r for r in outcome.results}
     results = [_result(target, scope, spec, by_index.get(i)) for i, spec in enumerate(specs)]
-    failed_rows = [(spec, r) for spec, r in zip(specs, results) if spec.row_level and not r.success and r.unexpected_count]
+    failed_rows = [(spec, r) for spec, r in zip(specs, results, strict=True) if spec.row_level and not r.success and r.unexpected_count]
     if failed_rows:
         conditions = failing_conditions(df, [spec for spec, _ in failed_rows])
         for spec, result in failed_rows:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from framework.quality.catalog import expectation_problems, is_row_level
+from framework.quality.catalog import catalog, expectation_problems, is_row_level
 from framework.spec.base import SpecModel
 
 Severity = Literal["warn", "drop", "fail"]
@@ -39,6 +39,24 @@ class ExpectationSpec(SpecModel):
         "rows", description="rows: the step's rows; integration: the step's integration quality figures (truth:)."
     )
     meta: dict[str, Any] = Field(default_factory=dict, description="Free-form, e.g. {dimension: completeness}.")
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        """The YAML shape (one `expect_...` key plus settings), so editors complete the names."""
+        fields = handler(core_schema)
+        fields = handler.resolve_ref_schema(fields) if "$ref" in fields else fields
+        settings = {k: v for k, v in fields.get("properties", {}).items() if k in _SETTINGS}
+        names = {
+            name: {"type": "object", "description": f"Great Expectations {entry['class']}: its arguments"}
+            for name, entry in sorted(catalog().items())
+        }
+        return {
+            "type": "object",
+            "description": cls.__doc__,
+            "properties": {**names, **settings},
+            "additionalProperties": False,
+            "minProperties": 1,
+        }
 
     @model_validator(mode="before")
     @classmethod
