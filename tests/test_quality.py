@@ -259,3 +259,13 @@ def test_an_integration_threshold_below_the_figures_stops_the_example_before_com
     assert completeness["success"] is False and 0.5 < json.loads(completeness["observed_value"]) < 0.9999
     drops = [r for r in results if r["scope"] == "step" and r["severity"] == "drop"]
     assert sum(r["quarantined"] for r in drops) >= 12  # the glitches, each caught by its expectation
+
+
+def test_an_expectation_gx_cannot_evaluate_is_an_error_not_a_silent_failure(spark):
+    from framework.quality.suite import check
+    from framework.spec.expectations import ExpectationSpec
+
+    frame = spark.createDataFrame([("a",), ("b",)], "name STRING")
+    spec = ExpectationSpec.model_validate({"expect_column_values_to_match_regex": {"column": "name", "regex": "(["}})
+    (result,) = check(frame, "t", "step", [spec])
+    assert result.success is False and result.error and result.blocks_run

@@ -74,7 +74,12 @@ def check(df: DataFrame, target: str, scope: str, specs: list[ExpectationSpec]) 
     # GX returns results in its own order: match them back by the index put in their meta.
     by_index = {(r.expectation_config.meta or {}).get("tributary_index"): r for r in outcome.results}
     results = [_result(target, scope, spec, by_index.get(i)) for i, spec in enumerate(specs)]
-    failed_rows = [(spec, r) for spec, r in zip(specs, results, strict=True) if spec.row_level and not r.success and r.unexpected_count]
+    # drop expectations' failing rows are in the quarantine table already, with their reason
+    failed_rows = [
+        (spec, r)
+        for spec, r in zip(specs, results, strict=True)
+        if spec.row_level and spec.severity != "drop" and not r.success and r.unexpected_count
+    ]
     if failed_rows:
         conditions = failing_conditions(df, [spec for spec, _ in failed_rows])
         for spec, result in failed_rows:
@@ -103,8 +108,11 @@ def _result(target: str, scope: str, spec: ExpectationSpec, gx_result: Any) -> E
         result.error = "Great Expectations returned no result for this expectation"
         return result
     info = gx_result.exception_info or {}
-    if info.get("raised_exception"):
-        result.error = str(info.get("exception_message") or "the expectation raised an error").splitlines()[0]
+    # GX reports an error either at the top level or keyed by the metric that raised it
+    entries = [info] if "raised_exception" in info else [v for v in info.values() if isinstance(v, dict)]
+    raised = next((e for e in entries if e.get("raised_exception")), None)
+    if raised:
+        result.error = str(raised.get("exception_message") or "the expectation raised an error").splitlines()[0]
         return result
     figures = gx_result.result or {}
     result.success = bool(gx_result.success)
