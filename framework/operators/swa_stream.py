@@ -15,7 +15,7 @@ So for any split into micro-batches, every emitted window equals the batch run's
 calls the same last windows `end_of_input` if the input ends there.
 
 State is only the open windows' tuples and the pending tuples (MicroBatchState, beside the
-checkpoint); rows without a key or an event time go to the quarantine table. Both side tables are
+checkpoint), with only the columns the units show; rows without a key or an event time go to the quarantine table. Both side tables are
 committed with (app id, batch id) inside the output's batch, so a replay writes nothing twice.
 """
 
@@ -37,6 +37,7 @@ from framework.operators.keyed_windows import (
     UNIT,
     rejection_reason,
     unit_rows,
+    used_columns,
     with_micros,
 )
 from framework.operators.micro_batch_state import MicroBatchState
@@ -85,7 +86,7 @@ class SwaStream:
             self._quarantine(rows.where(~is_good), batch_id)
         if stats["late"]:
             self._late(rows.where(is_late).drop(REASON), old_mark, batch_id)
-        good = rows.where(is_good & ~is_late).drop(REASON)
+        good = used_columns(rows.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
         seen = max((m for m in (meta.get("max"), stats["newest"]) if m is not None), default=None)
         mark = seen - round(self.delay * 1_000_000) if seen is not None else None
 
