@@ -352,3 +352,34 @@ def test_streaming_swa_records_late_and_keyless_tuples(spark, cli, project):
     assert [(q["source"], json.loads(q["record"])["ms"]) for q in quarantined] == [("windows", 98)]
     # the watermark (32 - 4 = 28) closed [0, 10] (20 came more than 10 s after 0); [20 ...] may still grow
     assert [w[2:] for w in _windows(project / "warehouse" / "windows")] == [(0.0, 2, 10, "timeout")]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 60)), min_size=1, max_size=40),
+    batch=st.integers(1, 7),
+)
+def test_the_batch_step_folds_across_arrow_batches_like_the_whole_partition_fold(spark, rows, batch):
+    """The batch step's UDF sees a key's tuples split over Arrow batches of any size: it must carry
+    the open window over and assign what assign_windows assigns with whole partitions."""
+    from pyspark.sql import functions as F
+
+    from framework.operators.keyed_windows import CLOSED, MICROS, UNIT, unit_rows
+    from framework.operators.swa import START, assign_windows, assign_windows_in_place, closed_in_place
+    from framework.spec.steps import SwaSpec
+
+    spec = SwaSpec.model_validate({"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"})
+    frame = spark.createDataFrame(
+        [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s), i) for i, (k, s) in enumerate(rows)],
+        "k STRING, ts TIMESTAMP, n INT",
+    ).withColumn(MICROS, F.unix_micros("ts"))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
+    try:
+        in_place = {(r.n, r[UNIT], r[START]) for r in assign_windows_in_place(frame, spec).collect()}
+        units = {tuple(r) for r in unit_rows("s", spec, assign_windows_in_place(frame, spec), [UNIT], closed_in_place(spec)).collect()}
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    whole = assign_windows(frame, spec)
+    assert in_place == {(r.n, r[UNIT], r[START]) for r in whole.collect()}
+    assert units == {tuple(r) for r in unit_rows("s", spec, whole, [UNIT]).collect()}
+    assert CLOSED not in assign_windows_in_place(frame, spec).columns

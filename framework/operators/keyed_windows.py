@@ -128,14 +128,17 @@ def tuple_order(df: DataFrame, spec: KeyedWindowSpec) -> list[Column]:
     return [F.col(MICROS), *[F.col(quoted(c)) for c in spec.tiebreak], *rest]
 
 
-def unit_rows(step: str, spec: KeyedWindowSpec, assigned: DataFrame, group: list[str]) -> DataFrame:
-    """One row per unit: tuples grouped by key and `group` (the hidden unit columns)."""
+def unit_rows(
+    step: str, spec: KeyedWindowSpec, assigned: DataFrame, group: list[str], closed: Column | None = None
+) -> DataFrame:
+    """One row per unit: tuples grouped by key and `group` (the hidden unit columns). How a unit
+    closed is its tuples' CLOSED, or the aggregate `closed` (an index into CLOSED_BY)."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
     keys = [field_of(assigned, c).name for c in spec.key_columns()]
     ts = F.col(quoted(spec.event_time))
-    closed = F.element_at(F.array(*[F.lit(c) for c in CLOSED_BY]), F.first(CLOSED) + 1)
+    closed = F.element_at(F.array(*[F.lit(c) for c in CLOSED_BY]), (F.first(CLOSED) if closed is None else closed) + 1)
     fixed = [
         F.min(ts).alias("window_start"),
         F.max(ts).alias("window_end"),

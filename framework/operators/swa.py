@@ -11,10 +11,16 @@ per timer (≈3k tuples/s here). The rule is a sequential fold per key, but it o
 tuple's key and event time, so it runs vectorized over many keys at once: Spark shuffles the
 tuples by key and sorts them (JVM), one `mapInArrow` pass assigns every tuple its window with a
 few numpy operations per Arrow batch (`fold_windows`), and Spark aggregates the windows.
+
+A batch step sends Python even less (`assign_windows_in_place`): Spark sorts each key's tuples in
+a window function, and only each tuple's first-of-key flag and event time go through a pandas
+iterator UDF that carries the last key's open window from one Arrow batch to the next. Streaming
+SWA and the evaluation use `assign_windows`, which also tells how each window closed per tuple.
 """
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Iterator
 from functools import partial
 from typing import TYPE_CHECKING
@@ -27,6 +33,7 @@ from framework.operators.keyed_windows import (
     CLOSED,
     COUNT,
     END_OF_INPUT,
+    MICROS,
     TIMEOUT,
     UNIT,
     checked_input,
@@ -48,7 +55,84 @@ START = "__tributary_start"  # event time (micros) of the first tuple of the tup
 @operator("swa")
 def build_swa(context: StepContext):  # noqa: ANN201 - a DataFrame
     spec = spec_of(context)
-    return unit_rows(context.name, spec, assign_windows(used_columns(checked_input(context), spec), spec), [UNIT])
+    rows = used_columns(checked_input(context), spec)
+    return unit_rows(context.name, spec, assign_windows_in_place(rows, spec), [UNIT], closed=closed_in_place(spec))
+
+
+LAST = "__tributary_last"  # true on each key's last tuple
+KEY_HASH = "__tributary_hash"  # xxhash64 of the key: a numeric prefix for Spark's sort
+
+
+def assign_windows_in_place(rows: DataFrame, spec: SwaSpec) -> DataFrame:
+    """Batch: every tuple with UNIT, START and LAST, with only its key's first-row flag and its
+    event time sent to Python.
+
+    Spark sorts each key's tuples in a window function (which also marks each key's first and
+    last tuple); a pandas iterator UDF folds (first-row flag, micros) batch by batch, carrying
+    the open window of the last key into the next batch. Spark keeps the rows' other columns on
+    its side while the UDF runs, so they never cross to Python (assign_windows sends them all).
+    How each window closed is not causal, so it comes from the aggregation: closed_in_place."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    keys = [field_of(rows, c).name for c in spec.key_columns()]
+    by_key = [F.col(quoted(k)) for k in keys]
+    hashed = rows.withColumn(KEY_HASH, F.xxhash64(*by_key))
+    window = Window.partitionBy(F.col(KEY_HASH), *by_key).orderBy(*tuple_order(rows, spec))
+    whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    ranked = hashed.withColumn("__tributary_rank", F.row_number().over(window)).withColumn(
+        "__tributary_count", F.count(F.lit(1)).over(whole)
+    )
+    fold = _fold_udf(spec.size, round(spec.timeout * 1_000_000))
+    folded = ranked.withColumn("__tributary_fold", fold(F.col("__tributary_rank") == 1, F.col(MICROS)))
+    return folded.select(
+        *[F.col(quoted(c)) for c in rows.columns],
+        F.col("__tributary_fold.unit").alias(UNIT),
+        F.col("__tributary_fold.start").alias(START),
+        (F.col("__tributary_rank") == F.col("__tributary_count")).alias(LAST),
+    )
+
+
+def closed_in_place(spec: SwaSpec):  # noqa: ANN201 - an aggregate Column
+    """How a window closed, from its tuples: its n-th tuple (count); else the key's last window
+    ends with the input (end_of_input); else a later tuple came too late for it (timeout)."""
+    from pyspark.sql import functions as F
+
+    return (
+        F.when(F.count(F.lit(1)) >= spec.size, F.lit(COUNT))
+        .when(F.max(F.col(LAST)), F.lit(END_OF_INPUT))
+        .otherwise(F.lit(TIMEOUT))
+    )
+
+
+def _fold_udf(size: int, timeout_us: int):  # noqa: ANN202 - a pandas UDF
+    import pandas as pd
+    from pyspark.sql.functions import pandas_udf
+
+    def fold(batches):  # noqa: ANN001, ANN202 - typed below, with types pyspark can read at run time
+        carry = np.empty(0, dtype=np.int64)  # the open window's event times, of the last key so far
+        offset = 0  # that key's unit number to continue from
+        for first, micros in batches:
+            first = first.to_numpy(dtype=bool)
+            times = np.concatenate([carry, micros.to_numpy(dtype=np.int64)])
+            new_key = np.concatenate([np.zeros(len(carry), dtype=bool), first])
+            continuing = not new_key[0]  # the batch (after the carry) starts inside the last key
+            new_key[0] = True
+            unit, closed, start = fold_windows(new_key, times, size, timeout_us)
+            if continuing:
+                following = np.flatnonzero(new_key[1:])
+                unit[: following[0] + 1 if following.size else len(unit)] += offset
+            last_key = np.flatnonzero(new_key)[-1]
+            last_unit = unit[-1]
+            if closed[-1] == COUNT:
+                carry, offset = np.empty(0, dtype=np.int64), last_unit + 1
+            else:
+                in_window = np.flatnonzero(unit[last_key:] == last_unit) + last_key
+                carry, offset = times[in_window], last_unit
+            yield pd.DataFrame({"unit": unit[len(times) - len(first) :], "start": start[len(times) - len(first) :]})
+
+    fold.__annotations__ = {"batches": typing.Iterator[tuple[pd.Series, pd.Series]], "return": typing.Iterator[pd.DataFrame]}
+    return pandas_udf(fold, "unit long, start long")
 
 
 def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:
