@@ -355,8 +355,8 @@ def evaluate(
         from framework.engine.runner import BatchRunner, new_run_id
         from framework.engine.session import spark_session
         from framework.io.delta_store import choose_store
-        from framework.io.locations import Warehouse
-        from framework.quality.evaluation import INTEGRATION_TABLE, evaluable, evaluate_step, record
+        from framework.io.locations import INTEGRATION_TABLE, Warehouse
+        from framework.quality.evaluation import evaluable, evaluate_step, record
 
         compiled, prof = _compile(pipeline, profile, var, ",".join(f"+{s}" for s in step) if step else None)
         chosen = [n for n in compiled.selected if evaluable(compiled.spec.steps.get(n)) and (not step or n in step)]

@@ -18,7 +18,7 @@ from framework.errors import BadInput, Problem
 from framework.graph import PipelineGraph
 from framework.profiles import Profile
 from framework.project import Project
-from framework.quality.catalog import COLUMN_ARGS, INTEGRATION_COLUMNS
+from framework.quality.catalog import INTEGRATION_COLUMNS
 from framework.spec.base import did_you_mean
 from framework.spec.loader import LoadedPipeline, load_pipeline
 from framework.spec.models import FileSource
@@ -132,9 +132,12 @@ def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
                     "or remove the expectations",
                 )
             )
+    def sources_of(node: str) -> list[str]:
+        return [n for n in ({node} | graph.upstream(node)) if graph.kinds.get(n) == "source"]
+
     for name, step in spec.steps.items():
         if isinstance(step, SwaStep):
-            sources = [n for n in ({step.swa.input} | graph.upstream(step.swa.input)) if graph.kinds.get(n) == "source"]
+            sources = sources_of(step.swa.input)
             missing = [s for s in sources if spec.sources[s].watermark is None or spec.sources[s].event_time is None]
             if missing:
                 problems.append(
@@ -146,8 +149,7 @@ def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
                 )
         if isinstance(step, JoinStep):
             for side in (step.join.left, step.join.right):
-                sources = [n for n in ({side} | graph.upstream(side)) if graph.kinds.get(n) == "source"]
-                missing = [s for s in sources if spec.sources[s].watermark is None]
+                missing = [s for s in sources_of(side) if spec.sources[s].watermark is None]
                 if missing:
                     problems.append(
                         loaded.problem(
@@ -177,17 +179,15 @@ def _check_expectations(loaded: LoadedPipeline, at: tuple[str, str], node: Any) 
                 )
             )
             continue
-        for arg in COLUMN_ARGS:
-            value = expectation.kwargs.get(arg)
-            for column in value if isinstance(value, list) else [value] if value is not None else []:
-                if column not in INTEGRATION_COLUMNS:
-                    problems.append(
-                        loaded.problem(
-                            f"step '{at[1]}': {expectation.name}: '{column}' is not an integration figure",
-                            (*where, expectation.name, arg),
-                            hint=did_you_mean(str(column), set(INTEGRATION_COLUMNS)),
-                        )
+        for column in expectation.columns():
+            if column not in INTEGRATION_COLUMNS:
+                problems.append(
+                    loaded.problem(
+                        f"step '{at[1]}': {expectation.name}: '{column}' is not an integration figure",
+                        (*where, expectation.name),
+                        hint=did_you_mean(column, set(INTEGRATION_COLUMNS)),
                     )
+                )
     if problems:
         raise BadInput(*problems)
 

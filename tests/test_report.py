@@ -71,10 +71,11 @@ def new_project(root: Path) -> Path:
 def ran(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """One real run (with a malformed record, so something is quarantined), then quality figures for it."""
     from framework.io.delta_rs import DeltaRsStore
-    from framework.quality.evaluation import INTEGRATION_TABLE, StepEvaluation
+    from framework.io.locations import INTEGRATION_TABLE, QUALITY_TABLE
+    from framework.quality.evaluation import StepEvaluation
     from framework.quality.evaluation import record as record_integration
     from framework.quality.integration import IntegrationMetrics
-    from framework.quality.results import QUALITY_TABLE, ExpectationResult, record
+    from framework.quality.results import ExpectationResult, record
 
     project = new_project(tmp_path_factory.mktemp("report"))
     calls = [{"ts": f"2026-11-02T08:00:{i:02d}Z", "head_service": f"/p{i % 3}.html", "response_ms": 10 * i} for i in range(10)]
@@ -185,13 +186,6 @@ def test_a_run_without_expectations_says_so(ran, tmp_path: Path):
     report = gather_run(Project(project), Profile(), run_id=run_id)
     report.quality = []
     assert "No expectations declared" in _sections(render_html(report))["quality"]
-
-
-def test_the_report_names_the_integration_table_like_evaluation_does():
-    from framework.quality.evaluation import INTEGRATION_TABLE
-    from framework.reporting import html_report
-
-    assert html_report.INTEGRATION_TABLE == INTEGRATION_TABLE
 
 
 # -- helpers -----------------------------------------------------------------------------------

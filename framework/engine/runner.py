@@ -29,15 +29,24 @@ from framework.engine.lock import RunLock
 from framework.errors import BadInput, Problem, RunFailed, TributaryError
 from framework.io import staging as staging_files
 from framework.io.delta_store import DeltaStore, StagedWrite, choose_store
-from framework.io.locations import EVENTS_TABLE, LOCKS_DIR, QUARANTINE_TABLE, STAGING_DIR, Warehouse, is_uri, resolve_location
+from framework.io.locations import (
+    EVENTS_TABLE,
+    INTEGRATION_TABLE,
+    LOCKS_DIR,
+    QUALITY_TABLE,
+    QUARANTINE_TABLE,
+    STAGING_DIR,
+    Warehouse,
+    is_uri,
+    resolve_location,
+)
 from framework.io.sources import SourceFrame, check_source_exists, read_source, source_location
 from framework.observations import observed_count
 from framework.operators import Rejected, StepContext, build_step, quarantine_shape
 from framework.profiles import Profile
-from framework.quality.evaluation import INTEGRATION_TABLE, evaluable, evaluate_step, metrics_rows
+from framework.quality.evaluation import evaluable, evaluate_step, metrics_rows
 from framework.quality.evaluation import record as record_integration
 from framework.quality.gate import QualityGate
-from framework.quality.results import QUALITY_TABLE
 from framework.quality.results import record as record_quality
 from framework.spec.models import DeltaSource, Output
 

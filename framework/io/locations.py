@@ -14,6 +14,8 @@ STAGING_DIR = "_tributary/staging"
 LOCKS_DIR = "_tributary/locks"
 CHECKPOINTS_DIR = "_tributary/checkpoints"
 LATE_ROWS_TABLE = "_tributary/late_rows"
+QUALITY_TABLE = "_tributary/quality"  # one row per expectation per run (framework.quality.results)
+INTEGRATION_TABLE = "_tributary/integration_quality"  # one row per evaluated step per run
 
 
 def is_uri(location: str) -> bool:

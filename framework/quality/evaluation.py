@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
     from framework.io.delta_store import DeltaStore
 
-INTEGRATION_TABLE = "_tributary/integration_quality"
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,6 @@ import pyarrow as pa
 
 from framework.io.delta_store import DeltaStore
 
-QUALITY_TABLE = "_tributary/quality"
-
 QUALITY_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),

@@ -53,11 +53,7 @@ def gx_expectation(spec: ExpectationSpec) -> Any:
 
 def missing_columns(df: DataFrame, spec: ExpectationSpec) -> list[str]:
     present = {c.lower() for c in df.columns}
-    named = []
-    for arg in COLUMN_ARGS:
-        value = spec.kwargs.get(arg)
-        named += value if isinstance(value, list) else [value] if value is not None else []
-    return [c for c in named if str(c).lower() not in present]
+    return [c for c in spec.columns() if c.lower() not in present]
 
 
 def check(df: DataFrame, target: str, scope: str, specs: list[ExpectationSpec]) -> list[ExpectationResult]:
@@ -193,8 +189,7 @@ def drop_reason(df: DataFrame, specs: list[ExpectationSpec]) -> Column:
     conditions = failing_conditions(df, specs)
     reasons = []
     for spec in specs:
-        columns = [c for arg in COLUMN_ARGS for c in _as_list(spec.kwargs.get(arg))]
-        shown = [F.concat(F.lit(f"{c}="), F.coalesce(F.col(f"`{c}`").cast("string"), F.lit("null"))) for c in columns]
+        shown = [F.concat(F.lit(f"{c}="), F.coalesce(F.col(f"`{c}`").cast("string"), F.lit("null"))) for c in spec.columns()]
         text = F.concat_ws(" ", F.lit(f"{spec.label}:"), *shown) if shown else F.lit(spec.label)
         reasons.append(F.when(conditions[spec.label], text))
     any_failed = reduce(lambda a, b: a | b, conditions.values())
@@ -205,10 +200,6 @@ def _row_json(df: DataFrame) -> Column:
     from pyspark.sql import functions as F
 
     return F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns]), {"ignoreNullFields": "false"})
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value] if value is not None else []
 
 
 def _plain(value: Any) -> Any:

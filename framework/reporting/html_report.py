@@ -19,16 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
 from framework.io.delta_rs import DeltaRsStore
-from framework.io.locations import EVENTS_TABLE, QUARANTINE_TABLE, Warehouse
-from framework.quality.results import QUALITY_TABLE
+from framework.io.locations import EVENTS_TABLE, INTEGRATION_TABLE, QUALITY_TABLE, QUARANTINE_TABLE, Warehouse
 
 if TYPE_CHECKING:
     from framework.io.delta_store import DeltaStore
     from framework.profiles import Profile
     from framework.project import Project
 
-#: framework.quality.evaluation.INTEGRATION_TABLE, named here so a report never imports pyspark.
-INTEGRATION_TABLE = "_tributary/integration_quality"
 
 SAMPLE_ROWS = 5  # failing samples per expectation, sample records per quarantine group
 _CELL_CHARS = 240  # longer values are cut in sample tables

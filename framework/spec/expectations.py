@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from framework.quality.catalog import catalog, expectation_problems, is_row_level
+from framework.quality.catalog import COLUMN_ARGS, catalog, expectation_problems, is_row_level
 from framework.spec.base import SpecModel
 
 Severity = Literal["warn", "drop", "fail"]
@@ -98,13 +98,13 @@ class ExpectationSpec(SpecModel):
         args = ", ".join(f"{k}={v}" for k, v in self.kwargs.items())
         return f"{self.name}({args})"
 
-    def yaml_shape(self) -> dict[str, Any]:
-        shape: dict[str, Any] = {self.name: dict(self.kwargs), "severity": self.severity}
-        if self.on != "rows":
-            shape["on"] = self.on
-        if self.meta:
-            shape["meta"] = dict(self.meta)
-        return shape
+    def columns(self) -> list[str]:
+        """The columns its arguments name (column, column_A, column_B, column_list)."""
+        named: list[str] = []
+        for arg in COLUMN_ARGS:
+            value = self.kwargs.get(arg)
+            named += [str(c) for c in value] if isinstance(value, list) else [str(value)] if value is not None else []
+        return named
 
 
 Expectations = list[ExpectationSpec]
