@@ -18,7 +18,7 @@ from framework.errors import BadInput, Problem
 from framework.graph import PipelineGraph
 from framework.profiles import Profile
 from framework.project import Project
-from framework.quality.catalog import INTEGRATION_COLUMNS
+from framework.quality.catalog import INTEGRATION_COLUMNS, MAX_DROP_EXPECTATIONS
 from framework.spec.base import did_you_mean
 from framework.spec.loader import LoadedPipeline, load_pipeline
 from framework.spec.models import FileSource
@@ -128,10 +128,10 @@ def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
                 loaded.problem(
                     f"{section[:-1]} '{name}': expectations are checked in batch runs; this pipeline is streaming",
                     (section, name, "expectations"),
-                    hint="check the output tables with a batch pipeline reading them (format: delta), "
-                    "or remove the expectations",
+                    hint="check the output tables with a batch pipeline reading them (format: delta), or remove the expectations",
                 )
             )
+
     def sources_of(node: str) -> list[str]:
         return [n for n in ({node} | graph.upstream(node)) if graph.kinds.get(n) == "source"]
 
@@ -163,8 +163,18 @@ def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
 
 
 def _check_expectations(loaded: LoadedPipeline, at: tuple[str, str], node: Any) -> None:
-    """`on: integration` needs a step measured against ground truth, and names its figures."""
+    """`on: integration` needs a step measured against ground truth, and names its figures; a
+    row's failed `drop` expectations are kept as bits of one 64-bit number, so at most 63."""
     problems = []
+    drops = [i for i, e in enumerate(node.expectations) if e.severity == "drop" and e.on == "rows"]
+    if len(drops) > MAX_DROP_EXPECTATIONS:
+        problems.append(
+            loaded.problem(
+                f"{at[0][:-1]} '{at[1]}' has {len(drops)} expectations with severity drop; at most {MAX_DROP_EXPECTATIONS}",
+                (*at, "expectations", drops[MAX_DROP_EXPECTATIONS]),
+                hint="combine checks of one column (e.g. one expect_column_values_to_be_in_set) or move some to a later step",
+            )
+        )
     for i, expectation in enumerate(node.expectations):
         where = (*at, "expectations", i)
         if expectation.on != "integration":

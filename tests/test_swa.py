@@ -376,7 +376,9 @@ def test_the_batch_step_folds_across_arrow_batches_like_the_whole_partition_fold
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
     try:
         in_place = {(r.n, r[UNIT], r[START]) for r in assign_windows_in_place(frame, spec).collect()}
-        units = {tuple(r) for r in unit_rows("s", spec, assign_windows_in_place(frame, spec), [UNIT], closed_in_place(spec)).collect()}
+        units = {
+            tuple(r) for r in unit_rows("s", spec, assign_windows_in_place(frame, spec), [UNIT], closed_in_place(spec)).collect()
+        }
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     whole = assign_windows(frame, spec)

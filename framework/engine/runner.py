@@ -46,7 +46,7 @@ from framework.operators import Rejected, StepContext, build_step, quarantine_sh
 from framework.profiles import Profile
 from framework.quality.evaluation import evaluable, evaluate_step, metrics_rows
 from framework.quality.evaluation import record as record_integration
-from framework.quality.gate import QualityGate
+from framework.quality.gate import MASK, QualityGate
 from framework.quality.results import record as record_quality
 from framework.spec.models import DeltaSource, Output
 
@@ -134,7 +134,8 @@ class BatchRunner:
         self._rejected: list[Rejected] = []  # rows steps turned away (framework.operators.StepContext.quarantine)
         self.quality = QualityGate()
         self.result.quality = self.quality.results
-        self._output_frames: dict[str, DataFrame] = {}  # outputs whose expectations dropped rows
+        self._output_frames: dict[str, DataFrame] = {}  # outputs staging a frame of their own (expectations)
+        self._split_quarantine: dict[str, tuple[str, str, str]] = {}  # output -> (quarantine source, target, scope)
 
     # -- entry point -------------------------------------------------------------------------
 
@@ -197,8 +198,8 @@ class BatchRunner:
         try:
             frames = self._plan(spark, store, locations, needed)
             targets = self._check_outputs(store, frames)
+            staged = self._stage(store, frames, targets, locations)  # computes the checked frames' metrics too
             self.quality.check_rows(lambda name, status, detail: self.reporter.update("check", name, status, detail))
-            staged = self._stage(store, frames, targets, locations)
             staged += self._stage_quarantine(store)
             self._evaluate_integration(spark)
             self._commit(spark, store, staged)
@@ -292,6 +293,7 @@ class BatchRunner:
                 continue
             kind = graph.kinds[node]
             began = time.perf_counter()
+            checked, direct = False, None
             if kind == "source":
                 source = self._read_source(spark, node, locations[node], store)
                 self._sources[node] = source
@@ -304,12 +306,18 @@ class BatchRunner:
                 )
                 self.contexts[node] = context
                 built = self._build_step(kind, context)
+                checked = any(e.on == "rows" for e in step.expectations)
                 if step.expectations:
-                    built = self._attach_expectations(("steps", node), built, step.expectations, context)
+                    direct = self._direct_output(node, needed)
+                    built = self._attach_expectations(
+                        ("steps", node), built, step.expectations, split=direct is not None, shared=consumers.get(node, 0) > 1
+                    )
                 frame = self._instrument(node, built)
+                if MASK in frame.columns:
+                    frame = self._split_masked(node, frame, direct)
                 self.result.steps.append(StepResult(node, kind, "planned", plan_s=time.perf_counter() - began))
                 self.reporter.update("step", node, "planned")
-            if consumers.get(node, 0) > 1 and kind != "source":
+            if consumers.get(node, 0) > 1 and kind != "source" and not checked:
                 frame = self._share(frame)
             frames[node] = frame
             frame.createOrReplaceTempView(node)
@@ -317,13 +325,40 @@ class BatchRunner:
         for name in self.compiled.selected_outputs():
             output = spec.outputs[name]
             if output.expectations:
-                context = StepContext(spark, f"output:{name}", output, {}, None, self._rejected)
-                checked = self._attach_expectations(("outputs", name), frames[spec.output_step(name)], output.expectations, context)
+                checked = self._attach_expectations(
+                    ("outputs", name), frames[spec.output_step(name)], output.expectations, split=True
+                )
                 self._output_frames[name] = checked
+                if MASK in checked.columns:
+                    self._split_quarantine[name] = (f"output:{name}", name, "output")
         return frames
 
-    def _attach_expectations(self, at: tuple[str, str], frame: DataFrame, specs: list[Any], context: StepContext) -> DataFrame:
-        """The frame checked by its expectations (persisted: read by the checks and the run alike)."""
+    def _direct_output(self, step: str, needed: set[str]) -> str | None:
+        """The output that stages the step's rows as they are, when it is their only reader."""
+        spec = self.compiled.spec
+        readers = [o for o in self.compiled.selected_outputs() if spec.output_step(o) == step]
+        if self.compiled.graph.readers_count(step, needed) or len(readers) != 1:
+            return None
+        return None if any(e.on == "rows" for e in spec.outputs[readers[0]].expectations) else readers[0]
+
+    def _split_masked(self, step: str, frame: DataFrame, direct: str | None) -> DataFrame:
+        """A step's rows minus those its drop expectations masked. They go to quarantine: split off
+        by the write of the output that stages them (one pass), else read again from the cache."""
+        from pyspark.sql import functions as F
+
+        masked = F.col(MASK).isNotNull()
+        if direct is not None:
+            self._output_frames[direct] = frame
+            self._split_quarantine[direct] = (step, step, "step")
+        else:
+            rows = self.quality.quarantined(step, "step", frame.where(masked))
+            self._rejected.append(Rejected(step, rows, self.quality.observation(step, "step")))
+        return frame.where(~masked).drop(MASK)
+
+    def _attach_expectations(
+        self, at: tuple[str, str], frame: DataFrame, specs: list[Any], split: bool, shared: bool = False
+    ) -> DataFrame:
+        """The frame with its expectations attached (framework.quality.gate.QualityGate.attach)."""
         missing = QualityGate.missing(frame, specs)
         if missing:
             raise BadInput(
@@ -336,9 +371,7 @@ class BatchRunner:
                     for i, spec, columns in missing
                 ]
             )
-        if not any(s.on == "rows" for s in specs):
-            return frame
-        return self.quality.attach(at[1], at[0][:-1], self._share(frame), list(specs), context)
+        return self.quality.attach(at[1], at[0][:-1], frame, list(specs), self._share, split=split, shared=shared)
 
     def _read_source(self, spark: SparkSession, name: str, location: str, store: DeltaStore) -> SourceFrame:
         return read_source(spark, name, self.compiled.spec.sources[name], location, store)
@@ -347,13 +380,15 @@ class BatchRunner:
         return build_step(kind, context)
 
     def _instrument(self, step: str, frame: DataFrame) -> DataFrame:
-        """Count the step's rows as a side effect of the run (no extra Spark job)."""
+        """Count the step's rows as a side effect of the run (no extra Spark job); rows a drop
+        expectation masked are not the step's."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         observation = Observation(f"tributary_step_{step}")
         self._observations[step] = observation
-        return frame.observe(observation, F.count(F.lit(1)).alias("rows"))
+        counted = F.count_if(F.col(MASK).isNull()) if MASK in frame.columns else F.count(F.lit(1))
+        return frame.observe(observation, counted.alias("rows"))
 
     def _share(self, frame: DataFrame) -> DataFrame:
         """A step read by several steps or outputs is computed once."""
@@ -417,10 +452,15 @@ class BatchRunner:
             self.reporter.update("output", name, "computing")
             began = time.perf_counter()
             frame = self._output_frames.get(name, frames[step])
+            split = MASK if MASK in frame.columns else None
             existing = store.schema(table) if mode == "append" else None
             if existing is not None:
-                frame = frame.select(*[_match_column(frame.columns, f.name) for f in existing.fields])
-            write = store.stage(frame, name, table, self._staging(name), list(output.partition_by))
+                frame = frame.select(*[_match_column(frame.columns, f.name) for f in existing.fields], *([MASK] if split else []))
+            write = store.stage(frame, name, table, self._staging(name), list(output.partition_by), split_by=split)
+            if split:
+                source, target, scope = self._split_quarantine[name]
+                rows = self.quality.quarantined(target, scope, store.read_split_off(frame.sparkSession, write, frame.schema))
+                self._rejected.append(Rejected(source, rows, known=write.split_rows))
             result.rows, result.duration_s = write.rows, time.perf_counter() - began
             if mode == "merge":
                 _check_unique_keys(frame.sparkSession, write, output.keys, name)

@@ -293,7 +293,12 @@ def _corrupted(table: pa.Table, count: int, rng: np.random.Generator) -> pa.Tabl
     rows = rng.choice(table.num_rows, size=min(count, table.num_rows), replace=False)
     glitch = np.full(table.num_rows, -1)
     glitch[rows] = np.arange(len(rows)) % 4
-    for kind, column, value in ((0, "head_service", None), (1, "response_ms", -1), (2, "client_ip", None), (3, "response_ms", 600_000)):
+    for kind, column, value in (
+        (0, "head_service", None),
+        (1, "response_ms", -1),
+        (2, "client_ip", None),
+        (3, "response_ms", 600_000),
+    ):
         i = table.schema.get_field_index(column)
         hit = pa.array(glitch == kind)
         replaced = pc.if_else(hit, pa.scalar(value, table.schema.field(i).type), table.column(i))

@@ -36,6 +36,9 @@ class StagedWrite:
     partition_by: list[str]
     rows: int = 0
     files: list[dict[str, Any]] = field(default_factory=list)  # path (relative), size, partition_values, rows
+    split_by: str | None = None  # a column the write was split on: rows where it is null are the output
+    split_off: str | None = None  # the folder (base path) of the rows split off
+    split_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,18 +72,51 @@ class DeltaStore(ABC):
     def read(self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None) -> DataFrame:
         """The table (optionally as of a version or time) as a Spark DataFrame."""
 
-    def stage(self, df: DataFrame, output: str, table: str, staging: str, partition_by: list[str]) -> StagedWrite:
-        """Compute the output and write it as Parquet under `staging`."""
+    def stage(
+        self, df: DataFrame, output: str, table: str, staging: str, partition_by: list[str], split_by: str | None = None
+    ) -> StagedWrite:
+        """Compute the output and write it as Parquet under `staging`.
+
+        split_by: a column whose non-null rows are not the output's (e.g. rows a quality check
+        quarantines). The write is partitioned on it first, so one pass writes both: the output
+        is the null partition's folder; `read_split_off` reads the others."""
         from framework.io import staging as staging_files
 
         writer = df.write.mode("overwrite")
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
+        partitions = [split_by, *partition_by] if split_by else list(partition_by)
+        if partitions:
+            writer = writer.partitionBy(*partitions)
         writer.parquet(staging)
-        staged = StagedWrite(output, table, staging, df.schema, list(partition_by))
-        staged.files = staging_files.list_parquet(staging)
+        if not split_by:
+            staged = StagedWrite(output, table, staging, df.schema, list(partition_by))
+            staged.files = staging_files.list_parquet(staging)
+        else:
+            kept = f"{staging.rstrip('/')}/{split_by}={staging_files.HIVE_NULL}"
+            staged = StagedWrite(output, table, kept, df.drop(split_by).schema, list(partition_by), split_by=split_by)
+            staged.split_off = staging
+            written = staging_files.list_parquet(staging)
+            off = [f for f in written if f["partition_values"].get(split_by) is not None]
+            staged.split_rows = sum(f["rows"] for f in off)
+            staged.files = [
+                {
+                    **f,
+                    "path": f["path"].split("/", 1)[1],
+                    "partition_values": {k: v for k, v in f["partition_values"].items() if k != split_by},
+                }
+                for f in written
+                if f["partition_values"].get(split_by) is None
+            ]
         staged.rows = sum(f["rows"] for f in staged.files)
         return staged
+
+    @staticmethod
+    def read_split_off(spark: SparkSession, staged: StagedWrite, schema: StructType) -> DataFrame:
+        """The rows a split write set aside (`schema`: the staged frame's, with the split column)."""
+        from pyspark.sql import functions as F
+
+        assert staged.split_by and staged.split_off
+        reader = spark.read.schema(schema).option("basePath", staged.split_off)
+        return reader.parquet(staged.split_off).where(F.col(staged.split_by).isNotNull())
 
     @abstractmethod
     def last_run_id(self, table: str) -> str | None:
@@ -104,6 +140,8 @@ class DeltaStore(ABC):
         from framework.io import staging as staging_files
 
         staging_files.remove_tree(staged.staging)
+        if staged.split_off:
+            staging_files.remove_tree(staged.split_off)
 
     @abstractmethod
     def restore(self, table: str, version: int | None) -> None:

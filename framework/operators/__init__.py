@@ -26,11 +26,12 @@ class Rejected:
     step: str
     rows: DataFrame
     observation: Any = None
+    known: int | None = None  # counted otherwise (e.g. from the files a split write made)
 
     def count(self) -> int | None:
         from framework.observations import observed_count
 
-        return observed_count(self.observation, "rejected")
+        return self.known if self.known is not None else observed_count(self.observation, "rejected")
 
 
 @dataclass(frozen=True)

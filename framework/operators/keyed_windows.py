@@ -128,9 +128,7 @@ def tuple_order(df: DataFrame, spec: KeyedWindowSpec) -> list[Column]:
     return [F.col(MICROS), *[F.col(quoted(c)) for c in spec.tiebreak], *rest]
 
 
-def unit_rows(
-    step: str, spec: KeyedWindowSpec, assigned: DataFrame, group: list[str], closed: Column | None = None
-) -> DataFrame:
+def unit_rows(step: str, spec: KeyedWindowSpec, assigned: DataFrame, group: list[str], closed: Column | None = None) -> DataFrame:
     """One row per unit: tuples grouped by key and `group` (the hidden unit columns). How a unit
     closed is its tuples' CLOSED, or the aggregate `closed` (an index into CLOSED_BY)."""
     from pyspark.errors import AnalysisException

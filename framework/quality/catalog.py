@@ -22,7 +22,18 @@ CATALOG_FILE = Path(__file__).with_name("gx_catalog.json")
 #: Arguments every GX expectation has that are about GX itself (rendering, ids, its own
 #: severity), not about the data; Tributary sets or replaces them (see framework.quality.suite).
 FRAMEWORK_ARGS = frozenset(
-    {"id", "meta", "notes", "result_format", "description", "catch_exceptions", "rendered_content", "severity", "windows", "batch_id"}
+    {
+        "id",
+        "meta",
+        "notes",
+        "result_format",
+        "description",
+        "catch_exceptions",
+        "rendered_content",
+        "severity",
+        "windows",
+        "batch_id",
+    }
 )
 
 #: Columns of the integration quality table (framework.quality.evaluation.metrics_rows), which
@@ -36,6 +47,9 @@ INTEGRATION_COLUMNS = (
 
 #: Arguments naming columns of the checked rows.
 COLUMN_ARGS = ("column", "column_A", "column_B", "column_list")
+
+#: A row's failed `drop` expectations travel as the bits of one positive 64-bit number.
+MAX_DROP_EXPECTATIONS = 63
 
 _JSON_TYPES = {
     "string": (str,),
@@ -126,7 +140,9 @@ def expectation_problems(name: str, kwargs: dict[str, Any]) -> list[str]:
             continue
         allowed = set(args[arg]["types"])
         if allowed and value is not None and not _accepts(allowed, value):
-            problems.append(f"{name}: argument '{arg}' must be {' or '.join(sorted(allowed))}, not {type_name(value)} ({value!r})")
+            problems.append(
+                f"{name}: argument '{arg}' must be {' or '.join(sorted(allowed))}, not {type_name(value)} ({value!r})"
+            )
     missing = [a for a, spec in args.items() if spec["required"] and a not in kwargs]
     if missing:
         problems.append(f"{name}: missing argument(s) {', '.join(missing)}")

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from framework.io.delta_store import DeltaStore
 
 
-
 @dataclass(frozen=True)
 class StepEvaluation:
     step: str

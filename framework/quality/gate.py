@@ -1,36 +1,48 @@
-"""The quality gate of a batch run: expectations are attached while the plan is built, checked
-before anything is staged (integration figures: before anything is committed), and a failing
-`fail` expectation stops the run with every table at its previous version.
+"""The quality gate of a batch run: expectations are attached while the plan is built, judged
+once the run has staged its outputs (integration figures: before anything is committed), and a
+failing `fail` expectation stops the run with every table at its previous version.
 
-Attaching a suite to a frame:
-- the frame is persisted once, so Great Expectations and the next steps read the same rows
-  without computing them twice;
-- rows failing a `drop` expectation leave the frame through the step's quarantine (counted by an
-  Observation as the run goes), so passed rows + quarantined rows = the frame's rows.
+Attaching a suite to a frame (framework.quality.observed):
+- the metrics GX needs are observed while the run computes the frame anyway (staging), so most
+  suites cost no pass of their own and the frame need not be cached;
+- rows failing a `drop` expectation carry a drop mask (`__tributary_drop`, one bit per drop
+  expectation): an output that stages the frame directly splits its write on it, so the
+  quarantined rows come out of the same pass; a frame read further on is persisted and its
+  masked rows are read again for the quarantine. Passed rows + quarantined rows = the frame's rows.
+- expectations GX cannot be fed that way are validated by GX itself on the persisted frame.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import RunFailed
+from framework.quality.observed import ObservedSuite, plan
 from framework.quality.results import ExpectationResult
-from framework.quality.suite import check, drop_reason, missing_columns
+from framework.quality.suite import check, drop_mask, failing_conditions, missing_columns, reason_from_mask
 from framework.spec.expectations import ExpectationSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from framework.operators import StepContext
+MASK = "__tributary_drop"
 
 
 @dataclass
 class _Pending:
     target: str
     scope: str
-    frame: DataFrame
     specs: list[ExpectationSpec]
+    observed: ObservedSuite
+    observation: Any  # the Observation of `frame`, None when nothing is observed
+    frame: DataFrame  # the frame as attached (a job over it fires the observation)
+    cached: DataFrame | None  # the persisted rows, for the expectations GX validates itself
+
+    @property
+    def drops(self) -> list[ExpectationSpec]:
+        return [s for s in self.specs if s.severity == "drop"]
 
 
 class QualityGate:
@@ -38,16 +50,61 @@ class QualityGate:
         self.results: list[ExpectationResult] = []
         self._pending: list[_Pending] = []
 
-    def attach(self, target: str, scope: str, frame: DataFrame, specs: list[ExpectationSpec], context: StepContext) -> DataFrame:
-        """The frame the rest of the run reads: `frame` without the rows `drop` expectations refuse.
+    def attach(
+        self,
+        target: str,
+        scope: str,
+        frame: DataFrame,
+        specs: list[ExpectationSpec],
+        persist: Callable[[DataFrame], DataFrame],
+        split: bool = False,
+        shared: bool = False,
+    ) -> DataFrame:
+        """`frame` with its row expectations attached, observed as it is computed; with a MASK
+        column (null: the row passed every drop expectation) when there are drop expectations.
 
-        `frame` must be persisted by the caller (it is read by the checks and by the run)."""
+        split: one output stages the frame and nothing else reads it, so the output can split its
+        write on MASK; otherwise the rows are persisted (`persist`) and the masked ones read again.
+        shared: several readers: the rows are persisted whatever the expectations."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
         specs = [s for s in specs if s.on == "rows"]
         if not specs:
             return frame
-        self._pending.append(_Pending(target, scope, frame, specs))
-        drops = [s for s in specs if s.severity == "drop"]
-        return context.quarantine(frame, drop_reason(frame, drops)) if drops else frame
+        observed = plan(frame, specs)
+        drops = [i for i, s in enumerate(specs) if s.severity == "drop"]
+        cached = persist(frame) if shared or observed.fallback or (drops and not split) else None
+        base = cached if cached is not None else frame
+        tagged = observed.tag(base)
+        hidden = list(observed.checks)
+        aggregates = list(observed.aggregates.values())
+        if drops:
+            unplanned = [specs[i] for i in drops if i not in observed.failing]  # left to GX: its condition alone
+            conditions = failing_conditions(base, unplanned) if unplanned else {}
+            failing = [F.col(observed.failing[i]) if i in observed.failing else conditions[specs[i].label] for i in drops]
+            tagged = tagged.withColumn(MASK, drop_mask(failing))
+            aggregates.append(F.count_if(F.col(MASK).isNotNull()).alias("rejected"))
+        observation = None
+        if aggregates:
+            observation = Observation(f"tributary_quality_{scope}_{target}_{len(self._pending)}")
+            tagged = tagged.observe(observation, *aggregates)
+        tagged = tagged.drop(*hidden) if hidden else tagged
+        self._pending.append(_Pending(target, scope, specs, observed, observation, tagged, cached))
+        return tagged
+
+    def quarantined(self, target: str, scope: str, rows: DataFrame) -> DataFrame:
+        """Rows with a MASK as quarantine rows: the reason rebuilt from the mask and the row's values."""
+        from pyspark.sql import functions as F
+
+        from framework.operators import REASON
+
+        pending = next(p for p in self._pending if (p.target, p.scope) == (target, scope))
+        return rows.withColumn(REASON, reason_from_mask(pending.drops, F.col(MASK))).drop(MASK)
+
+    def observation(self, target: str, scope: str) -> Any:
+        """The Observation of an attached frame (its `rejected` metric counts the masked rows)."""
+        return next(p.observation for p in self._pending if (p.target, p.scope) == (target, scope))
 
     @staticmethod
     def missing(frame: DataFrame, specs: list[ExpectationSpec]) -> list[tuple[int, ExpectationSpec, list[str]]]:
@@ -59,16 +116,31 @@ class QualityGate:
         return found
 
     def check_rows(self, progress: Any = None) -> None:
-        """Every attached suite, once; raises RunFailed if a `fail` expectation did not pass."""
+        """Every attached suite, once its frame has been computed (the run stages first); raises
+        RunFailed if a `fail` expectation did not pass."""
         for pending in self._pending:
             if progress:
                 progress(pending.target, "checking", f"{len(pending.specs)} expectation(s)")
-            results = check(pending.frame, pending.target, pending.scope, pending.specs)
+            results = self._judge(pending)
             self.results += results
             if progress:
                 progress(pending.target, "checked", _tally(results))
-        self._pending.clear()
         self._stop_if_failed()
+
+    @staticmethod
+    def _judge(pending: _Pending) -> list[ExpectationResult]:
+        by_index: dict[int, ExpectationResult] = {}
+        if pending.observation is not None:
+            if not _completed(pending.observation):
+                # nothing computed the frame (e.g. its output was already written by an identical run)
+                pending.frame.write.format("noop").mode("overwrite").save()
+            by_index |= pending.observed.results(pending.observation.get, pending.target, pending.scope)
+        fallback = pending.observed.fallback
+        if fallback:
+            assert pending.cached is not None
+            validated = check(pending.cached, pending.target, pending.scope, [pending.specs[i] for i in fallback])
+            by_index |= dict(zip(fallback, validated, strict=True))
+        return [by_index[i] for i in range(len(pending.specs))]
 
     def check_integration(self, spark: SparkSession, step: str, figures: Any, specs: list[ExpectationSpec]) -> None:
         """Expectations over a step's integration figures (one row of _tributary/integration_quality)."""
@@ -92,6 +164,11 @@ class QualityGate:
             raise RunFailed(
                 f"quality: {len(blocking)} expectation(s) with severity fail did not pass, nothing was committed: {shown}{more}"
             )
+
+
+def _completed(observation: Any) -> bool:
+    java = getattr(observation, "_jo", None)
+    return java is None or bool(java.future().isCompleted())
 
 
 def _describe(result: ExpectationResult) -> str:

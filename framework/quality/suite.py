@@ -29,7 +29,12 @@ _context: Any = None
 _batch_definition: Any = None
 
 
-def _gx_batch_definition() -> Any:
+def gx_context() -> Any:
+    gx_batch_definition()
+    return _context
+
+
+def gx_batch_definition() -> Any:
     """The process's one GX context (ephemeral), reduced to what is used: a whole-DataFrame batch."""
     global _context, _batch_definition
     if _batch_definition is None:
@@ -60,7 +65,7 @@ def check(df: DataFrame, target: str, scope: str, specs: list[ExpectationSpec]) 
     """Validate `df` against `specs` in one GX run; failing samples only for what failed."""
     import great_expectations as gx
 
-    batch = _gx_batch_definition().get_batch(batch_parameters={"dataframe": df})  # the context first
+    batch = gx_batch_definition().get_batch(batch_parameters={"dataframe": df})  # the context first
     suite = gx.ExpectationSuite(name=f"tributary.{target}.{scope}")
     for i, spec in enumerate(specs):
         expectation = gx_expectation(spec)
@@ -69,7 +74,7 @@ def check(df: DataFrame, target: str, scope: str, specs: list[ExpectationSpec]) 
     outcome = batch.validate(suite, result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
     # GX returns results in its own order: match them back by the index put in their meta.
     by_index = {(r.expectation_config.meta or {}).get("tributary_index"): r for r in outcome.results}
-    results = [_result(target, scope, spec, by_index.get(i)) for i, spec in enumerate(specs)]
+    results = [make_result(target, scope, spec, by_index.get(i)) for i, spec in enumerate(specs)]
     # drop expectations' failing rows are in the quarantine table already, with their reason
     failed_rows = [
         (spec, r)
@@ -79,17 +84,13 @@ def check(df: DataFrame, target: str, scope: str, specs: list[ExpectationSpec]) 
     if failed_rows:
         conditions = failing_conditions(df, [spec for spec, _ in failed_rows])
         for spec, result in failed_rows:
-            result.failing_samples = [
-                json.loads(row[0])
-                for row in df.where(conditions[spec.label])
-                .select(_row_json(df))
-                .limit(SAMPLE_ROWS)
-                .collect()
-            ]
+            failing = df.withColumn("__tributary_failing", conditions[spec.label])  # a window condition cannot be a filter
+            rows = failing.where("__tributary_failing").select(_row_json(df)).limit(SAMPLE_ROWS).collect()
+            result.failing_samples = [json.loads(row[0]) for row in rows]
     return results
 
 
-def _result(target: str, scope: str, spec: ExpectationSpec, gx_result: Any) -> ExpectationResult:
+def make_result(target: str, scope: str, spec: ExpectationSpec, gx_result: Any) -> ExpectationResult:
     result = ExpectationResult(
         target=target,
         scope=scope,
@@ -139,7 +140,7 @@ def failing_conditions(df: DataFrame, specs: list[ExpectationSpec]) -> dict[str,
     # An empty frame of the same columns, not linked to df's plan: a job over df.limit(0) would
     # finish df's Observations with no metrics (source bad-record counts, step row counts).
     empty = df.sparkSession.createDataFrame([], df.schema)
-    batch = _gx_batch_definition().get_batch(batch_parameters={"dataframe": empty})
+    batch = gx_batch_definition().get_batch(batch_parameters={"dataframe": empty})
     engine = batch.data.execution_engine
     wanted: dict[str, MetricConfiguration] = {}
     for spec in specs:
@@ -157,17 +158,17 @@ def failing_conditions(df: DataFrame, specs: list[ExpectationSpec]) -> dict[str,
     conditions = {}
     for label, configuration in wanted.items():
         condition, compute_kwargs, accessor_kwargs = values[configuration.id]
-        conditions[label] = F.coalesce(condition & _domain(compute_kwargs, accessor_kwargs), F.lit(False))
+        conditions[label] = F.coalesce(condition & row_domain(compute_kwargs, accessor_kwargs, engine), F.lit(False))
     return conditions
 
 
-def _domain(compute_kwargs: dict[str, Any], accessor_kwargs: dict[str, Any]) -> Column:
+def row_domain(compute_kwargs: dict[str, Any], accessor_kwargs: dict[str, Any], engine: Any = None) -> Column:
     """The rows an expectation looks at: GX's row_condition, filter_conditions and ignore_row_if."""
     from pyspark.sql import functions as F
 
     parts = [F.lit(True)]
     if compute_kwargs.get("row_condition"):
-        parts.append(F.expr(str(compute_kwargs["row_condition"])))
+        parts.append(_row_condition(compute_kwargs["row_condition"], compute_kwargs.get("condition_parser"), engine))
     for row_condition in compute_kwargs.get("filter_conditions") or []:
         parts.append(F.expr(getattr(row_condition, "condition", str(row_condition))))
     ignore = compute_kwargs.get("ignore_row_if")
@@ -182,18 +183,51 @@ def _domain(compute_kwargs: dict[str, Any], accessor_kwargs: dict[str, Any]) -> 
     return reduce(lambda a, b: a & b, parts)
 
 
-def drop_reason(df: DataFrame, specs: list[ExpectationSpec]) -> Column:
-    """Null for rows every `drop` expectation accepts; else which expectations failed, with the values."""
+def _row_condition(condition: Any, parser: str | None, engine: Any) -> Column:
+    """A row_condition as a Spark Column, the way GX's Spark engine reads it (its forms differ by
+    how it was written: a pass-through Spark filter, a GX Condition, or a string and a parser)."""
+    from great_expectations.expectations.row_conditions import Condition, PassThroughCondition, deserialize_row_condition
     from pyspark.sql import functions as F
 
-    conditions = failing_conditions(df, specs)
+    if isinstance(condition, dict):
+        condition = deserialize_row_condition(condition)
+    if isinstance(condition, PassThroughCondition):
+        return F.expr(condition.pass_through_filter)
+    if isinstance(condition, Condition) and engine is not None:
+        return engine.condition_to_filter_clause(condition)
+    if isinstance(condition, str) and parser == "spark":
+        return F.expr(condition)
+    if isinstance(condition, str):
+        from great_expectations.expectations.legacy_row_conditions import parse_condition_to_spark
+
+        return parse_condition_to_spark(condition)
+    raise ValueError(f"row_condition {condition!r} is not one Tributary can apply")
+
+
+def drop_mask(failing: list[Column]) -> Column:
+    """Which `drop` expectations a row fails, as bits (expectation k: bit k); null when none.
+
+    A small integer that the quarantine reason is rebuilt from (`reason_from_mask`), so a staged
+    write can be split on it (the folder name holds it) without carrying the reason's text."""
+    from pyspark.sql import functions as F
+
+    bits = reduce(
+        lambda a, b: a + b,
+        [F.when(c, F.lit(1 << k).cast("long")).otherwise(F.lit(0).cast("long")) for k, c in enumerate(failing)],
+    )
+    return F.when(bits != 0, bits)
+
+
+def reason_from_mask(specs: list[ExpectationSpec], mask: Column) -> Column:
+    """The quarantine reason of a row from its drop mask: each failed expectation with the row's values."""
+    from pyspark.sql import functions as F
+
     reasons = []
-    for spec in specs:
+    for k, spec in enumerate(specs):
         shown = [F.concat(F.lit(f"{c}="), F.coalesce(F.col(f"`{c}`").cast("string"), F.lit("null"))) for c in spec.columns()]
         text = F.concat_ws(" ", F.lit(f"{spec.label}:"), *shown) if shown else F.lit(spec.label)
-        reasons.append(F.when(conditions[spec.label], text))
-    any_failed = reduce(lambda a, b: a | b, conditions.values())
-    return F.when(any_failed, F.concat_ws("; ", *reasons))
+        reasons.append(F.when(mask.bitwiseAND(F.lit(1 << k).cast("long")) != 0, text))
+    return F.when(mask.isNotNull(), F.concat_ws("; ", *reasons))
 
 
 def _row_json(df: DataFrame) -> Column:

@@ -36,7 +36,9 @@ class LocatedDocument:
             candidate = (*path, part)
             following = loc[i + 1] if i + 1 < len(loc) else None
             # a union tag that is also a key (a step's `sql:`): skip it when the path goes on beside it
-            beside = following is not None and (*path, following) in self.positions and (*candidate, following) not in self.positions
+            beside = (
+                following is not None and (*path, following) in self.positions and (*candidate, following) not in self.positions
+            )
             if candidate in self.positions and not beside:
                 path = candidate
                 best = self.positions[path]

@@ -1,0 +1,206 @@
+"""Expectations judged from the pass that writes the rows: GX's metrics as one Spark Observation.
+
+Great Expectations decides an expectation from a few metrics (a column map expectation: the row
+count, the null count, the unexpected count; expect_column_mean_to_be_between: the mean). On
+Spark, GX computes each domain's metrics as its own aggregation job over rows that must be cached
+to be read again, and caching a step costs more than computing it. Here the same metrics are
+taken from GX as Spark expressions, resolved on an empty frame (no job):
+- `X.unexpected_count`, `X.filtered_row_count`: GX's condition of the map metric X and its
+  domain (nulls, ignore_row_if) as a hidden boolean column, counted;
+- aggregate metrics (`table.row_count`, `column.mean`, `column.max`, ...): GX's own aggregate;
+- `X.unexpected_values`: an empty list (results are counts only; samples are observed apart).
+They are observed while the run stages its outputs, then handed back to GX (`metrics_validate`),
+so GX still judges, with its own definitions, and the checks cost no pass of their own.
+
+An expectation needing anything else (quantiles, value counts, distinct sets, a row_condition)
+is validated by GX itself (framework.quality.suite.check) on the persisted rows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from framework.quality.results import ExpectationResult
+from framework.quality.suite import SAMPLE_ROWS, gx_batch_definition, gx_context, gx_expectation, make_result, row_domain
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from framework.spec.expectations import ExpectationSpec
+
+CHECK_PREFIX = "__tributary_check_"
+RESULT_FORMAT = {"result_format": "BASIC", "partial_unexpected_count": 0}
+_SCHEMA_METRICS = ("table.columns", "table.column_types")  # exact from the schema alone
+
+
+class NotObservable(Exception):
+    """A metric that is not one aggregate over the rows: GX validates the expectation itself."""
+
+
+@dataclass
+class ObservedSuite:
+    """The hidden check columns and the Observation aggregates for a list of expectations.
+
+    `observable[i]` maps each metric id expectation i needs to where its value comes from: an
+    aggregate's alias in the Observation, or a constant."""
+
+    specs: list[ExpectationSpec]
+    checks: dict[str, Column] = field(default_factory=dict)  # hidden column -> GX condition ∧ domain
+    aggregates: dict[str, Column] = field(default_factory=dict)  # alias -> aggregate
+    observable: dict[int, dict[Any, tuple[str, Any]]] = field(default_factory=dict)
+    failing: dict[int, str] = field(default_factory=dict)  # row-level expectation -> its hidden check column
+    samples: dict[int, list[str]] = field(default_factory=dict)  # warn/fail row-level -> sample aliases
+    errors: dict[int, str] = field(default_factory=dict)  # GX could not even plan it (reported as an error)
+    counted_check: dict[str, str] = field(default_factory=dict)  # unexpected-count alias -> the check it counts
+    engine: Any = None  # GX's Spark engine (over the empty frame): metrics_validate wants one
+
+    @property
+    def fallback(self) -> list[int]:
+        return [i for i in range(len(self.specs)) if i not in self.observable and i not in self.errors]
+
+    def tag(self, df: DataFrame) -> DataFrame:
+        """`df` with the hidden check columns (computed once, read by the Observation and the drops)."""
+        return df.withColumns(self.checks) if self.checks else df
+
+    def results(self, observed: dict[str, Any], target: str, scope: str) -> dict[int, ExpectationResult]:
+        """GX's verdict on each observable expectation, from the observed metric values."""
+        results = {}
+        for i, sources in self.observable.items():
+            spec = self.specs[i]
+            metrics = {mid: observed[value] if kind == "alias" else value for mid, (kind, value) in sources.items()}
+            try:
+                verdict = gx_expectation(spec).metrics_validate(
+                    metrics, runtime_configuration={"result_format": dict(RESULT_FORMAT)}, execution_engine=self.engine
+                )
+            except Exception as e:  # noqa: BLE001 - GX's own failure is the expectation's result
+                verdict = None
+                error = str(e).splitlines()[0] if str(e) else type(e).__name__
+            result = make_result(target, scope, spec, verdict)
+            if verdict is None:
+                result.error = error
+            if not result.success and i in self.samples:
+                result.failing_samples = _samples([observed[a] for a in self.samples[i]])
+            results[i] = result
+        for i, message in self.errors.items():
+            result = make_result(target, scope, self.specs[i], None)
+            result.error = message
+            results[i] = result
+        return results
+
+
+def plan(df: DataFrame, specs: list[ExpectationSpec]) -> ObservedSuite:
+    """Which expectations the pass can judge, and the columns and aggregates it needs for them."""
+    from great_expectations.validator.metric_configuration import MetricConfiguration
+    from great_expectations.validator.validator import Validator
+    from pyspark.sql import functions as F
+
+    empty = df.sparkSession.createDataFrame([], df.schema)  # not linked to df's plan (its Observations)
+    batch = gx_batch_definition().get_batch(batch_parameters={"dataframe": empty})
+    engine = batch.data.execution_engine
+    validator = Validator(execution_engine=engine, batches=[batch], data_context=gx_context())
+    suite = ObservedSuite(specs, engine=engine)
+    by_metric: dict[Any, tuple[str, Any]] = {}  # metric id -> source, shared by the expectations
+
+    def resolve(name: str, like: Any) -> Any:
+        configuration = MetricConfiguration(name, like.metric_domain_kwargs, like.metric_value_kwargs)
+        resolved = validator.compute_metrics([configuration])
+        values = resolved[0] if isinstance(resolved, tuple) else resolved
+        return values[configuration.id]
+
+    def source_of(configuration: Any) -> tuple[str, Any]:
+        name = configuration.metric_name
+        if configuration.id in by_metric:
+            return by_metric[configuration.id]
+        base, _, suffix = name.rpartition(".")
+        if configuration.metric_domain_kwargs.get("row_condition"):
+            raise NotObservable(f"{name} with a row_condition")
+        if name in _SCHEMA_METRICS:
+            source = ("value", resolve(name, configuration))
+        elif suffix == "unexpected_values":
+            source = ("value", [])  # results are counts only (partial_unexpected_count 0)
+        elif suffix in ("unexpected_count", "filtered_row_count") and _registered(f"{base}.condition", engine):
+            condition, compute_kwargs, accessor_kwargs = resolve(f"{base}.condition", configuration)
+            domain = row_domain(compute_kwargs, accessor_kwargs, engine)
+            if suffix == "unexpected_count":
+                column = _check_column(suite, F.coalesce(condition & domain, F.lit(False)))
+                source = _aggregate(suite, F.count_if(F.col(column)))
+                suite.counted_check[source[1]] = column
+            else:
+                source = _aggregate(suite, F.count_if(F.coalesce(domain, F.lit(False))))
+        elif _registered(f"{name}.aggregate_fn", engine):
+            aggregate, compute_kwargs, _ = resolve(f"{name}.aggregate_fn", configuration)
+            if compute_kwargs.get("filter_conditions") or compute_kwargs.get("row_condition"):
+                raise NotObservable(f"{name} over filtered rows")
+            source = _aggregate(suite, aggregate)
+        else:
+            raise NotObservable(name)
+        by_metric[configuration.id] = source
+        return source
+
+    for i, spec in enumerate(specs):
+        try:
+            expectation = gx_expectation(spec)
+            needed = expectation.get_validation_dependencies(
+                execution_engine=engine, runtime_configuration={"result_format": dict(RESULT_FORMAT)}
+            ).get_metric_configurations()
+        except Exception as e:  # noqa: BLE001 - reported as the expectation's error, as GX would
+            suite.errors[i] = str(e).splitlines()[0] if str(e) else type(e).__name__
+            continue
+        before = (dict(suite.checks), dict(suite.aggregates), dict(by_metric))
+        try:
+            sources = {c.id: source_of(c) for c in needed}
+            _probe(empty, suite)  # Spark accepts them in an Observation (no distinct, no window in an aggregate)
+        except Exception:  # noqa: BLE001 - anything GX or Spark refuses here is left to GX's own validation
+            suite.checks, suite.aggregates, by_metric = before
+            continue
+        suite.observable[i] = sources
+        map_metric = getattr(expectation, "map_metric", None)
+        counted = [c for c in needed if c.metric_name == f"{map_metric}.unexpected_count"]
+        if spec.row_level and counted:
+            suite.failing[i] = suite.counted_check[sources[counted[0].id][1]]
+            if spec.severity != "drop":
+                suite.samples[i] = _sample_aggregates(suite, df, suite.failing[i])
+    return suite
+
+
+def _registered(metric: str, engine: Any) -> bool:
+    from great_expectations.expectations.registry import get_metric_provider
+
+    try:
+        get_metric_provider(metric, engine)
+    except Exception:  # noqa: BLE001 - GX raises several kinds for "no such metric"
+        return False
+    return True
+
+
+def _check_column(suite: ObservedSuite, condition: Column) -> str:
+    name = f"{CHECK_PREFIX}{len(suite.checks)}"
+    suite.checks[name] = condition
+    return name
+
+
+def _aggregate(suite: ObservedSuite, aggregate: Column) -> tuple[str, str]:
+    alias = f"m{len(suite.aggregates)}"
+    suite.aggregates[alias] = aggregate.alias(alias)
+    return ("alias", alias)
+
+
+def _sample_aggregates(suite: ObservedSuite, df: DataFrame, check: str) -> list[str]:
+    """Up to SAMPLE_ROWS failing rows, one per hash bucket: constant memory, no extra pass."""
+    from pyspark.sql import functions as F
+
+    columns = [F.col(f"`{c}`") for c in df.columns]
+    row = F.to_json(F.struct(*columns), {"ignoreNullFields": "false"})
+    bucket = F.pmod(F.xxhash64(*columns), F.lit(SAMPLE_ROWS))
+    return [_aggregate(suite, F.min(F.when(F.col(check) & (bucket == j), row)))[1] for j in range(SAMPLE_ROWS)]
+
+
+def _samples(values: list[Any]) -> list[dict[str, Any]]:
+    return [json.loads(v) for v in values if v is not None]
+
+
+def _probe(empty: DataFrame, suite: ObservedSuite) -> None:
+    """Spark's analysis of the Observation on the empty frame: raises if it refuses an aggregate."""
+    suite.tag(empty).observe("tributary_probe", *suite.aggregates.values())
