@@ -202,7 +202,9 @@ def main() -> None:
         stream_file = write_pipeline(root, "swa_stream", "streaming", "swa", 13, data, args.files_per_trigger)
         swa_file = write_pipeline(root, "swa_batch", "batch", "swa", 13, data, args.files_per_trigger)
         tumbling_file = write_pipeline(root, "tumbling_batch", "batch", "tumbling", 32000, data, args.files_per_trigger)
-        print(f"trace: {tuples:,} tuples, {trace.instances:,} instances ({args.master}, {args.files_per_trigger} files per trigger)")
+        print(
+            f"trace: {tuples:,} tuples, {trace.instances:,} instances ({args.master}, {args.files_per_trigger} files per trigger)"
+        )
 
         # 1. streaming throughput, after one warm-up of both on a small trace (JIT, Python workers)
         warm = root / "warm"
@@ -227,7 +229,9 @@ def main() -> None:
             print(f"  {label:>35}: {rates[label]:>9,.0f} tuples/s  (runs {', '.join(f'{v:.1f}s' for v in values)})")
         print(f"    swa emitted {units:,} windows; session_window emitted {sessions:,} sessions")
         ratio = rates["tributary swa (streaming)"] / rates["native session_window (streaming)"]
-        print(f"  streaming ratio swa / native session_window (baseline): {ratio:.2f}  (target >= 1.0: {'met' if ratio >= 1.0 else 'MISSED'})")
+        print(
+            f"  streaming ratio swa / native session_window (baseline): {ratio:.2f}  (target >= 1.0: {'met' if ratio >= 1.0 else 'MISSED'})"
+        )
 
         # 2. batch wall time
         batch = {"swa step (batch)": [], "groupBy(key).agg (batch)": []}
