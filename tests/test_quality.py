@@ -209,6 +209,24 @@ def test_observed_verdicts_equal_gx_validation_and_drops_are_gx_unexpected_rows(
     assert MASK not in gate.quarantined("t", "step", tagged).columns
 
 
+def test_planning_the_observed_checks_runs_no_spark_job(spark):
+    """Attaching a suite only builds expressions (GX resolves them on an empty frame): a Spark
+    job here would cost every checked step a round trip before it even runs."""
+    from framework.quality.observed import plan
+    from framework.spec.expectations import ExpectationSpec
+
+    specs = [ExpectationSpec.model_validate(s) for s in SUITE_UNDER_TEST]
+    frame = spark.createDataFrame([(1, "ann", 2.0)], "id INT, customer STRING, amount DOUBLE")
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("plan-observed-checks", "test")
+    try:
+        planned = plan(frame, specs)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert tracker.getJobIdsForGroup("plan-observed-checks") == []
+    assert planned.fallback == [10, 11]  # the median and the row_condition: GX validates those itself
+
+
 def test_drop_quarantines_failing_rows_and_the_rest_go_on(spark, cli, project):
     _orders(project, ROWS)
     _pipeline(project)

@@ -55,6 +55,8 @@ class ObservedSuite:
     errors: dict[int, str] = field(default_factory=dict)  # GX could not even plan it (reported as an error)
     counted_check: dict[str, str] = field(default_factory=dict)  # unexpected-count alias -> the check it counts
     engine: Any = None  # GX's Spark engine (over the empty frame): metrics_validate wants one
+    sample_row: Any = None  # the row as JSON, for failing samples
+    sample_bucket: Any = None
 
     @property
     def fallback(self) -> list[int]:
@@ -103,11 +105,42 @@ def plan(df: DataFrame, specs: list[ExpectationSpec]) -> ObservedSuite:
     suite = ObservedSuite(specs, engine=engine)
     by_metric: dict[Any, tuple[str, Any]] = {}  # metric id -> source, shared by the expectations
 
+    def derived(name: str, like: Any) -> Any:
+        return MetricConfiguration(name, like.metric_domain_kwargs, like.metric_value_kwargs)
+
+    def resolution_of(configuration: Any) -> Any:
+        """What GX must resolve (on the empty frame) to observe `configuration`, if anything."""
+        name = configuration.metric_name
+        base, _, suffix = name.rpartition(".")
+        if name in _SCHEMA_METRICS:
+            return configuration
+        if suffix in ("unexpected_count", "filtered_row_count") and _registered(f"{base}.condition", engine):
+            return derived(f"{base}.condition", configuration)
+        if _registered(f"{name}.aggregate_fn", engine):
+            return derived(f"{name}.aggregate_fn", configuration)
+        return None
+
+    # every expectation's metrics, and what GX resolves for them, in one graph (one pass of GX's)
+    needs: dict[int, list[Any]] = {}
+    for i, spec in enumerate(specs):
+        try:
+            needs[i] = (
+                gx_expectation(spec)
+                .get_validation_dependencies(
+                    execution_engine=engine, runtime_configuration={"result_format": dict(RESULT_FORMAT)}
+                )
+                .get_metric_configurations()
+            )
+        except Exception as e:  # noqa: BLE001 - reported as the expectation's error, as GX would
+            suite.errors[i] = str(e).splitlines()[0] if str(e) else type(e).__name__
+    wanted = {r.id: r for c in [c for cs in needs.values() for c in cs] if (r := resolution_of(c)) is not None}
+    resolved = _resolve_on_empty(validator, list(wanted.values())) if wanted else {}
+
     def resolve(name: str, like: Any) -> Any:
-        configuration = MetricConfiguration(name, like.metric_domain_kwargs, like.metric_value_kwargs)
-        resolved = validator.compute_metrics([configuration])
-        values = resolved[0] if isinstance(resolved, tuple) else resolved
-        return values[configuration.id]
+        configuration = derived(name, like)
+        if configuration.id not in resolved:
+            raise NotObservable(f"GX could not resolve {name}")
+        return resolved[configuration.id]
 
     def source_of(configuration: Any) -> tuple[str, Any]:
         name = configuration.metric_name
@@ -139,15 +172,9 @@ def plan(df: DataFrame, specs: list[ExpectationSpec]) -> ObservedSuite:
         by_metric[configuration.id] = source
         return source
 
-    for i, spec in enumerate(specs):
-        try:
-            expectation = gx_expectation(spec)
-            needed = expectation.get_validation_dependencies(
-                execution_engine=engine, runtime_configuration={"result_format": dict(RESULT_FORMAT)}
-            ).get_metric_configurations()
-        except Exception as e:  # noqa: BLE001 - reported as the expectation's error, as GX would
-            suite.errors[i] = str(e).splitlines()[0] if str(e) else type(e).__name__
-            continue
+    for i, needed in needs.items():
+        spec = specs[i]
+        expectation = gx_expectation(spec)
         before = (dict(suite.checks), dict(suite.aggregates), dict(by_metric))
         try:
             sources = {c.id: source_of(c) for c in needed}
@@ -163,6 +190,22 @@ def plan(df: DataFrame, specs: list[ExpectationSpec]) -> ObservedSuite:
             if spec.severity != "drop":
                 suite.samples[i] = _sample_aggregates(suite, df, suite.failing[i])
     return suite
+
+
+def _resolve_on_empty(validator: Any, configurations: list[Any]) -> dict[Any, Any]:
+    """GX's values of `configurations` on the empty frame, without a Spark job.
+
+    Every map metric depends on the table's row count, which GX would count with a Spark job; on
+    the empty frame it is 0, so it is given. (ValidationGraph.resolve takes no known metrics;
+    its inner `_resolve` does. tests/test_quality.py checks that planning runs no Spark job.)"""
+    graph = validator.metrics_calculator.build_metric_dependency_graph(metric_configurations=configurations)
+    known: dict[Any, Any] = {}
+    for edge in graph.edges:
+        for configuration in (edge.left, edge.right):
+            if configuration is not None and configuration.metric_name == "table.row_count":
+                known[configuration.id] = 0
+    graph._resolve(metrics=known, show_progress_bars=False)  # noqa: SLF001 - see above
+    return known
 
 
 def _registered(metric: str, engine: Any) -> bool:
@@ -191,10 +234,14 @@ def _sample_aggregates(suite: ObservedSuite, df: DataFrame, check: str) -> list[
     """Up to SAMPLE_ROWS failing rows, one per hash bucket: constant memory, no extra pass."""
     from pyspark.sql import functions as F
 
-    columns = [F.col(f"`{c}`") for c in df.columns]
-    row = F.to_json(F.struct(*columns), {"ignoreNullFields": "false"})
-    bucket = F.pmod(F.xxhash64(*columns), F.lit(SAMPLE_ROWS))
-    return [_aggregate(suite, F.min(F.when(F.col(check) & (bucket == j), row)))[1] for j in range(SAMPLE_ROWS)]
+    if suite.sample_row is None:  # one JSON and one hash expression, shared by every sample
+        columns = [F.col(f"`{c}`") for c in df.columns]
+        suite.sample_row = F.to_json(F.struct(*columns), {"ignoreNullFields": "false"})
+        suite.sample_bucket = F.pmod(F.xxhash64(*columns), F.lit(SAMPLE_ROWS))
+    failing = F.col(check)
+    return [
+        _aggregate(suite, F.min(F.when(failing & (suite.sample_bucket == j), suite.sample_row)))[1] for j in range(SAMPLE_ROWS)
+    ]
 
 
 def _samples(values: list[Any]) -> list[dict[str, Any]]:
