@@ -257,6 +257,35 @@ def test_drop_quarantines_failing_rows_and_the_rest_go_on(spark, cli, project):
     assert "quality (Great Expectations)" in out
 
 
+@pytest.mark.parametrize(
+    ("output", "extra_outputs"),
+    [
+        ("partition_by: [customer]", ""),  # the output splits its write: partitions under the split
+        ("", "  copy: {from: orders, mode: append}\n"),  # two readers: persisted, masked rows read again
+    ],
+    ids=["split-write-partitioned", "two-readers"],
+)
+def test_drops_lose_nothing_whoever_reads_the_step(spark, cli, project, output, extra_outputs):
+    _orders(project, ROWS)
+    _pipeline(project, SUITE, output)
+    path = project / "pipelines" / "orders.yaml"
+    path.write_text(path.read_text() + extra_outputs)
+    code, out, err = cli("run", "orders")
+    assert code == 0, out + err
+    quarantined = delta_rows(project / "warehouse" / "_tributary" / "quarantine")
+    assert sorted(json.loads(r["record"])["id"] for r in quarantined) == [2, 3, 5]  # once, not once per reader
+    tables = ["orders", "copy"] if extra_outputs else ["orders"]
+    for table in tables:
+        rows = delta_rows(project / "warehouse" / table)
+        assert sorted((r["id"], r["customer"], r["amount"]) for r in rows) == [
+            (1, "ann", 10.0),
+            (4, "cid", 30.0),
+            (6, "dee", None),
+        ]
+    results = {r["expectation"]: r for r in delta_rows(project / "warehouse" / "_tributary" / "quality")}
+    assert results["expect_column_values_to_be_between"]["quarantined"] == 2
+
+
 def test_a_failing_fail_expectation_commits_nothing(spark, cli, project):
     _orders(project, [r for r in ROWS if r["customer"] and (r["amount"] or 0) >= 0])
     fail_suite = "      - expect_column_values_to_be_between: {column: amount, min_value: 0, max_value: 1000}\n"
