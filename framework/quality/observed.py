@@ -238,9 +238,12 @@ def _sample_aggregates(suite: ObservedSuite, df: DataFrame, check: str) -> list[
         columns = [F.col(f"`{c}`") for c in df.columns]
         suite.sample_row = F.to_json(F.struct(*columns), {"ignoreNullFields": "false"})
         suite.sample_bucket = F.pmod(F.xxhash64(*columns), F.lit(SAMPLE_ROWS))
+    # nested, not `failing & bucket == j`: Spark hoists what an And shares across aggregates and
+    # would hash every row; a CASE's value is only computed for the rows that reach it
     failing = F.col(check)
     return [
-        _aggregate(suite, F.min(F.when(failing & (suite.sample_bucket == j), suite.sample_row)))[1] for j in range(SAMPLE_ROWS)
+        _aggregate(suite, F.min(F.when(failing, F.when(suite.sample_bucket == j, suite.sample_row))))[1]
+        for j in range(SAMPLE_ROWS)
     ]
 
 
