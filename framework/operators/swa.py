@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from framework.spec.steps import SwaSpec
 
 START = "__tributary_start"  # event time (micros) of the first tuple of the tuple's window
+END = "__tributary_end"  # event time (micros) of the last tuple of the tuple's window (streaming)
 
 
 @operator("swa")
@@ -135,9 +136,11 @@ def _fold_udf(size: int, timeout_us: int):  # noqa: ANN202 - a pandas UDF
     return pandas_udf(fold, "unit long, start long")
 
 
-def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:
+def assign_windows(rows: DataFrame, spec: SwaSpec, *, with_end: bool = False) -> DataFrame:
     """Every tuple with its window: UNIT (the window's ordinal within its key), CLOSED (how the
-    window closed) and START (its first tuple's event time in micros). `rows` carry MICROS.
+    window closed) and START (its first tuple's event time in micros); with `with_end` also END
+    (its last tuple's event time: streaming decides from it whether a window is final).
+    `rows` carry MICROS.
 
     The sort leads with a 64-bit hash of the key so Spark's prefix sort compares numbers, not
     the key's strings (which share long prefixes such as '/page/'); rows of one key stay
@@ -155,14 +158,16 @@ def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:
             StructField(UNIT, LongType(), False),
             StructField(CLOSED, IntegerType(), False),
             StructField(START, LongType(), False),
+            *([StructField(END, LongType(), False)] if with_end else []),
         ]
     )
-    fold = partial(_assign_batches, keys=keys, size=spec.size, timeout_us=round(spec.timeout * 1_000_000))
+    timeout_us = round(spec.timeout * 1_000_000)
+    fold = partial(_assign_batches, keys=keys, size=spec.size, timeout_us=timeout_us, with_end=with_end)
     return ordered.mapInArrow(fold, schema)
 
 
 def _assign_batches(
-    batches: Iterator[pa.RecordBatch], *, keys: list[str], size: int, timeout_us: int
+    batches: Iterator[pa.RecordBatch], *, keys: list[str], size: int, timeout_us: int, with_end: bool = False
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of one partition, sorted by key and order. A key's tuples may continue in the
     next batch, so the last key of each batch waits for the next one."""
@@ -176,10 +181,10 @@ def _assign_batches(
         new_key = _key_changes(frame, keys)
         last = int(np.flatnonzero(new_key)[-1])
         if last > 0:
-            yield _with_windows(frame.slice(0, last), new_key[:last], size, timeout_us)
+            yield _with_windows(frame.slice(0, last), new_key[:last], size, timeout_us, with_end)
         carry = frame.slice(last)
     if carry is not None and carry.num_rows:
-        yield _with_windows(carry, _key_changes(carry, keys), size, timeout_us)
+        yield _with_windows(carry, _key_changes(carry, keys), size, timeout_us, with_end)
 
 
 def _key_changes(frame: pa.RecordBatch, keys: list[str]) -> np.ndarray:
@@ -196,7 +201,9 @@ def _key_changes(frame: pa.RecordBatch, keys: list[str]) -> np.ndarray:
     return changes
 
 
-def _with_windows(frame: pa.RecordBatch, new_key: np.ndarray, size: int, timeout_us: int) -> pa.RecordBatch:
+def _with_windows(
+    frame: pa.RecordBatch, new_key: np.ndarray, size: int, timeout_us: int, with_end: bool = False
+) -> pa.RecordBatch:
     import pyarrow as pa
 
     from framework.operators.keyed_windows import MICROS
@@ -204,7 +211,20 @@ def _with_windows(frame: pa.RecordBatch, new_key: np.ndarray, size: int, timeout
     micros = frame.column(MICROS).to_numpy(zero_copy_only=False).astype(np.int64)
     unit, closed, start = fold_windows(new_key, micros, size, timeout_us)
     columns = [*frame.columns, pa.array(unit), pa.array(closed.astype(np.int32)), pa.array(start)]
-    return pa.RecordBatch.from_arrays(columns, names=[*frame.schema.names, UNIT, CLOSED, START])
+    names = [*frame.schema.names, UNIT, CLOSED, START]
+    if with_end:
+        columns.append(pa.array(window_ends(new_key, unit, micros)))
+        names.append(END)
+    return pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def window_ends(new_key: np.ndarray, unit: np.ndarray, micros: np.ndarray) -> np.ndarray:
+    """Per row, the event time of its window's last row (rows sorted by key and order; a window
+    is a run of rows with one key and one unit)."""
+    opens = new_key.copy()
+    opens[1:] |= unit[1:] != unit[:-1]
+    last_row = np.append(np.flatnonzero(opens)[1:], len(micros)) - 1
+    return micros[last_row][np.cumsum(opens) - 1]
 
 
 def fold_windows(new_key: np.ndarray, micros: np.ndarray, size: int, timeout_us: int) -> tuple[np.ndarray, ...]:
