@@ -383,3 +383,38 @@ def test_the_batch_step_folds_across_arrow_batches_like_the_whole_partition_fold
     assert in_place == {(r.n, r[UNIT], r[START]) for r in whole.collect()}
     assert units == {tuple(r) for r in unit_rows("s", spec, whole, [UNIT]).collect()}
     assert CLOSED not in assign_windows_in_place(frame, spec).columns
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 60)), min_size=1, max_size=40),
+    batch=st.integers(1, 7),
+)
+def test_the_streaming_fold_holds_each_key_back_until_it_ends_like_the_whole_partition_fold(spark, rows, batch):
+    """The streaming fold's UDF sees a key's tuples split over Arrow batches of any size: it holds
+    the last key back and must assign what assign_windows assigns with whole partitions, how each
+    window closed included, and END must be the window's last event time."""
+    from pyspark.sql import functions as F
+
+    from framework.operators.keyed_windows import CLOSED, MICROS, UNIT
+    from framework.operators.swa import END, START, assign_windows, assign_windows_closed
+    from framework.spec.steps import SwaSpec
+
+    spec = SwaSpec.model_validate({"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"})
+    frame = spark.createDataFrame(
+        [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s), i) for i, (k, s) in enumerate(rows)],
+        "k STRING, ts TIMESTAMP, n INT",
+    ).withColumn(MICROS, F.unix_micros("ts"))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
+    try:
+        closing = [
+            (r.n, r[UNIT], r[CLOSED], r[START], r[END], r.k, r[MICROS]) for r in assign_windows_closed(frame, spec).collect()
+        ]
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    whole = assign_windows(frame, spec).collect()
+    assert {c[:4] for c in closing} == {(r.n, r[UNIT], r[CLOSED], r[START]) for r in whole}
+    last = {}
+    for _, unit, _, _, _, key, micros in closing:
+        last[key, unit] = max(last.get((key, unit), micros), micros)
+    assert all(end == last[key, unit] for _, unit, _, _, end, key, _ in closing)

@@ -48,7 +48,7 @@ from framework.operators.keyed_windows import (
     with_micros,
 )
 from framework.operators.micro_batch_state import MicroBatchState
-from framework.operators.swa import END, START, assign_windows
+from framework.operators.swa import END, START, assign_windows_closed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -98,7 +98,7 @@ class SwaStream:
         good = used_columns(observed.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
         work = self._held(state, batch.sparkSession, folder, good.schema).unionByName(good)
         # read by the output and the state; the fold of the held tuples is redone each batch
-        assigned = assign_windows(work, swa, with_end=True).localCheckpoint()
+        assigned = assign_windows_closed(work, swa).localCheckpoint()
         stats = stats.get
         if stats["rejected"]:
             self._quarantine(rows.where(~is_good), batch_id)
