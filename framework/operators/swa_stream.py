@@ -12,14 +12,14 @@ tuples after each key's last emitted window, so the fold continues every key whe
 windows stopped. Tuples before the mark are a prefix of each key's order, and the fold of a
 prefix does not depend on what follows it, so their windows are those of the batch run. A window
 is emitted when no later tuple can change it: closed by count with its last tuple before the mark
-(`count`), or s + t before the mark (`timeout`: a later tuple cannot join it, whether a tuple
-already held or the mark closed it). Emitted windows are a prefix of each key's windows; every
+(`count`), or s + t before the mark (`timeout`: no tuple still to come can join it, and a held
+tuple after s + t closed it or will). Emitted windows are a prefix of each key's windows; every
 other tuple stays held. So for any split into micro-batches, every emitted window equals the
 batch run's window, which calls the same last windows `end_of_input` if the input ends there.
 
-Jobs per batch: the fold (one pass that also observes the newest event time and the late and
-keyless counts, checkpointed), the state write, the output. The mark is known only after the
-pass, so the fold cannot leave the not-yet-final tuples out; it refolds them next batch instead.
+Work per batch: the fold (one shuffle and pass that also observes the newest event time and the
+late and keyless counts, checkpointed), one state write, the output. The mark is known only after
+that pass, so the fold cannot leave the not-yet-final tuples out; it refolds them next batch.
 
 State is the held tuples (MicroBatchState `held`, beside the checkpoint), with only the columns
 the units show; rows without a key or an event time go to the quarantine table. Both side tables
