@@ -1,6 +1,7 @@
 """SWA throughput, wall time and state against named baselines, on one generated trace.
 
     .venv/bin/python benchmarks/bench_swa.py [--instances 88000] [--repeat 1] [--files-per-trigger 10]
+        [--only streaming|batch|state]
 
 88,000 instances ≈ 1M tuples (tributary generate service-trace, Parquet, two streams).
 Key head+client+time, n = 13, t = 22 s, the same aggregates everywhere. Prints, in one run:
@@ -181,6 +182,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--files-per-trigger", type=int, default=10)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--only", choices=["streaming", "batch", "state"], help="run one part of the bench")
     args = parser.parse_args()
 
     from framework.engine.session import spark_session
@@ -206,66 +208,84 @@ def main() -> None:
             f"trace: {tuples:,} tuples, {trace.instances:,} instances ({args.master}, {args.files_per_trigger} files per trigger)"
         )
 
-        # 1. streaming throughput, after one warm-up of both on a small trace (JIT, Python workers)
-        warm = root / "warm"
-        generate_service_trace(warm / "data", instances=3000, seed=8, files=8, fmt="parquet")
-        (warm / "configs").mkdir()
-        shutil.copy(root / "configs" / "local.yaml", warm / "configs" / "local.yaml")
-        warm_file = write_pipeline(warm, "swa_stream", "streaming", "swa", 13, warm / "data", args.files_per_trigger)
-        streaming_tributary(spark, warm, warm_file, Path(tmp) / "warm-wh")
-        streaming_native(spark, warm / "data", Path(tmp) / "warm-native", args.files_per_trigger)
-        times: dict[str, list[float]] = {"tributary swa (streaming)": [], "native session_window (streaming)": []}
-        observed: dict = {}
-        for i in range(args.repeat):
-            began = time.perf_counter()
-            units, observed = streaming_tributary(spark, root, stream_file, Path(tmp) / f"wh{i}")
-            times["tributary swa (streaming)"].append(time.perf_counter() - began)
-            began = time.perf_counter()
-            sessions = streaming_native(spark, data, Path(tmp) / f"native{i}", args.files_per_trigger)
-            times["native session_window (streaming)"].append(time.perf_counter() - began)
-            shutil.rmtree(Path(tmp) / f"native{i}.ckpt", ignore_errors=True)
-        rates = {label: tuples / statistics.median(values) for label, values in times.items()}
-        for label, values in times.items():
-            print(f"  {label:>35}: {rates[label]:>9,.0f} tuples/s  (runs {', '.join(f'{v:.1f}s' for v in values)})")
-        print(f"    swa emitted {units:,} windows; session_window emitted {sessions:,} sessions")
-        ratio = rates["tributary swa (streaming)"] / rates["native session_window (streaming)"]
+        parts = {args.only} if args.only else {"streaming", "batch", "state"}
+        observed = stream_bench(spark, root, data, Path(tmp), tuples, stream_file, args) if "streaming" in parts else None
+        if "batch" in parts:
+            batch_bench(spark, data, args.repeat)
+        if "state" in parts:
+            state_bench(spark, root, data, swa_file, tumbling_file, observed)
+
+
+def stream_bench(spark, root: Path, data: Path, tmp: Path, tuples: int, stream_file: Path, args) -> dict:  # noqa: ANN001
+    """1. streaming throughput, after one warm-up of both on a small trace (JIT, Python workers).
+    Returns the figures the last SWA run observed (its state peak)."""
+    from framework.generators.service_trace import generate_service_trace
+
+    warm = root / "warm"
+    generate_service_trace(warm / "data", instances=3000, seed=8, files=8, fmt="parquet")
+    (warm / "configs").mkdir()
+    shutil.copy(root / "configs" / "local.yaml", warm / "configs" / "local.yaml")
+    warm_file = write_pipeline(warm, "swa_stream", "streaming", "swa", 13, warm / "data", args.files_per_trigger)
+    streaming_tributary(spark, warm, warm_file, tmp / "warm-wh")
+    streaming_native(spark, warm / "data", tmp / "warm-native", args.files_per_trigger)
+    times: dict[str, list[float]] = {"tributary swa (streaming)": [], "native session_window (streaming)": []}
+    observed: dict = {}
+    for i in range(args.repeat):
+        began = time.perf_counter()
+        units, observed = streaming_tributary(spark, root, stream_file, tmp / f"wh{i}")
+        times["tributary swa (streaming)"].append(time.perf_counter() - began)
+        began = time.perf_counter()
+        sessions = streaming_native(spark, data, tmp / f"native{i}", args.files_per_trigger)
+        times["native session_window (streaming)"].append(time.perf_counter() - began)
+        shutil.rmtree(tmp / f"native{i}.ckpt", ignore_errors=True)
+    rates = {label: tuples / statistics.median(values) for label, values in times.items()}
+    for label, values in times.items():
+        print(f"  {label:>35}: {rates[label]:>9,.0f} tuples/s  (runs {', '.join(f'{v:.1f}s' for v in values)})")
+    print(f"    swa emitted {units:,} windows; session_window emitted {sessions:,} sessions")
+    ratio = rates["tributary swa (streaming)"] / rates["native session_window (streaming)"]
+    print(
+        f"  streaming ratio swa / native session_window (baseline): {ratio:.2f}  (target >= 1.0: {'met' if ratio >= 1.0 else 'MISSED'})"
+    )
+    return observed
+
+
+def batch_bench(spark, data: Path, repeat: int) -> None:  # noqa: ANN001
+    """2. batch wall time."""
+    batch = {"swa step (batch)": [], "groupBy(key).agg (batch)": []}
+    for _ in range(repeat + 1):  # the first round warms both up and is not counted
+        batch["swa step (batch)"].append(timed(lambda: batch_swa(spark, data)))
+        batch["groupBy(key).agg (batch)"].append(timed(lambda: batch_group_by(spark, data)))
+    medians = {label: statistics.median(values[1:]) for label, values in batch.items()}
+    for label, values in batch.items():
+        print(f"  {label:>35}: {medians[label]:>6.1f} s  (runs {', '.join(f'{v:.1f}s' for v in values[1:])})")
+    ratio = medians["swa step (batch)"] / medians["groupBy(key).agg (batch)"]
+    print(f"  batch ratio swa / groupBy (baseline): {ratio:.2f}  (target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'})")
+
+
+def state_bench(spark, root: Path, data: Path, swa_file: Path, tumbling_file: Path, observed: dict | None) -> None:  # noqa: ANN001
+    """3. state (the streaming run's own peak only when the streaming part ran)."""
+    import pyarrow.parquet as pq
+
+    sample = pq.read_table(next((data / "static").glob("*.parquet")))
+    bytes_per_tuple = sample.nbytes / max(sample.num_rows, 1)
+    swa = evaluate(spark, root, swa_file)
+    tumbling = evaluate(spark, root, tumbling_file)
+    print(f"  state (timeline over the trace; {bytes_per_tuple:.0f} B per tuple in Arrow):")
+    for label, e in (("swa n=13 t=22s", swa), ("tumbling W=32000", tumbling)):
+        m = e.metrics
         print(
-            f"  streaming ratio swa / native session_window (baseline): {ratio:.2f}  (target >= 1.0: {'met' if ratio >= 1.0 else 'MISSED'})"
+            f"    {label:>17}: windows open max {m.windows_open_max:,} (mean {m.windows_open_mean:,.0f}), "
+            f"tuples held max {m.tuples_held_max:,} (mean {m.tuples_held_mean:,.0f}) ≈ "
+            f"{m.tuples_held_max * bytes_per_tuple / 2**20:.1f} MiB; completeness γ=1 {m.completeness[1.0]:.2%}"
         )
-
-        # 2. batch wall time
-        batch = {"swa step (batch)": [], "groupBy(key).agg (batch)": []}
-        for _ in range(args.repeat + 1):  # the first round warms both up and is not counted
-            batch["swa step (batch)"].append(timed(lambda: batch_swa(spark, data)))
-            batch["groupBy(key).agg (batch)"].append(timed(lambda: batch_group_by(spark, data)))
-        medians = {label: statistics.median(values[1:]) for label, values in batch.items()}
-        for label, values in batch.items():
-            print(f"  {label:>35}: {medians[label]:>6.1f} s  (runs {', '.join(f'{v:.1f}s' for v in values[1:])})")
-        ratio = medians["swa step (batch)"] / medians["groupBy(key).agg (batch)"]
-        print(f"  batch ratio swa / groupBy (baseline): {ratio:.2f}  (target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'})")
-
-        # 3. state
-        import pyarrow.parquet as pq
-
-        sample = pq.read_table(next((data / "static").glob("*.parquet")))
-        bytes_per_tuple = sample.nbytes / max(sample.num_rows, 1)
-        swa = evaluate(spark, root, swa_file)
-        tumbling = evaluate(spark, root, tumbling_file)
-        print(f"  state (timeline over the trace; {bytes_per_tuple:.0f} B per tuple in Arrow):")
-        for label, e in (("swa n=13 t=22s", swa), ("tumbling W=32000", tumbling)):
-            m = e.metrics
-            print(
-                f"    {label:>17}: windows open max {m.windows_open_max:,} (mean {m.windows_open_mean:,.0f}), "
-                f"tuples held max {m.tuples_held_max:,} (mean {m.tuples_held_mean:,.0f}) ≈ "
-                f"{m.tuples_held_max * bytes_per_tuple / 2**20:.1f} MiB; completeness γ=1 {m.completeness[1.0]:.2%}"
-            )
+    if observed is not None:
         print(
             f"    swa streaming run kept at most {observed.get('state_rows_peak', 0):,} rows "
             f"({observed.get('open_windows_peak', 0):,} open windows) in its state between micro-batches ≈ "
             f"{observed.get('state_rows_peak', 0) * bytes_per_tuple / 2**20:.1f} MiB"
         )
-        ratio = swa.metrics.tuples_held_max / max(tumbling.metrics.tuples_held_max, 1)
-        print(f"  state ratio swa / tumbling W=32000 (peak tuples held): {ratio:.2f}")
+    ratio = swa.metrics.tuples_held_max / max(tumbling.metrics.tuples_held_max, 1)
+    print(f"  state ratio swa / tumbling W=32000 (peak tuples held): {ratio:.2f}")
 
 
 if __name__ == "__main__":

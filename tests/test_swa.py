@@ -385,3 +385,76 @@ def test_the_batch_step_folds_across_arrow_batches_like_the_whole_partition_fold
     assert in_place == {(r.n, r[UNIT], r[START]) for r in whole.collect()}
     assert units == {tuple(r) for r in unit_rows("s", spec, whole, [UNIT]).collect()}
     assert CLOSED not in assign_windows_in_place(frame, spec).columns
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 60)), min_size=1, max_size=40),
+    batch=st.integers(1, 7),
+)
+def test_the_streaming_fold_holds_each_key_back_until_it_ends_like_the_whole_partition_fold(spark, rows, batch):
+    """The streaming fold's UDF sees a key's tuples split over Arrow batches of any size: it holds
+    the last key back and must assign what assign_windows assigns with whole partitions, how each
+    window closed included, and END must be the window's last event time."""
+    from pyspark.sql import functions as F
+
+    from framework.operators.keyed_windows import CLOSED, MICROS, UNIT
+    from framework.operators.swa import END, START, assign_windows, assign_windows_closed
+    from framework.spec.steps import SwaSpec
+
+    spec = SwaSpec.model_validate({"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"})
+    frame = spark.createDataFrame(
+        [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s), i) for i, (k, s) in enumerate(rows)],
+        "k STRING, ts TIMESTAMP, n INT",
+    ).withColumn(MICROS, F.unix_micros("ts"))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
+    try:
+        closing = [
+            (r.n, r[UNIT], r[CLOSED], r[START], r[END], r.k, r[MICROS]) for r in assign_windows_closed(frame, spec).collect()
+        ]
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    whole = assign_windows(frame, spec).collect()
+    assert {c[:4] for c in closing} == {(r.n, r[UNIT], r[CLOSED], r[START]) for r in whole}
+    last = {}
+    for _, unit, _, _, _, key, micros in closing:
+        last[key, unit] = max(last.get((key, unit), micros), micros)
+    assert all(end == last[key, unit] for _, unit, _, _, end, key, _ in closing)
+
+
+def test_a_replayed_streaming_batch_recomputes_its_windows_from_the_previous_state(spark, tmp_path):
+    """The streaming operator called again with a batch id it has run (Spark's replay after a
+    crash) emits the same windows from the state of the batch before it; a state folder written
+    by the earlier layout (open and pending tuples in two tables) is read as the held tuples."""
+    import shutil
+
+    from framework.operators.micro_batch_state import MicroBatchState
+    from framework.operators.swa_stream import HELD, SwaStream
+    from framework.spec.steps import SwaStep
+
+    step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"}})
+    start = datetime.datetime(2026, 1, 1)
+
+    def frame(rows: list[tuple[str, int]]):  # noqa: ANN202
+        return spark.createDataFrame(
+            [(k, start + datetime.timedelta(seconds=s), i) for i, (k, s) in enumerate(rows)], "k STRING, ts TIMESTAMP, n INT"
+        )
+
+    def run(operator: SwaStream, rows: list[tuple[str, int]], batch_id: int) -> list[tuple]:
+        return sorted(tuple(r) for r in operator(frame(rows), batch_id).collect())
+
+    batches = [[("a", 0), ("a", 1), ("b", 2), ("a", 5)], [("a", 20), ("b", 9), ("b", 30), ("a", 8)], [("a", 45), ("b", 44)]]
+    operator = SwaStream("w", step, str(tmp_path / "state"), delay=4.0)
+    emitted = [run(operator, rows, i) for i, rows in enumerate(batches)]
+    # mark 26: a [0 1 5] by count, a [8] (20 came too late for it) and b [2 9] by timeout; a [20] held
+    assert [(w[0], w[-1]) for w in emitted[1]] == [("a", "count"), ("a", "timeout"), ("b", "timeout")]
+    assert run(operator, batches[1], 1) == emitted[1]  # replayed after batch 2 ran
+    assert operator.figures["state_rows_peak"] >= 2
+
+    # the earlier layout: batch 0's held tuples as `pending`, no `open` tuples
+    legacy = MicroBatchState(str(tmp_path / "legacy"))
+    folder = Path(legacy.folder(0))
+    shutil.copytree(Path(operator.state_dir) / "batch-000000000", folder)
+    (folder / HELD).rename(folder / "pending")
+    spark.createDataFrame([], spark.read.parquet(str(folder / "pending")).schema).write.parquet(str(folder / "open"))
+    assert run(SwaStream("w", step, legacy.root, delay=4.0), batches[1], 1) == emitted[1]

@@ -51,6 +51,11 @@ class MicroBatchState:
             return json.loads(handle.read().decode())
 
     @staticmethod
+    def has(folder: str, name: str) -> bool:
+        fs, path = filesystem(folder)
+        return fs.get_file_info(f"{path}/{name}").type == pafs.FileType.Directory
+
+    @staticmethod
     def table(spark: SparkSession, folder: str | None, name: str, schema: StructType) -> DataFrame:
         """A table of a state folder, or no rows when there is no earlier state."""
         if folder is None:

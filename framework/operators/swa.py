@@ -15,7 +15,9 @@ few numpy operations per Arrow batch (`fold_windows`), and Spark aggregates the 
 A batch step sends Python even less (`assign_windows_in_place`): Spark sorts each key's tuples in
 a window function, and only each tuple's first-of-key flag and event time go through a pandas
 iterator UDF that carries the last key's open window from one Arrow batch to the next. Streaming
-SWA and the evaluation use `assign_windows`, which also tells how each window closed per tuple.
+SWA needs to know per tuple how its window closed and when it ended, so its UDF holds the last
+key's tuples back until the key ends (`assign_windows_closed`). The evaluation uses
+`assign_windows`, which sends every column and tells how each window closed per tuple.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from framework.spec.steps import SwaSpec
 
 START = "__tributary_start"  # event time (micros) of the first tuple of the tuple's window
+END = "__tributary_end"  # event time (micros) of the last tuple of the tuple's window (streaming)
 
 
 @operator("swa")
@@ -135,6 +138,61 @@ def _fold_udf(size: int, timeout_us: int):  # noqa: ANN202 - a pandas UDF
     return pandas_udf(fold, "unit long, start long")
 
 
+def assign_windows_closed(rows: DataFrame, spec: SwaSpec) -> DataFrame:
+    """Streaming: every tuple with UNIT, CLOSED, START and END (its window's last event time),
+    with only its key's first-row flag and its event time sent to Python.
+
+    Spark sorts each key's tuples in a window function, as for the batch step. How a window
+    closed is not causal, so the pandas iterator UDF holds the last key's tuples back until the
+    next Arrow batch shows where that key ends, and folds every key whole: a scalar iterator UDF
+    must return as many rows as it got, in order, but not batch by batch."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    keys = [field_of(rows, c).name for c in spec.key_columns()]
+    by_key = [F.col(quoted(k)) for k in keys]
+    window = Window.partitionBy(F.xxhash64(*by_key), *by_key).orderBy(*tuple_order(rows, spec))
+    fold = _closing_fold_udf(spec.size, round(spec.timeout * 1_000_000))
+    folded = rows.withColumn("__tributary_fold", fold(F.row_number().over(window) == 1, F.col(MICROS)))
+    return folded.select(
+        *[F.col(quoted(c)) for c in rows.columns],
+        *[
+            F.col(f"__tributary_fold.{part}").alias(name)
+            for part, name in (("unit", UNIT), ("closed", CLOSED), ("start", START), ("end", END))
+        ],
+    )
+
+
+def _closing_fold_udf(size: int, timeout_us: int):  # noqa: ANN202 - a pandas UDF
+    import pandas as pd
+    from pyspark.sql.functions import pandas_udf
+
+    def windows(new_key: np.ndarray, times: np.ndarray) -> pd.DataFrame:
+        unit, closed, start = fold_windows(new_key, times, size, timeout_us)
+        return pd.DataFrame(
+            {"unit": unit, "closed": closed.astype(np.int32), "start": start, "end": window_ends(new_key, unit, times)}
+        )
+
+    def fold(batches):  # noqa: ANN001, ANN202 - typed below, with types pyspark can read at run time
+        # the last key's tuples so far; a partition starts with a key's first tuple, so the
+        # carry and every frame below do too
+        carry_key, carry_times = np.empty(0, dtype=bool), np.empty(0, dtype=np.int64)
+        for first, micros in batches:
+            new_key = np.concatenate([carry_key, first.to_numpy(dtype=bool)])
+            times = np.concatenate([carry_times, micros.to_numpy(dtype=np.int64)])
+            if not len(times):
+                continue
+            last = int(np.flatnonzero(new_key)[-1])
+            if last:
+                yield windows(new_key[:last], times[:last])
+            carry_key, carry_times = new_key[last:], times[last:]
+        if len(carry_times):
+            yield windows(carry_key, carry_times)
+
+    fold.__annotations__ = {"batches": typing.Iterator[tuple[pd.Series, pd.Series]], "return": typing.Iterator[pd.DataFrame]}
+    return pandas_udf(fold, "unit long, closed int, start long, end long")
+
+
 def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:
     """Every tuple with its window: UNIT (the window's ordinal within its key), CLOSED (how the
     window closed) and START (its first tuple's event time in micros). `rows` carry MICROS.
@@ -205,6 +263,15 @@ def _with_windows(frame: pa.RecordBatch, new_key: np.ndarray, size: int, timeout
     unit, closed, start = fold_windows(new_key, micros, size, timeout_us)
     columns = [*frame.columns, pa.array(unit), pa.array(closed.astype(np.int32)), pa.array(start)]
     return pa.RecordBatch.from_arrays(columns, names=[*frame.schema.names, UNIT, CLOSED, START])
+
+
+def window_ends(new_key: np.ndarray, unit: np.ndarray, micros: np.ndarray) -> np.ndarray:
+    """Per row, the event time of its window's last row (rows sorted by key and order; a window
+    is a run of rows with one key and one unit)."""
+    opens = new_key.copy()
+    opens[1:] |= unit[1:] != unit[:-1]
+    last_row = np.append(np.flatnonzero(opens)[1:], len(micros)) - 1
+    return micros[last_row][np.cumsum(opens) - 1]
 
 
 def fold_windows(new_key: np.ndarray, micros: np.ndarray, size: int, timeout_us: int) -> tuple[np.ndarray, ...]:

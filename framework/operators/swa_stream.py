@@ -1,22 +1,29 @@
-"""SWA on streams: the batch fold applied per micro-batch to the carried open windows plus the
-tuples whose place in the order is final.
+"""SWA on streams: the batch fold applied per micro-batch to the held tuples plus the new ones,
+emitting only the windows no later tuple can change.
 
-A tuple's window depends on every earlier tuple of its key, so it is placed only once no earlier
-tuple can still come: tuples are held ("pending") until the watermark passes them. The watermark
-is the latest event time seen minus the largest watermark delay of the input's sources; a new
-tuple older than the previous batch's watermark is late: it is recorded in the late-rows table
-and takes no part (the same rule as Spark's stateful operators, with a trace).
+A tuple's window depends on every earlier tuple of its key, so a window is final only once no
+earlier tuple can still come. The watermark (mark) is the latest event time seen minus the
+largest watermark delay of the input's sources; a new tuple older than the previous batch's mark
+is late: it is recorded in the late-rows table and takes no part (the same rule as Spark's
+stateful operators, with a trace). Every other tuple that can still come is at or after the mark.
 
-Each micro-batch folds (open windows' tuples ∪ newly final tuples); the open tuples are all older
-than the new ones, so the fold continues every key exactly where the previous batch stopped.
-Windows closed by count or timeout are emitted; a window still open is emitted as `timeout` once
-the watermark passes s + t (no later tuple can join it), otherwise its tuples stay in the state.
-So for any split into micro-batches, every emitted window equals the batch run's window, which
-calls the same last windows `end_of_input` if the input ends there.
+Each micro-batch folds (held tuples ∪ new tuples) in one pass: the held tuples are exactly the
+tuples after each key's last emitted window, so the fold continues every key where the emitted
+windows stopped. Tuples before the mark are a prefix of each key's order, and the fold of a
+prefix does not depend on what follows it, so their windows are those of the batch run. A window
+is emitted when no later tuple can change it: closed by count with its last tuple before the mark
+(`count`), or s + t before the mark (`timeout`: no tuple still to come can join it, and a held
+tuple after s + t closed it or will). Emitted windows are a prefix of each key's windows; every
+other tuple stays held. So for any split into micro-batches, every emitted window equals the
+batch run's window, which calls the same last windows `end_of_input` if the input ends there.
 
-State is only the open windows' tuples and the pending tuples (MicroBatchState, beside the
-checkpoint), with only the columns the units show; rows without a key or an event time go to the quarantine table. Both side tables are
-committed with (app id, batch id) inside the output's batch, so a replay writes nothing twice.
+Work per batch: the fold (one shuffle and pass that also observes the newest event time and the
+late and keyless counts, checkpointed), one state write, the output. The mark is known only after
+that pass, so the fold cannot leave the not-yet-final tuples out; it refolds them next batch.
+
+State is the held tuples (MicroBatchState `held`, beside the checkpoint), with only the columns
+the units show; rows without a key or an event time go to the quarantine table. Both side tables
+are committed with (app id, batch id) inside the output's batch, so a replay writes nothing twice.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from framework.operators import REASON, quarantine_shape
 from framework.operators.columns import field_of
 from framework.operators.keyed_windows import (
     CLOSED,
-    END_OF_INPUT,
+    COUNT,
     MICROS,
     TIMEOUT,
     UNIT,
@@ -41,12 +48,16 @@ from framework.operators.keyed_windows import (
     with_micros,
 )
 from framework.operators.micro_batch_state import MicroBatchState
-from framework.operators.swa import START, assign_windows
+from framework.operators.swa import END, START, assign_windows_closed
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from framework.io.stream_sink import ExactlyOnceDeltaSink
+
+
+HELD = "held"  # the state's one table: every tuple not yet emitted
 
 
 @dataclass
@@ -65,50 +76,57 @@ class SwaStream:
     figures: dict[str, int] = field(default_factory=lambda: {"state_rows_peak": 0, "open_windows_peak": 0})
 
     def __call__(self, batch: DataFrame, batch_id: int) -> DataFrame:
+        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         swa = self.spec.swa
-        spark = batch.sparkSession
         state = MicroBatchState(self.state_dir)
         folder = state.previous(batch_id)
         meta = state.meta(folder)
 
-        rows = with_micros(batch.withColumn(REASON, rejection_reason(swa)), swa).localCheckpoint()
+        rows = with_micros(batch.withColumn(REASON, rejection_reason(swa)), swa)
         is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
         is_late = is_good & (F.col(MICROS) < F.lit(old_mark)) if old_mark is not None else F.lit(False)
-        stats = rows.agg(
+        stats = Observation()  # filled by the fold's own pass over the rows: no job of its own
+        observed = rows.observe(
+            stats,
             F.max(F.when(is_good, F.col(MICROS))).alias("newest"),
             F.count_if(~is_good).alias("rejected"),
             F.count_if(is_late).alias("late"),
-        ).first()
+        )
+        good = used_columns(observed.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
+        work = self._held(state, batch.sparkSession, folder, good.schema).unionByName(good)
+        # read by the output and the state; the fold of the held tuples is redone each batch
+        assigned = assign_windows_closed(work, swa).localCheckpoint()
+        stats = stats.get
         if stats["rejected"]:
             self._quarantine(rows.where(~is_good), batch_id)
         if stats["late"]:
             self._late(rows.where(is_late).drop(REASON), old_mark, batch_id)
-        good = used_columns(rows.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
         seen = max((m for m in (meta.get("max"), stats["newest"]) if m is not None), default=None)
         mark = seen - round(self.delay * 1_000_000) if seen is not None else None
 
-        held = state.table(spark, folder, "pending", good.schema).unionByName(good)
-        is_final = F.col(MICROS) < F.lit(mark) if mark is not None else F.lit(False)
-        work = state.table(spark, folder, "open", good.schema).unionByName(held.where(is_final))
-        assigned = assign_windows(work, swa).localCheckpoint()  # read by the output, the state and the figures
-
-        still_open = F.col(CLOSED) == F.lit(END_OF_INPUT)
-        if mark is not None:  # the watermark passed s + t: no later tuple can join the window
-            timed_out = still_open & (F.col(START) + F.lit(round(swa.timeout * 1_000_000)) < F.lit(mark))
+        if mark is not None:
+            by_count = (F.col(CLOSED) == F.lit(COUNT)) & (F.col(END) < F.lit(mark))
+            timed_out = F.col(START) + F.lit(round(swa.timeout * 1_000_000)) < F.lit(mark)
+            is_final = by_count | timed_out
         else:
-            timed_out = F.lit(False)
-        emitted = assigned.where(~still_open | timed_out).withColumn(
-            CLOSED, F.when(timed_out, F.lit(TIMEOUT)).otherwise(F.col(CLOSED))
-        )
-        kept_open = assigned.where(still_open & ~timed_out).select(*good.columns)
-        state.save(batch_id, {"open": kept_open, "pending": held.where(~is_final)}, {"max": seen, "mark": mark})
-        self._measure(state.folder(batch_id), [field_of(good, c).name for c in swa.key_columns()])
+            by_count = is_final = F.lit(False)
+        emitted = assigned.where(is_final).withColumn(CLOSED, F.when(by_count, F.lit(COUNT)).otherwise(F.lit(TIMEOUT)))
+        state.save(batch_id, {HELD: assigned.where(~is_final).select(*good.columns)}, {"max": seen, "mark": mark})
+        self._measure(state.folder(batch_id), [field_of(good, c).name for c in swa.key_columns()], mark)
         # the output reads only the checkpointed assignment, never the state files: a replay of
         # this batch recomputes it from the previous batch's state, which is kept
         return unit_rows(self.step, swa, emitted, [UNIT])
+
+    @staticmethod
+    def _held(state: MicroBatchState, spark: SparkSession, folder: str | None, schema: StructType) -> DataFrame:
+        """The tuples the previous batch kept; a state written before `held` existed keeps them
+        in two tables (the open windows' tuples and the pending ones)."""
+        if folder is None or state.has(folder, HELD):
+            return state.table(spark, folder, HELD, schema)
+        return state.table(spark, folder, "open", schema).unionByName(state.table(spark, folder, "pending", schema))
 
     # -- side tables and figures ---------------------------------------------------------------
 
@@ -136,15 +154,18 @@ class SwaStream:
         source = ", ".join(self.sources) or self.spec.swa.input
         self.late(late_records(late, source, (self.step,), event_time, mark, self.run_id, self.pipeline), batch_id)
 
-    def _measure(self, folder: str, keys: list[str]) -> None:
+    def _measure(self, folder: str, keys: list[str], mark: int | None) -> None:
         """State held after this batch, read from the state files without Spark: tuples (footers)
-        and open windows (distinct keys of the open tuples: a key has at most one)."""
+        and open windows (distinct keys of the held tuples older than the watermark: those are
+        the tuples of the key's open window, so a key has at most one)."""
         import pyarrow.dataset as ds
 
         fs, path = filesystem(folder)
-        open_rows = ds.dataset(f"{path}/open", filesystem=fs, format="parquet")
-        pending = ds.dataset(f"{path}/pending", filesystem=fs, format="parquet").count_rows()
-        windows = open_rows.to_table(columns=keys).group_by(keys).aggregate([]).num_rows
-        state_rows = open_rows.count_rows() + pending
+        held = ds.dataset(f"{path}/{HELD}", filesystem=fs, format="parquet")
+        state_rows = held.count_rows()
+        windows = 0
+        if mark is not None and state_rows:
+            placed = held.to_table(columns=keys, filter=ds.field(MICROS) < mark)
+            windows = placed.group_by(keys).aggregate([]).num_rows
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], state_rows)
         self.figures["open_windows_peak"] = max(self.figures["open_windows_peak"], windows)
