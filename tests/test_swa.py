@@ -354,6 +354,21 @@ def test_streaming_swa_records_late_and_keyless_tuples(spark, cli, project):
     assert [w[2:] for w in _windows(project / "warehouse" / "windows")] == [(0.0, 2, 10, "timeout")]
 
 
+def _small_key_trace(spark, rows):  # noqa: ANN001, ANN202
+    """(key, second) pairs as tuples of one SWA spec (n = 3, t = 10 s), numbered, with MICROS."""
+    from pyspark.sql import functions as F
+
+    from framework.operators.keyed_windows import MICROS
+    from framework.spec.steps import SwaSpec
+
+    spec = SwaSpec.model_validate({"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"})
+    frame = spark.createDataFrame(
+        [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s), i) for i, (k, s) in enumerate(rows)],
+        "k STRING, ts TIMESTAMP, n INT",
+    ).withColumn(MICROS, F.unix_micros("ts"))
+    return spec, frame
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     rows=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 60)), min_size=1, max_size=40),
@@ -362,17 +377,11 @@ def test_streaming_swa_records_late_and_keyless_tuples(spark, cli, project):
 def test_the_batch_step_folds_across_arrow_batches_like_the_whole_partition_fold(spark, rows, batch):
     """The batch step's UDF sees a key's tuples split over Arrow batches of any size: it must carry
     the open window over and assign what assign_windows assigns with whole partitions."""
-    from pyspark.sql import functions as F
 
-    from framework.operators.keyed_windows import CLOSED, MICROS, UNIT, unit_rows
+    from framework.operators.keyed_windows import CLOSED, UNIT, unit_rows
     from framework.operators.swa import START, assign_windows, assign_windows_in_place, closed_in_place
-    from framework.spec.steps import SwaSpec
 
-    spec = SwaSpec.model_validate({"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"})
-    frame = spark.createDataFrame(
-        [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s), i) for i, (k, s) in enumerate(rows)],
-        "k STRING, ts TIMESTAMP, n INT",
-    ).withColumn(MICROS, F.unix_micros("ts"))
+    spec, frame = _small_key_trace(spark, rows)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
     try:
         in_place = {(r.n, r[UNIT], r[START]) for r in assign_windows_in_place(frame, spec).collect()}
@@ -396,17 +405,11 @@ def test_the_streaming_fold_holds_each_key_back_until_it_ends_like_the_whole_par
     """The streaming fold's UDF sees a key's tuples split over Arrow batches of any size: it holds
     the last key back and must assign what assign_windows assigns with whole partitions, how each
     window closed included, and END must be the window's last event time."""
-    from pyspark.sql import functions as F
 
     from framework.operators.keyed_windows import CLOSED, MICROS, UNIT
     from framework.operators.swa import END, START, assign_windows, assign_windows_closed
-    from framework.spec.steps import SwaSpec
 
-    spec = SwaSpec.model_validate({"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"})
-    frame = spark.createDataFrame(
-        [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s), i) for i, (k, s) in enumerate(rows)],
-        "k STRING, ts TIMESTAMP, n INT",
-    ).withColumn(MICROS, F.unix_micros("ts"))
+    spec, frame = _small_key_trace(spark, rows)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
     try:
         closing = [
