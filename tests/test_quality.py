@@ -167,10 +167,11 @@ SUITE_UNDER_TEST = [
         },
         "severity": "warn",
     },
+    {"expect_column_unique_value_count_to_be_between": {"column": "customer", "min_value": 2}, "severity": "warn"},
 ]
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(customers, amounts), min_size=1, max_size=30))
 def test_observed_verdicts_equal_gx_validation_and_drops_are_gx_unexpected_rows(spark, rows):
     """The gate judges from metrics observed in the run's own pass; GX validating the same rows
@@ -224,7 +225,7 @@ def test_planning_the_observed_checks_runs_no_spark_job(spark):
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
     assert tracker.getJobIdsForGroup("plan-observed-checks") == []
-    assert planned.fallback == [10, 11]  # the median and the row_condition: GX validates those itself
+    assert planned.fallback == [10, 11, 12]  # median, row_condition, distinct count: GX validates those itself
 
 
 def test_drop_quarantines_failing_rows_and_the_rest_go_on(spark, cli, project):

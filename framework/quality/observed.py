@@ -92,8 +92,11 @@ class ObservedSuite:
         return results
 
 
-def plan(df: DataFrame, specs: list[ExpectationSpec]) -> ObservedSuite:
-    """Which expectations the pass can judge, and the columns and aggregates it needs for them."""
+def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False) -> ObservedSuite:
+    """Which expectations the pass can judge, and the columns and aggregates it needs for them.
+
+    Spark is asked once whether it accepts the whole Observation (an analysis, no job); only if it
+    refuses is each expectation's part asked on its own, to leave the refused ones to GX."""
     from great_expectations.validator.metric_configuration import MetricConfiguration
     from great_expectations.validator.validator import Validator
     from pyspark.sql import functions as F
@@ -178,7 +181,8 @@ def plan(df: DataFrame, specs: list[ExpectationSpec]) -> ObservedSuite:
         before = (dict(suite.checks), dict(suite.aggregates), dict(by_metric))
         try:
             sources = {c.id: source_of(c) for c in needed}
-            _probe(empty, suite)  # Spark accepts them in an Observation (no distinct, no window in an aggregate)
+            if probe_each:  # Spark accepts them in an Observation (no distinct, no window in an aggregate)
+                _probe(empty, suite)
         except Exception:  # noqa: BLE001 - anything GX or Spark refuses here is left to GX's own validation
             suite.checks, suite.aggregates, by_metric = before
             continue
@@ -189,6 +193,11 @@ def plan(df: DataFrame, specs: list[ExpectationSpec]) -> ObservedSuite:
             suite.failing[i] = suite.counted_check[sources[counted[0].id][1]]
             if spec.severity != "drop":
                 suite.samples[i] = _sample_aggregates(suite, df, suite.failing[i])
+    if not probe_each:
+        try:
+            _probe(empty, suite)
+        except Exception:  # noqa: BLE001 - find which expectations Spark refuses
+            return plan(df, specs, probe_each=True)
     return suite
 
 
