@@ -135,7 +135,7 @@ class BatchRunner:
         self.quality = QualityGate()
         self.result.quality = self.quality.results
         self._output_frames: dict[str, DataFrame] = {}  # outputs staging a frame of their own (expectations)
-        self._split_quarantine: dict[str, tuple[str, str, str]] = {}  # output -> (quarantine source, target, scope)
+        self._split_quarantine: dict[str, tuple[str, str]] = {}  # output -> the (target, scope) whose drops it splits off
 
     # -- entry point -------------------------------------------------------------------------
 
@@ -330,7 +330,7 @@ class BatchRunner:
                 )
                 self._output_frames[name] = checked
                 if MASK in checked.columns:
-                    self._split_quarantine[name] = (f"output:{name}", name, "output")
+                    self._split_quarantine[name] = (name, "output")
         return frames
 
     def _direct_output(self, step: str, needed: set[str]) -> str | None:
@@ -349,7 +349,7 @@ class BatchRunner:
         masked = F.col(MASK).isNotNull()
         if direct is not None:
             self._output_frames[direct] = frame
-            self._split_quarantine[direct] = (step, step, "step")
+            self._split_quarantine[direct] = (step, "step")
         else:
             rows = self.quality.quarantined(step, "step", frame.where(masked))
             self._rejected.append(Rejected(step, rows, self.quality.observation(step, "step")))
@@ -458,8 +458,9 @@ class BatchRunner:
                 frame = frame.select(*[_match_column(frame.columns, f.name) for f in existing.fields], *([MASK] if split else []))
             write = store.stage(frame, name, table, self._staging(name), list(output.partition_by), split_by=split)
             if split:
-                source, target, scope = self._split_quarantine[name]
+                target, scope = self._split_quarantine[name]
                 rows = self.quality.quarantined(target, scope, store.read_split_off(frame.sparkSession, write, frame.schema))
+                source = target if scope == "step" else f"output:{target}"  # as the quarantine names it
                 self._rejected.append(Rejected(source, rows, known=write.split_rows))
             result.rows, result.duration_s = write.rows, time.perf_counter() - began
             if mode == "merge":

@@ -63,7 +63,6 @@ def build_swa(context: StepContext):  # noqa: ANN201 - a DataFrame
 
 
 LAST = "__tributary_last"  # true on each key's last tuple
-KEY_HASH = "__tributary_hash"  # xxhash64 of the key: a numeric prefix for Spark's sort
 
 
 def assign_windows_in_place(rows: DataFrame, spec: SwaSpec) -> DataFrame:
@@ -78,12 +77,9 @@ def assign_windows_in_place(rows: DataFrame, spec: SwaSpec) -> DataFrame:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    keys = [field_of(rows, c).name for c in spec.key_columns()]
-    by_key = [F.col(quoted(k)) for k in keys]
-    hashed = rows.withColumn(KEY_HASH, F.xxhash64(*by_key))
-    window = Window.partitionBy(F.col(KEY_HASH), *by_key).orderBy(*tuple_order(rows, spec))
+    window = _each_key_in_order(rows, spec)
     whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    ranked = hashed.withColumn("__tributary_rank", F.row_number().over(window)).withColumn(
+    ranked = rows.withColumn("__tributary_rank", F.row_number().over(window)).withColumn(
         "__tributary_count", F.count(F.lit(1)).over(whole)
     )
     fold = _fold_udf(spec.size, round(spec.timeout * 1_000_000))
@@ -94,6 +90,16 @@ def assign_windows_in_place(rows: DataFrame, spec: SwaSpec) -> DataFrame:
         F.col("__tributary_fold.start").alias(START),
         (F.col("__tributary_rank") == F.col("__tributary_count")).alias(LAST),
     )
+
+
+def _each_key_in_order(rows: DataFrame, spec: SwaSpec):  # noqa: ANN202 - a WindowSpec
+    """Each key's tuples in (event time, tiebreak) order; the key's xxhash64 first gives Spark's
+    sort a numeric prefix."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    by_key = [F.col(quoted(field_of(rows, c).name)) for c in spec.key_columns()]
+    return Window.partitionBy(F.xxhash64(*by_key), *by_key).orderBy(*tuple_order(rows, spec))
 
 
 def closed_in_place(spec: SwaSpec):  # noqa: ANN201 - an aggregate Column
@@ -146,12 +152,9 @@ def assign_windows_closed(rows: DataFrame, spec: SwaSpec) -> DataFrame:
     closed is not causal, so the pandas iterator UDF holds the last key's tuples back until the
     next Arrow batch shows where that key ends, and folds every key whole: a scalar iterator UDF
     must return as many rows as it got, in order, but not batch by batch."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    keys = [field_of(rows, c).name for c in spec.key_columns()]
-    by_key = [F.col(quoted(k)) for k in keys]
-    window = Window.partitionBy(F.xxhash64(*by_key), *by_key).orderBy(*tuple_order(rows, spec))
+    window = _each_key_in_order(rows, spec)
     fold = _closing_fold_udf(spec.size, round(spec.timeout * 1_000_000))
     folded = rows.withColumn("__tributary_fold", fold(F.row_number().over(window) == 1, F.col(MICROS)))
     return folded.select(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import RunFailed
+from framework.observations import has_run
 from framework.quality.observed import ObservedSuite, plan
 from framework.quality.results import ExpectationResult
 from framework.quality.suite import check, drop_mask, failing_conditions, missing_columns, reason_from_mask
@@ -131,7 +132,7 @@ class QualityGate:
     def _judge(pending: _Pending) -> list[ExpectationResult]:
         by_index: dict[int, ExpectationResult] = {}
         if pending.observation is not None:
-            if not _completed(pending.observation):
+            if not has_run(pending.observation):
                 # nothing computed the frame (e.g. its output was already written by an identical run)
                 pending.frame.write.format("noop").mode("overwrite").save()
             by_index |= pending.observed.results(pending.observation.get, pending.target, pending.scope)
@@ -164,11 +165,6 @@ class QualityGate:
             raise RunFailed(
                 f"quality: {len(blocking)} expectation(s) with severity fail did not pass, nothing was committed: {shown}{more}"
             )
-
-
-def _completed(observation: Any) -> bool:
-    java = getattr(observation, "_jo", None)
-    return java is None or bool(java.future().isCompleted())
 
 
 def _describe(result: ExpectationResult) -> str:

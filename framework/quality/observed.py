@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from framework.quality.results import ExpectationResult
-from framework.quality.suite import SAMPLE_ROWS, gx_batch_definition, gx_context, gx_expectation, make_result, row_domain
+from framework.quality.suite import SAMPLE_ROWS, EmptyFrame, first_line, gx_expectation, make_result, row_domain
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -77,8 +78,7 @@ class ObservedSuite:
                     metrics, runtime_configuration={"result_format": dict(RESULT_FORMAT)}, execution_engine=self.engine
                 )
             except Exception as e:  # noqa: BLE001 - GX's own failure is the expectation's result
-                verdict = None
-                error = str(e).splitlines()[0] if str(e) else type(e).__name__
+                verdict, error = None, first_line(e)
             result = make_result(target, scope, spec, verdict)
             if verdict is None:
                 result.error = error
@@ -98,123 +98,98 @@ def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False) 
     Spark is asked once whether it accepts the whole Observation (an analysis, no job); only if it
     refuses is each expectation's part asked on its own, to leave the refused ones to GX."""
     from great_expectations.validator.metric_configuration import MetricConfiguration
-    from great_expectations.validator.validator import Validator
     from pyspark.sql import functions as F
 
-    empty = df.sparkSession.createDataFrame([], df.schema)  # not linked to df's plan (its Observations)
-    batch = gx_batch_definition().get_batch(batch_parameters={"dataframe": empty})
-    engine = batch.data.execution_engine
-    validator = Validator(execution_engine=engine, batches=[batch], data_context=gx_context())
-    suite = ObservedSuite(specs, engine=engine)
-    by_metric: dict[Any, tuple[str, Any]] = {}  # metric id -> source, shared by the expectations
+    empty = EmptyFrame.like(df)
+    suite = ObservedSuite(specs, engine=empty.engine)
 
-    def derived(name: str, like: Any) -> Any:
-        return MetricConfiguration(name, like.metric_domain_kwargs, like.metric_value_kwargs)
-
-    def resolution_of(configuration: Any) -> Any:
-        """What GX must resolve (on the empty frame) to observe `configuration`, if anything."""
+    def how(configuration: Any) -> tuple[str, Any]:
+        """How a metric is observed, and what GX resolves on the empty frame for it (if anything)."""
         name = configuration.metric_name
         base, _, suffix = name.rpartition(".")
+        derived = partial(MetricConfiguration, metric_domain_kwargs=configuration.metric_domain_kwargs)
         if name in _SCHEMA_METRICS:
-            return configuration
-        if suffix in ("unexpected_count", "filtered_row_count") and _registered(f"{base}.condition", engine):
-            return derived(f"{base}.condition", configuration)
-        if _registered(f"{name}.aggregate_fn", engine):
-            return derived(f"{name}.aggregate_fn", configuration)
-        return None
+            return "schema", configuration
+        if suffix == "unexpected_values":
+            return "no values", None  # results are counts only (partial_unexpected_count 0)
+        if suffix in ("unexpected_count", "filtered_row_count") and _registered(f"{base}.condition", empty.engine):
+            return suffix, derived(f"{base}.condition", metric_value_kwargs=configuration.metric_value_kwargs)
+        if _registered(f"{name}.aggregate_fn", empty.engine):
+            return "aggregate", derived(f"{name}.aggregate_fn", metric_value_kwargs=configuration.metric_value_kwargs)
+        return "unobservable", None
 
-    # every expectation's metrics, and what GX resolves for them, in one graph (one pass of GX's)
-    needs: dict[int, list[Any]] = {}
+    # every expectation's metrics, and what GX resolves for them, in one graph
+    expectations, needs = {}, {}
     for i, spec in enumerate(specs):
         try:
+            expectations[i] = gx_expectation(spec)
             needs[i] = (
-                gx_expectation(spec)
+                expectations[i]
                 .get_validation_dependencies(
-                    execution_engine=engine, runtime_configuration={"result_format": dict(RESULT_FORMAT)}
+                    execution_engine=empty.engine, runtime_configuration={"result_format": dict(RESULT_FORMAT)}
                 )
                 .get_metric_configurations()
             )
         except Exception as e:  # noqa: BLE001 - reported as the expectation's error, as GX would
-            suite.errors[i] = str(e).splitlines()[0] if str(e) else type(e).__name__
-    wanted = {r.id: r for c in [c for cs in needs.values() for c in cs] if (r := resolution_of(c)) is not None}
-    resolved = _resolve_on_empty(validator, list(wanted.values())) if wanted else {}
-
-    def resolve(name: str, like: Any) -> Any:
-        configuration = derived(name, like)
-        if configuration.id not in resolved:
-            raise NotObservable(f"GX could not resolve {name}")
-        return resolved[configuration.id]
+            suite.errors[i] = first_line(e)
+    hows = {c.id: how(c) for cs in needs.values() for c in cs}
+    resolved = empty.resolve(list({r.id: r for _, r in hows.values() if r is not None}.values()))
+    by_metric: dict[Any, tuple[str, Any]] = {}  # metric id -> source, shared by the expectations
 
     def source_of(configuration: Any) -> tuple[str, Any]:
-        name = configuration.metric_name
         if configuration.id in by_metric:
             return by_metric[configuration.id]
-        base, _, suffix = name.rpartition(".")
+        kind, resolution = hows[configuration.id]
         if configuration.metric_domain_kwargs.get("row_condition"):
-            raise NotObservable(f"{name} with a row_condition")
-        if name in _SCHEMA_METRICS:
-            source = ("value", resolve(name, configuration))
-        elif suffix == "unexpected_values":
-            source = ("value", [])  # results are counts only (partial_unexpected_count 0)
-        elif suffix in ("unexpected_count", "filtered_row_count") and _registered(f"{base}.condition", engine):
-            condition, compute_kwargs, accessor_kwargs = resolve(f"{base}.condition", configuration)
-            domain = row_domain(compute_kwargs, accessor_kwargs, engine)
-            if suffix == "unexpected_count":
-                column = _check_column(suite, F.coalesce(condition & domain, F.lit(False)))
-                source = _aggregate(suite, F.count_if(F.col(column)))
-                suite.counted_check[source[1]] = column
-            else:
-                source = _aggregate(suite, F.count_if(F.coalesce(domain, F.lit(False))))
-        elif _registered(f"{name}.aggregate_fn", engine):
-            aggregate, compute_kwargs, _ = resolve(f"{name}.aggregate_fn", configuration)
+            raise NotObservable(f"{configuration.metric_name} with a row_condition")
+        if kind == "unobservable" or (resolution is not None and resolution.id not in resolved):
+            raise NotObservable(configuration.metric_name)
+        value = resolved[resolution.id] if resolution is not None else None
+        if kind == "schema":
+            source = ("value", value)
+        elif kind == "no values":
+            source = ("value", [])
+        elif kind == "unexpected_count":
+            condition, compute_kwargs, accessor_kwargs = value
+            domain = row_domain(compute_kwargs, accessor_kwargs, empty.engine)
+            column = _check_column(suite, F.coalesce(condition & domain, F.lit(False)))
+            source = _aggregate(suite, F.count_if(F.col(column)))
+            suite.counted_check[source[1]] = column
+        elif kind == "filtered_row_count":
+            _, compute_kwargs, accessor_kwargs = value
+            source = _aggregate(
+                suite, F.count_if(F.coalesce(row_domain(compute_kwargs, accessor_kwargs, empty.engine), F.lit(False)))
+            )
+        else:  # aggregate
+            aggregate, compute_kwargs, _ = value
             if compute_kwargs.get("filter_conditions") or compute_kwargs.get("row_condition"):
-                raise NotObservable(f"{name} over filtered rows")
+                raise NotObservable(f"{configuration.metric_name} over filtered rows")
             source = _aggregate(suite, aggregate)
-        else:
-            raise NotObservable(name)
         by_metric[configuration.id] = source
         return source
 
     for i, needed in needs.items():
         spec = specs[i]
-        expectation = gx_expectation(spec)
         before = (dict(suite.checks), dict(suite.aggregates), dict(by_metric))
         try:
             sources = {c.id: source_of(c) for c in needed}
             if probe_each:  # Spark accepts them in an Observation (no distinct, no window in an aggregate)
-                _probe(empty, suite)
+                _probe(empty.frame, suite)
         except Exception:  # noqa: BLE001 - anything GX or Spark refuses here is left to GX's own validation
             suite.checks, suite.aggregates, by_metric = before
             continue
         suite.observable[i] = sources
-        map_metric = getattr(expectation, "map_metric", None)
-        counted = [c for c in needed if c.metric_name == f"{map_metric}.unexpected_count"]
+        counted = [c for c in needed if c.metric_name == f"{getattr(expectations[i], 'map_metric', None)}.unexpected_count"]
         if spec.row_level and counted:
             suite.failing[i] = suite.counted_check[sources[counted[0].id][1]]
             if spec.severity != "drop":
                 suite.samples[i] = _sample_aggregates(suite, df, suite.failing[i])
     if not probe_each:
         try:
-            _probe(empty, suite)
+            _probe(empty.frame, suite)
         except Exception:  # noqa: BLE001 - find which expectations Spark refuses
             return plan(df, specs, probe_each=True)
     return suite
-
-
-def _resolve_on_empty(validator: Any, configurations: list[Any]) -> dict[Any, Any]:
-    """GX's values of `configurations` on the empty frame, without a Spark job.
-
-    Every map metric depends on the table's row count, which GX would count with a Spark job; on
-    the empty frame it is 0, so it is given. (ValidationGraph.resolve takes no known metrics;
-    its inner `_resolve` does. tests/test_quality.py checks that planning runs no Spark job.)"""
-    graph = validator.metrics_calculator.build_metric_dependency_graph(metric_configurations=configurations)
-    known: dict[Any, Any] = {}
-    for edge in graph.edges:
-        for configuration in (edge.left, edge.right):
-            if configuration is not None and configuration.metric_name == "table.row_count":
-                known[configuration.id] = 0
-    graph._resolve(metrics=known, show_progress_bars=False)  # noqa: SLF001 - see above
-    return known
 
 
 def _registered(metric: str, engine: Any) -> bool:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +28,6 @@ SAMPLE_ROWS = 5
 
 _context: Any = None
 _batch_definition: Any = None
-
-
-def gx_context() -> Any:
-    gx_batch_definition()
-    return _context
 
 
 def gx_batch_definition() -> Any:
@@ -90,6 +86,12 @@ def check(df: DataFrame, target: str, scope: str, specs: list[ExpectationSpec]) 
     return results
 
 
+def first_line(error: BaseException) -> str:
+    """An error as one line of a result (its message's first line, or its type)."""
+    text = str(error)
+    return text.splitlines()[0] if text.strip() else type(error).__name__
+
+
 def make_result(target: str, scope: str, spec: ExpectationSpec, gx_result: Any) -> ExpectationResult:
     result = ExpectationResult(
         target=target,
@@ -134,18 +136,13 @@ def failing_conditions(df: DataFrame, specs: list[ExpectationSpec]) -> dict[str,
     and the domain's row filters (nulls ignored, ignore_row_if, row_condition); both are resolved
     on an empty frame, so no Spark job runs here."""
     from great_expectations.validator.metric_configuration import MetricConfiguration
-    from great_expectations.validator.validator import Validator
     from pyspark.sql import functions as F
 
-    # An empty frame of the same columns, not linked to df's plan: a job over df.limit(0) would
-    # finish df's Observations with no metrics (source bad-record counts, step row counts).
-    empty = df.sparkSession.createDataFrame([], df.schema)
-    batch = gx_batch_definition().get_batch(batch_parameters={"dataframe": empty})
-    engine = batch.data.execution_engine
+    empty = EmptyFrame.like(df)
     wanted: dict[str, MetricConfiguration] = {}
     for spec in specs:
         expectation = gx_expectation(spec)
-        counted = expectation.get_validation_dependencies(execution_engine=engine).get_metric_configuration(
+        counted = expectation.get_validation_dependencies(execution_engine=empty.engine).get_metric_configuration(
             f"{expectation.map_metric}.unexpected_count"
         )
         wanted[spec.label] = MetricConfiguration(
@@ -153,13 +150,51 @@ def failing_conditions(df: DataFrame, specs: list[ExpectationSpec]) -> dict[str,
             metric_domain_kwargs=counted.metric_domain_kwargs,
             metric_value_kwargs=counted.metric_value_kwargs,
         )
-    resolved = Validator(execution_engine=engine, batches=[batch], data_context=_context).compute_metrics(list(wanted.values()))
-    values = resolved[0] if isinstance(resolved, tuple) else resolved
+    values = empty.resolve(list(wanted.values()))
     conditions = {}
     for label, configuration in wanted.items():
         condition, compute_kwargs, accessor_kwargs = values[configuration.id]
-        conditions[label] = F.coalesce(condition & row_domain(compute_kwargs, accessor_kwargs, engine), F.lit(False))
+        conditions[label] = F.coalesce(condition & row_domain(compute_kwargs, accessor_kwargs, empty.engine), F.lit(False))
     return conditions
+
+
+@dataclass(frozen=True)
+class EmptyFrame:
+    """An empty frame of a frame's columns, as a GX batch: GX builds its metrics' Spark
+    expressions there without touching the rows.
+
+    Not linked to the frame's plan: a job over df.limit(0) would finish df's Observations with no
+    metrics (source bad-record counts, step row counts)."""
+
+    frame: DataFrame
+    engine: Any
+    validator: Any
+
+    @classmethod
+    def like(cls, df: DataFrame) -> EmptyFrame:
+        from great_expectations.validator.validator import Validator
+
+        empty = df.sparkSession.createDataFrame([], df.schema)
+        batch = gx_batch_definition().get_batch(batch_parameters={"dataframe": empty})
+        engine = batch.data.execution_engine
+        return cls(empty, engine, Validator(execution_engine=engine, batches=[batch], data_context=_context))
+
+    def resolve(self, configurations: list[Any]) -> dict[Any, Any]:
+        """GX's values of `configurations` here (those it could resolve), without a Spark job.
+
+        Every map metric depends on the table's row count, which GX would count with a Spark job;
+        here it is 0, so it is given. (ValidationGraph.resolve takes no known metrics; its inner
+        `_resolve` does. tests/test_quality.py checks that planning runs no Spark job.)"""
+        if not configurations:
+            return {}
+        graph = self.validator.metrics_calculator.build_metric_dependency_graph(metric_configurations=configurations)
+        known: dict[Any, Any] = {}
+        for edge in graph.edges:
+            for configuration in (edge.left, edge.right):
+                if configuration is not None and configuration.metric_name == "table.row_count":
+                    known[configuration.id] = 0
+        graph._resolve(metrics=known, show_progress_bars=False)  # noqa: SLF001 - see above
+        return known
 
 
 def row_domain(compute_kwargs: dict[str, Any], accessor_kwargs: dict[str, Any], engine: Any = None) -> Column:
