@@ -59,10 +59,11 @@ END = "__tributary_end"  # event time (micros) of the last tuple of the tuple's 
 def build_swa(context: StepContext):  # noqa: ANN201 - a DataFrame
     spec = spec_of(context)
     rows = used_columns(checked_input(context), spec)
-    return unit_rows(context.name, spec, assign_windows_in_place(rows, spec), [UNIT], closed=closed_in_place(spec))
+    return unit_rows(context.name, spec, assign_windows_in_place(rows, spec), [KEY_HASH, UNIT], closed=closed_in_place(spec))
 
 
 LAST = "__tributary_last"  # true on each key's last tuple
+KEY_HASH = "__tributary_key_hash"  # xxhash64 of the key: the sort's numeric prefix, and the grouping's partitioning
 
 
 def assign_windows_in_place(rows: DataFrame, spec: SwaSpec) -> DataFrame:
@@ -73,11 +74,12 @@ def assign_windows_in_place(rows: DataFrame, spec: SwaSpec) -> DataFrame:
     last tuple); a pandas iterator UDF folds (first-row flag, micros) batch by batch, carrying
     the open window of the last key into the next batch. Spark keeps the rows' other columns on
     its side while the UDF runs, so they never cross to Python (assign_windows sends them all).
-    How each window closed is not causal, so it comes from the aggregation: closed_in_place."""
+    How each window closed is not causal, so it comes from the aggregation: closed_in_place.
+    The rows keep KEY_HASH: grouped by it with the key, the windows need no second shuffle."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    window = _each_key_in_order(rows, spec)
+    rows, window = _each_key_in_order(rows, spec)
     whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     ranked = rows.withColumn("__tributary_rank", F.row_number().over(window)).withColumn(
         "__tributary_count", F.count(F.lit(1)).over(whole)
@@ -85,21 +87,25 @@ def assign_windows_in_place(rows: DataFrame, spec: SwaSpec) -> DataFrame:
     fold = _fold_udf(spec.size, round(spec.timeout * 1_000_000))
     folded = ranked.withColumn("__tributary_fold", fold(F.col("__tributary_rank") == 1, F.col(MICROS)))
     return folded.select(
-        *[F.col(quoted(c)) for c in rows.columns],
+        *[F.col(quoted(c)) for c in rows.columns],  # with KEY_HASH
         F.col("__tributary_fold.unit").alias(UNIT),
         F.col("__tributary_fold.start").alias(START),
         (F.col("__tributary_rank") == F.col("__tributary_count")).alias(LAST),
     )
 
 
-def _each_key_in_order(rows: DataFrame, spec: SwaSpec):  # noqa: ANN202 - a WindowSpec
-    """Each key's tuples in (event time, tiebreak) order; the key's xxhash64 first gives Spark's
-    sort a numeric prefix."""
+def _each_key_in_order(rows: DataFrame, spec: SwaSpec):  # noqa: ANN202 - (DataFrame, WindowSpec)
+    """`rows` with KEY_HASH, and each key's tuples in (event time, tiebreak) order.
+
+    The key's xxhash64 leads so Spark's sort compares numbers, not the key's strings (which share
+    long prefixes such as '/page/'). It is a column, not an expression in the window: Spark gives
+    each window function its own copy of an expression, and two copies are two shuffles."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     by_key = [F.col(quoted(field_of(rows, c).name)) for c in spec.key_columns()]
-    return Window.partitionBy(F.xxhash64(*by_key), *by_key).orderBy(*tuple_order(rows, spec))
+    hashed = rows.withColumn(KEY_HASH, F.xxhash64(*by_key))
+    return hashed, Window.partitionBy(F.col(KEY_HASH), *by_key).orderBy(*tuple_order(rows, spec))
 
 
 def closed_in_place(spec: SwaSpec):  # noqa: ANN201 - an aggregate Column
@@ -154,7 +160,7 @@ def assign_windows_closed(rows: DataFrame, spec: SwaSpec) -> DataFrame:
     must return as many rows as it got, in order, but not batch by batch."""
     from pyspark.sql import functions as F
 
-    window = _each_key_in_order(rows, spec)
+    rows, window = _each_key_in_order(rows, spec)
     fold = _closing_fold_udf(spec.size, round(spec.timeout * 1_000_000))
     folded = rows.withColumn("__tributary_fold", fold(F.row_number().over(window) == 1, F.col(MICROS)))
     return folded.select(
