@@ -396,6 +396,20 @@ def test_the_batch_step_folds_across_arrow_batches_like_the_whole_partition_fold
     assert CLOSED not in assign_windows_in_place(frame, spec).columns
 
 
+def test_the_batch_step_sorts_its_tuples_once(spark):
+    """One shuffle and one sort for the key order (both window functions in one Window), one
+    shuffle for the windows' aggregates: a second sort of every tuple doubled the step's time."""
+    from framework.operators.keyed_windows import UNIT, unit_rows
+    from framework.operators.swa import KEY_HASH, assign_windows_in_place, closed_in_place
+
+    spec, frame = _small_key_trace(spark, [("a", 1), ("b", 2)])
+    units = unit_rows("s", spec, assign_windows_in_place(frame, spec), [KEY_HASH, UNIT], closed_in_place(spec))
+    plan = units._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001 - the plan's shape is the point
+    assert plan.count("Window [") == 1
+    assert plan.count("Sort [") == 1
+    assert plan.count("Exchange hashpartitioning") == 2
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     rows=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 60)), min_size=1, max_size=40),
