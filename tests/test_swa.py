@@ -379,7 +379,8 @@ def test_the_batch_step_folds_across_arrow_batches_like_the_whole_partition_fold
     the open window over and assign what assign_windows assigns with whole partitions."""
 
     from framework.operators.keyed_windows import CLOSED, UNIT, unit_rows
-    from framework.operators.swa import START, assign_windows, assign_windows_in_place, closed_in_place
+    from framework.operators.swa import START, assign_windows_in_place, closed_in_place
+    from tests.whole_partition_fold import assign_windows
 
     spec, frame = _small_key_trace(spark, rows)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
@@ -421,7 +422,8 @@ def test_the_streaming_fold_holds_each_key_back_until_it_ends_like_the_whole_par
     window closed included, and END must be the window's last event time."""
 
     from framework.operators.keyed_windows import CLOSED, MICROS, UNIT
-    from framework.operators.swa import END, START, assign_windows, assign_windows_closed
+    from framework.operators.swa import END, START, assign_windows_closed
+    from tests.whole_partition_fold import assign_windows
 
     spec, frame = _small_key_trace(spark, rows)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)

@@ -9,22 +9,20 @@ passing s + t closes them as `timeout`: framework.operators.swa_stream).
 Why it is built this way: a per-key Python stateful function costs a JVM round trip per key and
 per timer (≈3k tuples/s here). The rule is a sequential fold per key, but it only needs each
 tuple's key and event time, so it runs vectorized over many keys at once: Spark shuffles the
-tuples by key and sorts them (JVM), one `mapInArrow` pass assigns every tuple its window with a
-few numpy operations per Arrow batch (`fold_windows`), and Spark aggregates the windows.
+tuples by key and sorts each key's tuples in a window function (JVM), only each tuple's
+first-of-key flag and event time go through a pandas iterator UDF, which assigns windows with a
+few numpy operations per Arrow batch (`fold_windows`), and Spark aggregates the windows. The
+rows' other columns stay on Spark's side.
 
-A batch step sends Python even less (`assign_windows_in_place`): Spark sorts each key's tuples in
-a window function, and only each tuple's first-of-key flag and event time go through a pandas
-iterator UDF that carries the last key's open window from one Arrow batch to the next. Streaming
-SWA needs to know per tuple how its window closed and when it ended, so its UDF holds the last
-key's tuples back until the key ends (`assign_windows_closed`). The evaluation uses
-`assign_windows`, which sends every column and tells how each window closed per tuple.
+The batch step (`assign_windows_in_place`) carries the last key's open window from one Arrow
+batch to the next; how each window closed comes from the aggregation. Streaming SWA and the
+evaluation need to know per tuple how its window closed and when it ended, so their UDF holds
+the last key's tuples back until the key ends (`assign_windows_closed`).
 """
 
 from __future__ import annotations
 
 import typing
-from collections.abc import Iterator
-from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,13 +44,12 @@ from framework.operators.keyed_windows import (
 )
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame
 
     from framework.spec.steps import SwaSpec
 
 START = "__tributary_start"  # event time (micros) of the first tuple of the tuple's window
-END = "__tributary_end"  # event time (micros) of the last tuple of the tuple's window (streaming)
+END = "__tributary_end"  # event time (micros) of the last tuple of the tuple's window
 
 
 @operator("swa")
@@ -73,7 +70,7 @@ def assign_windows_in_place(rows: DataFrame, spec: SwaSpec) -> DataFrame:
     Spark sorts each key's tuples in a window function (which also marks each key's first and
     last tuple); a pandas iterator UDF folds (first-row flag, micros) batch by batch, carrying
     the open window of the last key into the next batch. Spark keeps the rows' other columns on
-    its side while the UDF runs, so they never cross to Python (assign_windows sends them all).
+    its side while the UDF runs, so they never cross to Python.
     How each window closed is not causal, so it comes from the aggregation: closed_in_place.
     The rows keep KEY_HASH: grouped by it with the key, the windows need no second shuffle."""
     from pyspark.sql import Window
@@ -160,9 +157,9 @@ def assign_windows_closed(rows: DataFrame, spec: SwaSpec) -> DataFrame:
     must return as many rows as it got, in order, but not batch by batch."""
     from pyspark.sql import functions as F
 
-    rows, window = _each_key_in_order(rows, spec)
+    hashed, window = _each_key_in_order(rows, spec)
     fold = _closing_fold_udf(spec.size, round(spec.timeout * 1_000_000))
-    folded = rows.withColumn("__tributary_fold", fold(F.row_number().over(window) == 1, F.col(MICROS)))
+    folded = hashed.withColumn("__tributary_fold", fold(F.row_number().over(window) == 1, F.col(MICROS)))
     return folded.select(
         *[F.col(quoted(c)) for c in rows.columns],
         *[
@@ -200,78 +197,6 @@ def _closing_fold_udf(size: int, timeout_us: int):  # noqa: ANN202 - a pandas UD
 
     fold.__annotations__ = {"batches": typing.Iterator[tuple[pd.Series, pd.Series]], "return": typing.Iterator[pd.DataFrame]}
     return pandas_udf(fold, "unit long, closed int, start long, end long")
-
-
-def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:
-    """Every tuple with its window: UNIT (the window's ordinal within its key), CLOSED (how the
-    window closed) and START (its first tuple's event time in micros). `rows` carry MICROS.
-
-    The sort leads with a 64-bit hash of the key so Spark's prefix sort compares numbers, not
-    the key's strings (which share long prefixes such as '/page/'); rows of one key stay
-    together because the key follows the hash. Arrow batches go to Python and back as they are
-    (mapInArrow): only the key and time columns are looked at, the others are never converted."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
-
-    keys = [field_of(rows, c).name for c in spec.key_columns()]
-    by_key = [F.col(quoted(k)) for k in keys]
-    ordered = rows.repartition(*by_key).sortWithinPartitions(F.xxhash64(*by_key), *by_key, *tuple_order(rows, spec))
-    schema = StructType(
-        [
-            *rows.schema.fields,
-            StructField(UNIT, LongType(), False),
-            StructField(CLOSED, IntegerType(), False),
-            StructField(START, LongType(), False),
-        ]
-    )
-    fold = partial(_assign_batches, keys=keys, size=spec.size, timeout_us=round(spec.timeout * 1_000_000))
-    return ordered.mapInArrow(fold, schema)
-
-
-def _assign_batches(
-    batches: Iterator[pa.RecordBatch], *, keys: list[str], size: int, timeout_us: int
-) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of one partition, sorted by key and order. A key's tuples may continue in the
-    next batch, so the last key of each batch waits for the next one."""
-    import pyarrow as pa
-
-    carry: pa.RecordBatch | None = None
-    for batch in batches:
-        frame = batch if carry is None else pa.concat_batches([carry, batch])
-        if frame.num_rows == 0:
-            continue
-        new_key = _key_changes(frame, keys)
-        last = int(np.flatnonzero(new_key)[-1])
-        if last > 0:
-            yield _with_windows(frame.slice(0, last), new_key[:last], size, timeout_us)
-        carry = frame.slice(last)
-    if carry is not None and carry.num_rows:
-        yield _with_windows(carry, _key_changes(carry, keys), size, timeout_us)
-
-
-def _key_changes(frame: pa.RecordBatch, keys: list[str]) -> np.ndarray:
-    """True where a row starts a new key (rows are sorted by key)."""
-    import pyarrow.compute as pc
-
-    rows = frame.num_rows
-    changes = np.zeros(rows, dtype=bool)
-    changes[0] = True
-    for key in keys:
-        values = frame.column(key)
-        differs = pc.not_equal(values.slice(1), values.slice(0, rows - 1))
-        changes[1:] |= differs.to_numpy(zero_copy_only=False)
-    return changes
-
-
-def _with_windows(frame: pa.RecordBatch, new_key: np.ndarray, size: int, timeout_us: int) -> pa.RecordBatch:
-    import pyarrow as pa
-
-    from framework.operators.keyed_windows import MICROS
-
-    micros = frame.column(MICROS).to_numpy(zero_copy_only=False).astype(np.int64)
-    unit, closed, start = fold_windows(new_key, micros, size, timeout_us)
-    columns = [*frame.columns, pa.array(unit), pa.array(closed.astype(np.int32)), pa.array(start)]
-    return pa.RecordBatch.from_arrays(columns, names=[*frame.schema.names, UNIT, CLOSED, START])
 
 
 def window_ends(new_key: np.ndarray, unit: np.ndarray, micros: np.ndarray) -> np.ndarray:

@@ -87,12 +87,11 @@ def _units(step: Any, spec: Any, rows: DataFrame, keys: list[str]) -> tuple[Data
     from pyspark.sql import functions as F
 
     if isinstance(step, SwaStep):
-        from framework.operators.swa import START, assign_windows
+        from framework.operators.swa import END, START, assign_windows_closed
 
-        assigned = assign_windows(rows, spec)
-        last = F.max(MICROS).over(Window.partitionBy(*[F.col(quoted(k)) for k in keys], F.col(UNIT)))
+        assigned = assign_windows_closed(rows, spec)
         timeout_us = F.lit(round(spec.timeout * 1_000_000))
-        closed = F.when(F.col(CLOSED) == F.lit(COUNT), last).otherwise(F.col(START) + timeout_us)
+        closed = F.when(F.col(CLOSED) == F.lit(COUNT), F.col(END)).otherwise(F.col(START) + timeout_us)
         return assigned, F.col(START), closed
     from framework.operators.tumbling import assign_count_windows
 
