@@ -369,14 +369,29 @@ def _small_key_trace(spark, rows):  # noqa: ANN001, ANN202
     return spec, frame
 
 
+@pytest.fixture(params=["jvm", "pandas"])
+def fold(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, spark) -> str:  # noqa: ANN001
+    """Each SWA fold in turn: the JVM aggregate (the session has Tributary's jar) and the pandas UDF
+    that runs without it (TRIBUTARY_JVM=0)."""
+    from pyspark.sql import functions as F
+
+    from framework import jvm
+
+    monkeypatch.setenv("TRIBUTARY_JVM", "1" if request.param == "jvm" else "0")
+    has_jvm_fold = jvm.swa_fold(spark, 2, 1, F.lit(0)) is not None
+    assert has_jvm_fold == (request.param == "jvm"), "the test session must have the JVM functions, and only when enabled"
+    return request.param
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     rows=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 60)), min_size=1, max_size=40),
     batch=st.integers(1, 7),
 )
-def test_the_batch_step_folds_across_arrow_batches_like_the_whole_partition_fold(spark, rows, batch):
-    """The batch step's UDF sees a key's tuples split over Arrow batches of any size: it must carry
-    the open window over and assign what assign_windows assigns with whole partitions."""
+def test_the_batch_step_folds_across_arrow_batches_like_the_whole_partition_fold(spark, fold, rows, batch):
+    """The batch step's fold (the pandas UDF sees a key's tuples split over Arrow batches of any
+    size and must carry the open window over) assigns what assign_windows assigns with whole
+    partitions."""
 
     from framework.operators.keyed_windows import CLOSED, UNIT, unit_rows
     from framework.operators.swa import START, assign_windows_in_place, closed_in_place
@@ -397,9 +412,10 @@ def test_the_batch_step_folds_across_arrow_batches_like_the_whole_partition_fold
     assert CLOSED not in assign_windows_in_place(frame, spec).columns
 
 
-def test_the_batch_step_sorts_its_tuples_once(spark):
-    """One shuffle and one sort for the key order (both window functions in one Window), one
-    shuffle for the windows' aggregates: a second sort of every tuple doubled the step's time."""
+def test_the_batch_step_sorts_its_tuples_once(spark, fold):
+    """One shuffle and one sort for the key order (every window function in one Window): a second
+    sort of every tuple doubled the step's time. The windows' aggregates need a second shuffle only
+    after the pandas fold (Spark forgets the partitioning across a Python UDF)."""
     from framework.operators.keyed_windows import UNIT, unit_rows
     from framework.operators.swa import KEY_HASH, assign_windows_in_place, closed_in_place
 
@@ -408,7 +424,8 @@ def test_the_batch_step_sorts_its_tuples_once(spark):
     plan = units._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001 - the plan's shape is the point
     assert plan.count("Window [") == 1
     assert plan.count("Sort [") == 1
-    assert plan.count("Exchange hashpartitioning") == 2
+    assert plan.count("Exchange hashpartitioning") == (1 if fold == "jvm" else 2)
+    assert ("ArrowEvalPython" in plan) == (fold == "pandas")
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -416,10 +433,10 @@ def test_the_batch_step_sorts_its_tuples_once(spark):
     rows=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 60)), min_size=1, max_size=40),
     batch=st.integers(1, 7),
 )
-def test_the_streaming_fold_holds_each_key_back_until_it_ends_like_the_whole_partition_fold(spark, rows, batch):
-    """The streaming fold's UDF sees a key's tuples split over Arrow batches of any size: it holds
-    the last key back and must assign what assign_windows assigns with whole partitions, how each
-    window closed included, and END must be the window's last event time."""
+def test_the_streaming_fold_holds_each_key_back_until_it_ends_like_the_whole_partition_fold(spark, fold, rows, batch):
+    """The streaming fold (the pandas UDF sees a key's tuples split over Arrow batches of any size
+    and holds the last key back) assigns what assign_windows assigns with whole partitions, how
+    each window closed included, and END is the window's last event time."""
 
     from framework.operators.keyed_windows import CLOSED, MICROS, UNIT
     from framework.operators.swa import END, START, assign_windows_closed
@@ -477,3 +494,17 @@ def test_a_replayed_streaming_batch_recomputes_its_windows_from_the_previous_sta
     (folder / HELD).rename(folder / "pending")
     spark.createDataFrame([], spark.read.parquet(str(folder / "pending")).schema).write.parquet(str(folder / "open"))
     assert run(SwaStream("w", step, legacy.root, delay=4.0), batches[1], 1) == emitted[1]
+
+
+def test_the_streaming_output_aggregates_its_windows_without_a_second_shuffle(spark, tmp_path):
+    """After the JVM fold, the checkpointed tuples keep their partitioning by key, so the windows'
+    aggregation reads them where they are."""
+    from framework.operators.swa_stream import SwaStream
+    from framework.spec.steps import SwaStep
+
+    step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"}})
+    rows = [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s)) for k, s in [("a", 0), ("b", 25), ("a", 30)]]
+    emitted = SwaStream("w", step, str(tmp_path / "state"), delay=1.0)(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), 0)
+    plan = emitted._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001 - the plan's shape is the point
+    assert "Exchange" not in plan
+    assert [(r.k, r.closed_by) for r in emitted.collect()] == [("a", "timeout")]

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from framework import jvm
 from framework.profiles import Profile
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ def spark_session(profile: Profile) -> SparkSession:
     conf = {**DEFAULT_CONF, **{k: _conf_value(v) for k, v in profile.spark.conf.items()}}
     if profile.spark.remote:
         conf = {k: v for k, v in conf.items() if not k.startswith(("spark.driver.", "spark.ui."))}
+    elif jvm.enabled() and (functions_jar := jvm.jar()) is not None:
+        conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(functions_jar)]))
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

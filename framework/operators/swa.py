@@ -7,17 +7,20 @@ Windows still open when the input ends close as `end_of_input` (in streaming, th
 passing s + t closes them as `timeout`: framework.operators.swa_stream).
 
 Why it is built this way: a per-key Python stateful function costs a JVM round trip per key and
-per timer (≈3k tuples/s here). The rule is a sequential fold per key, but it only needs each
-tuple's key and event time, so it runs vectorized over many keys at once: Spark shuffles the
-tuples by key and sorts each key's tuples in a window function (JVM), only each tuple's
-first-of-key flag and event time go through a pandas iterator UDF, which assigns windows with a
-few numpy operations per Arrow batch (`fold_windows`), and Spark aggregates the windows. The
-rows' other columns stay on Spark's side.
+per timer (≈3k tuples/s here). The rule is a sequential fold per key that only needs each tuple's
+event time, so Spark shuffles the tuples by key and sorts each key's tuples in a window function,
+and the fold runs in that window:
+- in the JVM (framework.jvm `SwaFold`, a running-frame aggregate), when the session has Tributary's
+  jar: no hand-off to Python, and the window keeps the shuffle's partitioning, so the windows are
+  aggregated without a second shuffle;
+- else in a pandas iterator UDF that gets only each tuple's first-of-key flag and event time and
+  assigns windows with a few numpy operations per Arrow batch (`fold_windows`). Spark keeps the
+  rows' other columns on its side while it runs.
 
-The batch step (`assign_windows_in_place`) carries the last key's open window from one Arrow
-batch to the next; how each window closed comes from the aggregation. Streaming SWA and the
-evaluation need to know per tuple how its window closed and when it ended, so their UDF holds
-the last key's tuples back until the key ends (`assign_windows_closed`).
+The batch step (`assign_windows_in_place`) needs per tuple only its window; how each window closed
+comes from the aggregation. Streaming SWA and the evaluation need per tuple how its window closed
+and when it ended (`assign_windows_closed`): the JVM fold takes them from a second window over each
+key's windows (no shuffle); the pandas UDF holds the last key's tuples back until the key ends.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from framework.operators.keyed_windows import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from framework.spec.steps import SwaSpec
 
@@ -60,35 +63,50 @@ def build_swa(context: StepContext):  # noqa: ANN201 - a DataFrame
 
 
 LAST = "__tributary_last"  # true on each key's last tuple
+FOLD = "__tributary_fold"  # the fold's struct per tuple
 KEY_HASH = "__tributary_key_hash"  # xxhash64 of the key: the sort's numeric prefix, and the grouping's partitioning
 
 
 def assign_windows_in_place(rows: DataFrame, spec: SwaSpec) -> DataFrame:
-    """Batch: every tuple with UNIT, START and LAST, with only its key's first-row flag and its
-    event time sent to Python.
+    """Batch: every tuple with UNIT, START and LAST (true on each key's last tuple), and KEY_HASH:
+    grouped by it with the key, the windows need no second shuffle after the JVM fold.
 
-    Spark sorts each key's tuples in a window function (which also marks each key's first and
-    last tuple); a pandas iterator UDF folds (first-row flag, micros) batch by batch, carrying
-    the open window of the last key into the next batch. Spark keeps the rows' other columns on
-    its side while the UDF runs, so they never cross to Python.
-    How each window closed is not causal, so it comes from the aggregation: closed_in_place.
-    The rows keep KEY_HASH: grouped by it with the key, the windows need no second shuffle."""
+    How each window closed is not causal, so it comes from the aggregation: closed_in_place."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     rows, window = _each_key_in_order(rows, spec)
     whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    ranked = rows.withColumn("__tributary_rank", F.row_number().over(window)).withColumn(
-        "__tributary_count", F.count(F.lit(1)).over(whole)
-    )
-    fold = _fold_udf(spec.size, round(spec.timeout * 1_000_000))
-    folded = ranked.withColumn("__tributary_fold", fold(F.col("__tributary_rank") == 1, F.col(MICROS)))
+    rank, count = F.row_number().over(window), F.count(F.lit(1)).over(whole)
+    jvm_fold = _jvm_fold(rows, spec, window)
+    if jvm_fold is not None:
+        folded = rows.withColumn(FOLD, jvm_fold).withColumn(LAST, rank == count)
+    else:
+        # the pandas fold carries the last key's open window from one Arrow batch to the next
+        ranked = rows.withColumn("__tributary_rank", rank).withColumn(LAST, rank == count)
+        fold = _fold_udf(spec.size, round(spec.timeout * 1_000_000))
+        folded = ranked.withColumn(FOLD, fold(F.col("__tributary_rank") == 1, F.col(MICROS)))
     return folded.select(
         *[F.col(quoted(c)) for c in rows.columns],  # with KEY_HASH
-        F.col("__tributary_fold.unit").alias(UNIT),
-        F.col("__tributary_fold.start").alias(START),
-        (F.col("__tributary_rank") == F.col("__tributary_count")).alias(LAST),
+        F.col(f"{FOLD}.unit").alias(UNIT),
+        F.col(f"{FOLD}.start").alias(START),
+        F.col(LAST),
     )
+
+
+def _jvm_fold(rows: DataFrame, spec: SwaSpec, window):  # noqa: ANN001, ANN202 - a Column or None
+    """The JVM fold over each key's tuples so far, as the pandas folds name it (a struct of unit
+    and start), or None when the session has no JVM functions."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from framework import jvm
+
+    fold = jvm.swa_fold(rows.sparkSession, spec.size, round(spec.timeout * 1_000_000), F.col(MICROS))
+    if fold is None:
+        return None
+    folded = fold.over(window.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    return folded.cast("struct<unit: bigint, start: bigint>")
 
 
 def _each_key_in_order(rows: DataFrame, spec: SwaSpec):  # noqa: ANN202 - (DataFrame, WindowSpec)
@@ -100,9 +118,15 @@ def _each_key_in_order(rows: DataFrame, spec: SwaSpec):  # noqa: ANN202 - (DataF
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    by_key = [F.col(quoted(field_of(rows, c).name)) for c in spec.key_columns()]
+    by_key = _key_columns(rows, spec)
     hashed = rows.withColumn(KEY_HASH, F.xxhash64(*by_key))
     return hashed, Window.partitionBy(F.col(KEY_HASH), *by_key).orderBy(*tuple_order(rows, spec))
+
+
+def _key_columns(rows: DataFrame, spec: SwaSpec) -> list[Column]:
+    from pyspark.sql import functions as F
+
+    return [F.col(quoted(field_of(rows, c).name)) for c in spec.key_columns()]
 
 
 def closed_in_place(spec: SwaSpec):  # noqa: ANN201 - an aggregate Column
@@ -148,25 +172,36 @@ def _fold_udf(size: int, timeout_us: int):  # noqa: ANN202 - a pandas UDF
 
 
 def assign_windows_closed(rows: DataFrame, spec: SwaSpec) -> DataFrame:
-    """Streaming: every tuple with UNIT, CLOSED, START and END (its window's last event time),
-    with only its key's first-row flag and its event time sent to Python.
+    """Streaming and the evaluation: every tuple with KEY_HASH, UNIT, CLOSED, START and END (its
+    window's last event time).
 
-    Spark sorts each key's tuples in a window function, as for the batch step. How a window
-    closed is not causal, so the pandas iterator UDF holds the last key's tuples back until the
-    next Arrow batch shows where that key ends, and folds every key whole: a scalar iterator UDF
-    must return as many rows as it got, in order, but not batch by batch."""
+    How a window closed is not causal. After the JVM fold, a second window over each key's windows
+    counts their tuples and finds their last event time (a sort, no shuffle). The pandas UDF holds
+    the last key's tuples back until the next Arrow batch shows where that key ends, and folds
+    every key whole: a scalar iterator UDF must return as many rows as it got, in order, but not
+    batch by batch."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     hashed, window = _each_key_in_order(rows, spec)
-    fold = _closing_fold_udf(spec.size, round(spec.timeout * 1_000_000))
-    folded = hashed.withColumn("__tributary_fold", fold(F.row_number().over(window) == 1, F.col(MICROS)))
-    return folded.select(
-        *[F.col(quoted(c)) for c in rows.columns],
-        *[
-            F.col(f"__tributary_fold.{part}").alias(name)
-            for part, name in (("unit", UNIT), ("closed", CLOSED), ("start", START), ("end", END))
-        ],
+    kept = [F.col(quoted(c)) for c in hashed.columns]  # with KEY_HASH
+    jvm_fold = _jvm_fold(hashed, spec, window)
+    if jvm_fold is None:
+        fold = _closing_fold_udf(spec.size, round(spec.timeout * 1_000_000))
+        folded = hashed.withColumn(FOLD, fold(F.row_number().over(window) == 1, F.col(MICROS)))
+        parts = (("unit", UNIT), ("closed", CLOSED), ("start", START), ("end", END))
+        return folded.select(*kept, *[F.col(f"{FOLD}.{part}").alias(name) for part, name in parts])
+
+    whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    folded = hashed.withColumn(FOLD, jvm_fold).withColumn(LAST, F.row_number().over(window) == F.count(F.lit(1)).over(whole))
+    assigned = folded.select(*kept, F.col(f"{FOLD}.unit").alias(UNIT), F.col(f"{FOLD}.start").alias(START), LAST)
+    each_window = Window.partitionBy(KEY_HASH, *_key_columns(rows, spec), UNIT)
+    closed = (
+        F.when(F.count(F.lit(1)).over(each_window) >= spec.size, F.lit(COUNT))
+        .when(F.max(LAST).over(each_window), F.lit(END_OF_INPUT))
+        .otherwise(F.lit(TIMEOUT))
     )
+    return assigned.select(*kept, UNIT, closed.alias(CLOSED), START, F.max(MICROS).over(each_window).alias(END))
 
 
 def _closing_fold_udf(size: int, timeout_us: int):  # noqa: ANN202 - a pandas UDF

@@ -48,7 +48,7 @@ from framework.operators.keyed_windows import (
     with_micros,
 )
 from framework.operators.micro_batch_state import MicroBatchState
-from framework.operators.swa import END, START, assign_windows_closed
+from framework.operators.swa import END, KEY_HASH, START, assign_windows_closed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -98,7 +98,7 @@ class SwaStream:
         good = used_columns(observed.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
         work = self._held(state, batch.sparkSession, folder, good.schema).unionByName(good)
         # read by the output and the state; the fold of the held tuples is redone each batch
-        assigned = assign_windows_closed(work, swa).localCheckpoint()
+        assigned = _checkpoint_keeping_partitioning(assign_windows_closed(work, swa))
         stats = stats.get
         if stats["rejected"]:
             self._quarantine(rows.where(~is_good), batch_id)
@@ -118,7 +118,7 @@ class SwaStream:
         self._measure(state.folder(batch_id), [field_of(good, c).name for c in swa.key_columns()], mark)
         # the output reads only the checkpointed assignment, never the state files: a replay of
         # this batch recomputes it from the previous batch's state, which is kept
-        return unit_rows(self.step, swa, emitted, [UNIT])
+        return unit_rows(self.step, swa, emitted, [KEY_HASH, UNIT])
 
     @staticmethod
     def _held(state: MicroBatchState, spark: SparkSession, folder: str | None, schema: StructType) -> DataFrame:
@@ -169,3 +169,17 @@ class SwaStream:
             windows = placed.group_by(keys).aggregate([]).num_rows
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], state_rows)
         self.figures["open_windows_peak"] = max(self.figures["open_windows_peak"], windows)
+
+
+def _checkpoint_keeping_partitioning(frame: DataFrame) -> DataFrame:
+    """`frame.localCheckpoint()`, remembering that its rows are partitioned by key, so the output's
+    aggregation by key and window needs no shuffle. Adaptive execution reports a plan's
+    partitioning only once it has run, so a checkpoint taken under it forgets it: this one job
+    runs without it."""
+    spark = frame.sparkSession
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        return frame.localCheckpoint()
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", adaptive)

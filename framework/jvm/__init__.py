@@ -1,0 +1,107 @@
+"""Functions Tributary runs inside Spark's JVM, shipped as Java source and compiled at first use.
+
+Why: SWA's rule is a sequential fold per key. As a running-window aggregate in the JVM it runs in
+the pass that sorts each key's tuples, with no hand-off to Python, and the window keeps the
+shuffle's partitioning, so the windows' aggregates need no second shuffle.
+
+Why source and not a jar: nothing binary in the repository, and no Maven repository is reachable.
+The jar is built with the JDK's `javac` against the jars pyspark ships, once per source and Spark
+version, and added to the sessions Tributary starts (`spark.jars`, so a cluster's executors get
+it too). Without `javac`, on Spark Connect, with TRIBUTARY_JVM=0, or in a session started without
+the jar, the operators fold in pandas instead, with the same results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+
+log = logging.getLogger(__name__)
+
+SOURCES = Path(__file__).parent
+_JAVA_FILES = sorted(SOURCES.glob("tributary/*.java"))
+
+
+def enabled() -> bool:
+    """TRIBUTARY_JVM=0 turns the JVM functions off (the pandas folds run instead)."""
+    return os.environ.get("TRIBUTARY_JVM", "1") != "0"
+
+
+@cache
+def jar() -> Path | None:
+    """The compiled jar, built now if this source and Spark version have none yet; None when it
+    cannot be built (no javac, or a compile error, which is logged)."""
+    return find_or_build((SOURCES / "build", Path(tempfile.gettempdir()) / "tributary-jvm"), shutil.which("javac"))
+
+
+def find_or_build(folders: tuple[Path, ...], javac: str | None) -> Path | None:
+    """The jar of this source and Spark version in the first folder that has it, else built into
+    the first writable folder."""
+    import pyspark
+
+    digest = hashlib.sha256(pyspark.__version__.encode())
+    for source in _JAVA_FILES:
+        digest.update(source.read_bytes())
+    name = f"tributary-jvm-{digest.hexdigest()[:12]}.jar"
+    for folder in folders:
+        if (folder / name).is_file():
+            return folder / name
+    if javac is None:
+        log.warning("javac not found: SWA folds in pandas (install a JDK for the faster JVM fold)")
+        return None
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            return _build(javac, folder / name, Path(pyspark.__file__).parent / "jars")
+        except PermissionError:
+            continue
+        except subprocess.CalledProcessError as e:
+            log.warning("could not compile %s: %s", SOURCES, e.stderr.strip())
+            return None
+    return None
+
+
+def _build(javac: str, target: Path, spark_jars: Path) -> Path:
+    """Compile into a temporary folder and zip the classes; the jar appears whole or not at all
+    (os.replace), so two processes building at once cannot see half a jar."""
+    with tempfile.TemporaryDirectory(dir=target.parent) as work:
+        classes = Path(work) / "classes"
+        command = [javac, "-nowarn", "--release", "17", "-cp", f"{spark_jars}/*", "-d", str(classes), *map(str, _JAVA_FILES)]
+        subprocess.run(command, check=True, capture_output=True, text=True)
+        staged = Path(work) / target.name
+        with zipfile.ZipFile(staged, "w") as archive:
+            for path in sorted(classes.rglob("*.class")):
+                archive.write(path, path.relative_to(classes).as_posix())
+        os.replace(staged, target)
+    return target
+
+
+def swa_fold(spark: SparkSession, size: int, timeout_micros: int, micros: Column) -> Column | None:
+    """The SWA fold as an aggregate over `micros`, the event time in micros (`tributary.SwaFold`): a struct
+    (_1: the window's ordinal within its key, _2: its start), to use over a running frame; None
+    when the session has no JVM functions."""
+    from py4j.java_gateway import JavaClass
+    from pyspark.sql import functions as F
+
+    if not enabled():
+        return None
+    try:
+        fold_class = spark.sparkContext._jvm.tributary.SwaFold  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - Spark Connect: no JVM on this side
+        return None
+    if not isinstance(fold_class, JavaClass):  # the session was started without the jar
+        return None
+    name = f"tributary_swa_fold_{size}_{timeout_micros}"
+    spark._jsparkSession.udf().register(name, fold_class.function(size, timeout_micros))  # noqa: SLF001
+    return F.call_function(name, micros)
