@@ -56,11 +56,12 @@ def test_fold_assigns_the_windows_of_the_sequential_rule(rows, n, t):
         return
     keys = [k for k, _ in rows]
     new_key = np.array([i == 0 or keys[i] != keys[i - 1] for i in range(len(rows))])
-    unit, closed, start = fold_windows(new_key, np.array([ts for _, ts in rows], dtype=np.int64), n, t)
+    unit, closed, start, position = fold_windows(new_key, np.array([ts for _, ts in rows], dtype=np.int64), n, t)
     got: dict[tuple, dict] = {}
-    for (key, ts), u, c, s in zip(rows, unit, closed, start, strict=True):
+    for (key, ts), u, c, s, p in zip(rows, unit, closed, start, position, strict=True):
         w = got.setdefault((key, int(u)), {"key": key, "start": int(s), "end": ts, "count": 0, "total": 0})
         w.update(end=ts, count=w["count"] + 1, total=w["total"] + 1, closed_by=CLOSED_BY[c])
+        assert p == w["count"]  # the tuple's place in its window
     expected = swa_oracle(sorted([(k, ts, 1) for k, ts in rows], key=lambda r: (r[0], r[1])), n, t)
     assert sorted(got.values(), key=lambda w: (w["key"], w["start"], w["end"])) == sorted(
         expected, key=lambda w: (w["key"], w["start"], w["end"])
@@ -388,28 +389,25 @@ def fold(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, spark)
     rows=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 60)), min_size=1, max_size=40),
     batch=st.integers(1, 7),
 )
-def test_the_batch_step_folds_across_arrow_batches_like_the_whole_partition_fold(spark, fold, rows, batch):
-    """The batch step's fold (the pandas UDF sees a key's tuples split over Arrow batches of any
-    size and must carry the open window over) assigns what assign_windows assigns with whole
-    partitions."""
+def test_the_fold_assigns_what_the_whole_partition_fold_assigns(spark, fold, rows, batch):
+    """Each fold (the pandas UDF sees a key's tuples split over Arrow batches of any size and must
+    carry the open window over) assigns what assign_windows assigns with whole partitions: window,
+    start and position per tuple, and the same units."""
 
-    from framework.operators.keyed_windows import CLOSED, UNIT, unit_rows
-    from framework.operators.swa import START, assign_windows_in_place, closed_in_place
-    from tests.whole_partition_fold import assign_windows
+    from framework.operators.keyed_windows import UNIT, unit_rows
+    from framework.operators.swa import POSITION, START, assign_windows, closed_in_place
+    from tests.whole_partition_fold import assign_windows as whole_partition_windows
 
     spec, frame = _small_key_trace(spark, rows)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
     try:
-        in_place = {(r.n, r[UNIT], r[START]) for r in assign_windows_in_place(frame, spec).collect()}
-        units = {
-            tuple(r) for r in unit_rows("s", spec, assign_windows_in_place(frame, spec), [UNIT], closed_in_place(spec)).collect()
-        }
+        assigned = {(r.n, r[UNIT], r[START], r[POSITION]) for r in assign_windows(frame, spec).collect()}
+        units = {tuple(r) for r in unit_rows("s", spec, assign_windows(frame, spec), [UNIT], closed_in_place(spec)).collect()}
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    whole = assign_windows(frame, spec)
-    assert in_place == {(r.n, r[UNIT], r[START]) for r in whole.collect()}
+    whole = whole_partition_windows(frame, spec)
+    assert assigned == {(r.n, r[UNIT], r[START], r[POSITION]) for r in whole.collect()}
     assert units == {tuple(r) for r in unit_rows("s", spec, whole, [UNIT]).collect()}
-    assert CLOSED not in assign_windows_in_place(frame, spec).columns
 
 
 def test_the_batch_step_sorts_its_tuples_once(spark, fold):
@@ -417,45 +415,15 @@ def test_the_batch_step_sorts_its_tuples_once(spark, fold):
     sort of every tuple doubled the step's time. The windows' aggregates need a second shuffle only
     after the pandas fold (Spark forgets the partitioning across a Python UDF)."""
     from framework.operators.keyed_windows import UNIT, unit_rows
-    from framework.operators.swa import KEY_HASH, assign_windows_in_place, closed_in_place
+    from framework.operators.swa import KEY_HASH, assign_windows, closed_in_place
 
     spec, frame = _small_key_trace(spark, [("a", 1), ("b", 2)])
-    units = unit_rows("s", spec, assign_windows_in_place(frame, spec), [KEY_HASH, UNIT], closed_in_place(spec))
+    units = unit_rows("s", spec, assign_windows(frame, spec), [KEY_HASH, UNIT], closed_in_place(spec))
     plan = units._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001 - the plan's shape is the point
     assert plan.count("Window [") == 1
     assert plan.count("Sort [") == 1
     assert plan.count("Exchange hashpartitioning") == (1 if fold == "jvm" else 2)
     assert ("ArrowEvalPython" in plan) == (fold == "pandas")
-
-
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    rows=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 60)), min_size=1, max_size=40),
-    batch=st.integers(1, 7),
-)
-def test_the_streaming_fold_holds_each_key_back_until_it_ends_like_the_whole_partition_fold(spark, fold, rows, batch):
-    """The streaming fold (the pandas UDF sees a key's tuples split over Arrow batches of any size
-    and holds the last key back) assigns what assign_windows assigns with whole partitions, how
-    each window closed included, and END is the window's last event time."""
-
-    from framework.operators.keyed_windows import CLOSED, MICROS, UNIT
-    from framework.operators.swa import END, START, assign_windows_closed
-    from tests.whole_partition_fold import assign_windows
-
-    spec, frame = _small_key_trace(spark, rows)
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)
-    try:
-        closing = [
-            (r.n, r[UNIT], r[CLOSED], r[START], r[END], r.k, r[MICROS]) for r in assign_windows_closed(frame, spec).collect()
-        ]
-    finally:
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    whole = assign_windows(frame, spec).collect()
-    assert {c[:4] for c in closing} == {(r.n, r[UNIT], r[CLOSED], r[START]) for r in whole}
-    last = {}
-    for _, unit, _, _, _, key, micros in closing:
-        last[key, unit] = max(last.get((key, unit), micros), micros)
-    assert all(end == last[key, unit] for _, unit, _, _, end, key, _ in closing)
 
 
 def test_a_replayed_streaming_batch_recomputes_its_windows_from_the_previous_state(spark, tmp_path):
@@ -497,8 +465,8 @@ def test_a_replayed_streaming_batch_recomputes_its_windows_from_the_previous_sta
 
 
 def test_the_streaming_output_aggregates_its_windows_without_a_second_shuffle(spark, tmp_path):
-    """After the JVM fold, the checkpointed tuples keep their partitioning by key, so the windows'
-    aggregation reads them where they are."""
+    """After the JVM fold, the checkpointed tuples keep their partitioning and order by key, so
+    deciding which windows are final and aggregating them reads the tuples where they are."""
     from framework.operators.swa_stream import SwaStream
     from framework.spec.steps import SwaStep
 
@@ -507,4 +475,5 @@ def test_the_streaming_output_aggregates_its_windows_without_a_second_shuffle(sp
     emitted = SwaStream("w", step, str(tmp_path / "state"), delay=1.0)(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), 0)
     plan = emitted._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001 - the plan's shape is the point
     assert "Exchange" not in plan
+    assert "Sort [" not in plan
     assert [(r.k, r.closed_by) for r in emitted.collect()] == [("a", "timeout")]

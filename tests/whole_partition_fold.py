@@ -16,7 +16,7 @@ import numpy as np
 
 from framework.operators.columns import field_of, quoted
 from framework.operators.keyed_windows import CLOSED, UNIT, tuple_order
-from framework.operators.swa import START, fold_windows
+from framework.operators.swa import POSITION, START, fold_windows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:
     """Every tuple with its window: UNIT (the window's ordinal within its key), CLOSED (how the
-    window closed) and START (its first tuple's event time in micros). `rows` carry MICROS.
+    window closed), START (its first tuple's event time in micros) and POSITION (the tuple's place
+    in it). `rows` carry MICROS.
 
     The sort leads with a 64-bit hash of the key so Spark's prefix sort compares numbers, not
     the key's strings (which share long prefixes such as '/page/'); rows of one key stay
@@ -45,6 +46,7 @@ def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:
             StructField(UNIT, LongType(), False),
             StructField(CLOSED, IntegerType(), False),
             StructField(START, LongType(), False),
+            StructField(POSITION, LongType(), False),
         ]
     )
     fold = partial(_assign_batches, keys=keys, size=spec.size, timeout_us=round(spec.timeout * 1_000_000))
@@ -92,6 +94,6 @@ def _with_windows(frame: pa.RecordBatch, new_key: np.ndarray, size: int, timeout
     from framework.operators.keyed_windows import MICROS
 
     micros = frame.column(MICROS).to_numpy(zero_copy_only=False).astype(np.int64)
-    unit, closed, start = fold_windows(new_key, micros, size, timeout_us)
-    columns = [*frame.columns, pa.array(unit), pa.array(closed.astype(np.int32)), pa.array(start)]
-    return pa.RecordBatch.from_arrays(columns, names=[*frame.schema.names, UNIT, CLOSED, START])
+    unit, closed, start, position = fold_windows(new_key, micros, size, timeout_us)
+    columns = [*frame.columns, pa.array(unit), pa.array(closed.astype(np.int32)), pa.array(start), pa.array(position)]
+    return pa.RecordBatch.from_arrays(columns, names=[*frame.schema.names, UNIT, CLOSED, START, POSITION])

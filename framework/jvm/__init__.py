@@ -88,9 +88,9 @@ def _build(javac: str, target: Path, spark_jars: Path) -> Path:
 
 
 def swa_fold(spark: SparkSession, size: int, timeout_micros: int, micros: Column) -> Column | None:
-    """The SWA fold as an aggregate over `micros`, the event time in micros (`tributary.SwaFold`): a struct
-    (_1: the window's ordinal within its key, _2: its start), to use over a running frame; None
-    when the session has no JVM functions."""
+    """The SWA fold as an aggregate over `micros`, the event time in micros (`tributary.SwaFold`), to
+    use over a running frame: a struct (_1: the window's ordinal within its key, _2: its start,
+    _3: the tuple's position in it); None when the session has no JVM functions."""
     from py4j.java_gateway import JavaClass
     from pyspark.sql import functions as F
 

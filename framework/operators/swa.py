@@ -17,10 +17,10 @@ and the fold runs in that window:
   assigns windows with a few numpy operations per Arrow batch (`fold_windows`). Spark keeps the
   rows' other columns on its side while it runs.
 
-The batch step (`assign_windows_in_place`) needs per tuple only its window; how each window closed
-comes from the aggregation. Streaming SWA and the evaluation need per tuple how its window closed
-and when it ended (`assign_windows_closed`): the JVM fold takes them from a second window over each
-key's windows (no shuffle); the pandas UDF holds the last key's tuples back until the key ends.
+Every use takes the same fold (`assign_windows`): per tuple its window (UNIT), the window's start
+and the tuple's position in it. How a window closed is not causal: the batch step takes it from the
+aggregation (`closed_in_place`), streaming SWA from each key's windows once the watermark is known
+(framework.operators.swa_stream), the evaluation from each window's tuples.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import numpy as np
 from framework.operators import StepContext, operator
 from framework.operators.columns import field_of, quoted
 from framework.operators.keyed_windows import (
-    CLOSED,
     COUNT,
     END_OF_INPUT,
     MICROS,
@@ -52,26 +51,24 @@ if TYPE_CHECKING:
     from framework.spec.steps import SwaSpec
 
 START = "__tributary_start"  # event time (micros) of the first tuple of the tuple's window
-END = "__tributary_end"  # event time (micros) of the last tuple of the tuple's window
 
 
 @operator("swa")
 def build_swa(context: StepContext):  # noqa: ANN201 - a DataFrame
     spec = spec_of(context)
     rows = used_columns(checked_input(context), spec)
-    return unit_rows(context.name, spec, assign_windows_in_place(rows, spec), [KEY_HASH, UNIT], closed=closed_in_place(spec))
+    return unit_rows(context.name, spec, assign_windows(rows, spec), [KEY_HASH, UNIT], closed=closed_in_place(spec))
 
 
 LAST = "__tributary_last"  # true on each key's last tuple
 FOLD = "__tributary_fold"  # the fold's struct per tuple
+POSITION = "__tributary_position"  # the tuple's 1-based position in its window
 KEY_HASH = "__tributary_key_hash"  # xxhash64 of the key: the sort's numeric prefix, and the grouping's partitioning
 
 
-def assign_windows_in_place(rows: DataFrame, spec: SwaSpec) -> DataFrame:
-    """Batch: every tuple with UNIT, START and LAST (true on each key's last tuple), and KEY_HASH:
-    grouped by it with the key, the windows need no second shuffle after the JVM fold.
-
-    How each window closed is not causal, so it comes from the aggregation: closed_in_place."""
+def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:
+    """Every tuple with UNIT, START, POSITION and LAST (true on each key's last tuple), and
+    KEY_HASH: grouped by it with the key, the windows need no second shuffle after the JVM fold."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -83,20 +80,19 @@ def assign_windows_in_place(rows: DataFrame, spec: SwaSpec) -> DataFrame:
         folded = rows.withColumn(FOLD, jvm_fold).withColumn(LAST, rank == count)
     else:
         # the pandas fold carries the last key's open window from one Arrow batch to the next
-        ranked = rows.withColumn("__tributary_rank", rank).withColumn(LAST, rank == count)
+        ranked = rows.withColumn("__tributary_rank", rank).withColumn(LAST, F.col("__tributary_rank") == count)
         fold = _fold_udf(spec.size, round(spec.timeout * 1_000_000))
         folded = ranked.withColumn(FOLD, fold(F.col("__tributary_rank") == 1, F.col(MICROS)))
     return folded.select(
         *[F.col(quoted(c)) for c in rows.columns],  # with KEY_HASH
-        F.col(f"{FOLD}.unit").alias(UNIT),
-        F.col(f"{FOLD}.start").alias(START),
+        *[F.col(f"{FOLD}.{part}").alias(name) for part, name in (("unit", UNIT), ("start", START), ("position", POSITION))],
         F.col(LAST),
     )
 
 
 def _jvm_fold(rows: DataFrame, spec: SwaSpec, window):  # noqa: ANN001, ANN202 - a Column or None
-    """The JVM fold over each key's tuples so far, as the pandas folds name it (a struct of unit
-    and start), or None when the session has no JVM functions."""
+    """The JVM fold over each key's tuples so far, named as the pandas fold names it (a struct of
+    unit, start and position), or None when the session has no JVM functions."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -106,7 +102,7 @@ def _jvm_fold(rows: DataFrame, spec: SwaSpec, window):  # noqa: ANN001, ANN202 -
     if fold is None:
         return None
     folded = fold.over(window.rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    return folded.cast("struct<unit: bigint, start: bigint>")
+    return folded.cast("struct<unit: bigint, start: bigint, position: bigint>")
 
 
 def _each_key_in_order(rows: DataFrame, spec: SwaSpec):  # noqa: ANN202 - (DataFrame, WindowSpec)
@@ -118,12 +114,12 @@ def _each_key_in_order(rows: DataFrame, spec: SwaSpec):  # noqa: ANN202 - (DataF
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    by_key = _key_columns(rows, spec)
+    by_key = key_columns(rows, spec)
     hashed = rows.withColumn(KEY_HASH, F.xxhash64(*by_key))
     return hashed, Window.partitionBy(F.col(KEY_HASH), *by_key).orderBy(*tuple_order(rows, spec))
 
 
-def _key_columns(rows: DataFrame, spec: SwaSpec) -> list[Column]:
+def key_columns(rows: DataFrame, spec: SwaSpec) -> list[Column]:
     from pyspark.sql import functions as F
 
     return [F.col(quoted(field_of(rows, c).name)) for c in spec.key_columns()]
@@ -154,7 +150,7 @@ def _fold_udf(size: int, timeout_us: int):  # noqa: ANN202 - a pandas UDF
             new_key = np.concatenate([np.zeros(len(carry), dtype=bool), first])
             continuing = not new_key[0]  # the batch (after the carry) starts inside the last key
             new_key[0] = True
-            unit, closed, start = fold_windows(new_key, times, size, timeout_us)
+            unit, closed, start, position = fold_windows(new_key, times, size, timeout_us)
             if continuing:
                 following = np.flatnonzero(new_key[1:])
                 unit[: following[0] + 1 if following.size else len(unit)] += offset
@@ -165,89 +161,18 @@ def _fold_udf(size: int, timeout_us: int):  # noqa: ANN202 - a pandas UDF
             else:
                 in_window = np.flatnonzero(unit[last_key:] == last_unit) + last_key
                 carry, offset = times[in_window], last_unit
-            yield pd.DataFrame({"unit": unit[len(times) - len(first) :], "start": start[len(times) - len(first) :]})
+            new = slice(len(times) - len(first), None)
+            yield pd.DataFrame({"unit": unit[new], "start": start[new], "position": position[new]})
 
     fold.__annotations__ = {"batches": typing.Iterator[tuple[pd.Series, pd.Series]], "return": typing.Iterator[pd.DataFrame]}
-    return pandas_udf(fold, "unit long, start long")
-
-
-def assign_windows_closed(rows: DataFrame, spec: SwaSpec) -> DataFrame:
-    """Streaming and the evaluation: every tuple with KEY_HASH, UNIT, CLOSED, START and END (its
-    window's last event time).
-
-    How a window closed is not causal. After the JVM fold, a second window over each key's windows
-    counts their tuples and finds their last event time (a sort, no shuffle). The pandas UDF holds
-    the last key's tuples back until the next Arrow batch shows where that key ends, and folds
-    every key whole: a scalar iterator UDF must return as many rows as it got, in order, but not
-    batch by batch."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    hashed, window = _each_key_in_order(rows, spec)
-    kept = [F.col(quoted(c)) for c in hashed.columns]  # with KEY_HASH
-    jvm_fold = _jvm_fold(hashed, spec, window)
-    if jvm_fold is None:
-        fold = _closing_fold_udf(spec.size, round(spec.timeout * 1_000_000))
-        folded = hashed.withColumn(FOLD, fold(F.row_number().over(window) == 1, F.col(MICROS)))
-        parts = (("unit", UNIT), ("closed", CLOSED), ("start", START), ("end", END))
-        return folded.select(*kept, *[F.col(f"{FOLD}.{part}").alias(name) for part, name in parts])
-
-    whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    folded = hashed.withColumn(FOLD, jvm_fold).withColumn(LAST, F.row_number().over(window) == F.count(F.lit(1)).over(whole))
-    assigned = folded.select(*kept, F.col(f"{FOLD}.unit").alias(UNIT), F.col(f"{FOLD}.start").alias(START), LAST)
-    each_window = Window.partitionBy(KEY_HASH, *_key_columns(rows, spec), UNIT)
-    closed = (
-        F.when(F.count(F.lit(1)).over(each_window) >= spec.size, F.lit(COUNT))
-        .when(F.max(LAST).over(each_window), F.lit(END_OF_INPUT))
-        .otherwise(F.lit(TIMEOUT))
-    )
-    return assigned.select(*kept, UNIT, closed.alias(CLOSED), START, F.max(MICROS).over(each_window).alias(END))
-
-
-def _closing_fold_udf(size: int, timeout_us: int):  # noqa: ANN202 - a pandas UDF
-    import pandas as pd
-    from pyspark.sql.functions import pandas_udf
-
-    def windows(new_key: np.ndarray, times: np.ndarray) -> pd.DataFrame:
-        unit, closed, start = fold_windows(new_key, times, size, timeout_us)
-        return pd.DataFrame(
-            {"unit": unit, "closed": closed.astype(np.int32), "start": start, "end": window_ends(new_key, unit, times)}
-        )
-
-    def fold(batches):  # noqa: ANN001, ANN202 - typed below, with types pyspark can read at run time
-        # the last key's tuples so far; a partition starts with a key's first tuple, so the
-        # carry and every frame below do too
-        carry_key, carry_times = np.empty(0, dtype=bool), np.empty(0, dtype=np.int64)
-        for first, micros in batches:
-            new_key = np.concatenate([carry_key, first.to_numpy(dtype=bool)])
-            times = np.concatenate([carry_times, micros.to_numpy(dtype=np.int64)])
-            if not len(times):
-                continue
-            last = int(np.flatnonzero(new_key)[-1])
-            if last:
-                yield windows(new_key[:last], times[:last])
-            carry_key, carry_times = new_key[last:], times[last:]
-        if len(carry_times):
-            yield windows(carry_key, carry_times)
-
-    fold.__annotations__ = {"batches": typing.Iterator[tuple[pd.Series, pd.Series]], "return": typing.Iterator[pd.DataFrame]}
-    return pandas_udf(fold, "unit long, closed int, start long, end long")
-
-
-def window_ends(new_key: np.ndarray, unit: np.ndarray, micros: np.ndarray) -> np.ndarray:
-    """Per row, the event time of its window's last row (rows sorted by key and order; a window
-    is a run of rows with one key and one unit)."""
-    opens = new_key.copy()
-    opens[1:] |= unit[1:] != unit[:-1]
-    last_row = np.append(np.flatnonzero(opens)[1:], len(micros)) - 1
-    return micros[last_row][np.cumsum(opens) - 1]
+    return pandas_udf(fold, "unit long, start long, position long")
 
 
 def fold_windows(new_key: np.ndarray, micros: np.ndarray, size: int, timeout_us: int) -> tuple[np.ndarray, ...]:
     """The SWA rule over rows sorted by (key, order); `new_key` marks each key's first row.
 
-    Returns per row: its window's ordinal within the key, how the window closed, and the window's
-    start (micros). Vectorized: for every row i, the window a row i would open ends at
+    Returns per row: its window's ordinal within the key, how the window closed, the window's start
+    (micros), and the row's 1-based position in the window. Vectorized: for every row i, the window a row i would open ends at
     next(i) = min(i + n, first row of the key with ts > ts_i + t); the windows are the chain
     first row → next → next … of each key, followed for all keys at once (as many numpy steps as
     the most windows any key has in this batch)."""
@@ -276,4 +201,4 @@ def fold_windows(new_key: np.ndarray, micros: np.ndarray, size: int, timeout_us:
     number = np.cumsum(opens)  # 1-based window number in this batch
     start_row = np.flatnonzero(opens)[number - 1]
     unit = number - number[firsts][group]
-    return unit.astype(np.int64), closed[start_row], micros[start_row]
+    return unit.astype(np.int64), closed[start_row], micros[start_row], (index - start_row + 1).astype(np.int64)

@@ -13,12 +13,17 @@ windows stopped. Tuples before the mark are a prefix of each key's order, and th
 prefix does not depend on what follows it, so their windows are those of the batch run. A window
 is emitted when no later tuple can change it: closed by count with its last tuple before the mark
 (`count`), or s + t before the mark (`timeout`: no tuple still to come can join it, and a held
-tuple after s + t closed it or will). Emitted windows are a prefix of each key's windows; every
-other tuple stays held. So for any split into micro-batches, every emitted window equals the
+tuple after s + t closed it or will). Emitted windows are a prefix of each key's windows (a window
+before a final one ended before it, so before the mark, and was closed by count or by a tuple after
+its s + t, before the mark too); every other tuple stays held. So a tuple is emitted when s + t is
+before the mark or its window is at or before the key's last window whose n-th tuple is before
+the mark: one pass over each key's tuples, which the checkpoint keeps partitioned and sorted by
+key. So for any split into micro-batches, every emitted window equals the
 batch run's window, which calls the same last windows `end_of_input` if the input ends there.
 
-Work per batch: the fold (one shuffle and pass that also observes the newest event time and the
-late and keyless counts, checkpointed), one state write, the output. The mark is known only after
+Work per batch: the fold (one shuffle and sort, in a pass that also observes the newest event
+time and the late and keyless counts, checkpointed), one state write, the output (no shuffle after
+the JVM fold). The mark is known only after
 that pass, so the fold cannot leave the not-yet-final tuples out; it refolds them next batch.
 
 State is the held tuples (MicroBatchState `held`, beside the checkpoint), with only the columns
@@ -37,7 +42,6 @@ from framework.io.staging import filesystem
 from framework.operators import REASON, quarantine_shape
 from framework.operators.columns import field_of
 from framework.operators.keyed_windows import (
-    CLOSED,
     COUNT,
     MICROS,
     TIMEOUT,
@@ -48,16 +52,17 @@ from framework.operators.keyed_windows import (
     with_micros,
 )
 from framework.operators.micro_batch_state import MicroBatchState
-from framework.operators.swa import END, KEY_HASH, START, assign_windows_closed
+from framework.operators.swa import KEY_HASH, POSITION, START, assign_windows, key_columns
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from framework.io.stream_sink import ExactlyOnceDeltaSink
 
 
 HELD = "held"  # the state's one table: every tuple not yet emitted
+FINAL = "__tributary_final"  # true when no tuple still to come can change the tuple's window
 
 
 @dataclass
@@ -98,7 +103,7 @@ class SwaStream:
         good = used_columns(observed.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
         work = self._held(state, batch.sparkSession, folder, good.schema).unionByName(good)
         # read by the output and the state; the fold of the held tuples is redone each batch
-        assigned = _checkpoint_keeping_partitioning(assign_windows_closed(work, swa))
+        assigned = _checkpoint_keeping_partitioning(assign_windows(work, swa))
         stats = stats.get
         if stats["rejected"]:
             self._quarantine(rows.where(~is_good), batch_id)
@@ -107,18 +112,26 @@ class SwaStream:
         seen = max((m for m in (meta.get("max"), stats["newest"]) if m is not None), default=None)
         mark = seen - round(self.delay * 1_000_000) if seen is not None else None
 
-        if mark is not None:
-            by_count = (F.col(CLOSED) == F.lit(COUNT)) & (F.col(END) < F.lit(mark))
-            timed_out = F.col(START) + F.lit(round(swa.timeout * 1_000_000)) < F.lit(mark)
-            is_final = by_count | timed_out
-        else:
-            by_count = is_final = F.lit(False)
-        emitted = assigned.where(is_final).withColumn(CLOSED, F.when(by_count, F.lit(COUNT)).otherwise(F.lit(TIMEOUT)))
-        state.save(batch_id, {HELD: assigned.where(~is_final).select(*good.columns)}, {"max": seen, "mark": mark})
+        decided = assigned.withColumn(FINAL, self._is_final(assigned, mark))
+        state.save(batch_id, {HELD: decided.where(~F.col(FINAL)).select(*good.columns)}, {"max": seen, "mark": mark})
         self._measure(state.folder(batch_id), [field_of(good, c).name for c in swa.key_columns()], mark)
         # the output reads only the checkpointed assignment, never the state files: a replay of
         # this batch recomputes it from the previous batch's state, which is kept
-        return unit_rows(self.step, swa, emitted, [KEY_HASH, UNIT])
+        closed = F.when(F.count(F.lit(1)) >= swa.size, F.lit(COUNT)).otherwise(F.lit(TIMEOUT))
+        return unit_rows(self.step, swa, decided.where(F.col(FINAL)), [KEY_HASH, UNIT], closed=closed)
+
+    def _is_final(self, assigned: DataFrame, mark: int | None) -> Column:
+        """Whether no tuple still to come can change the tuple's window (module docstring)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        if mark is None:
+            return F.lit(False)
+        swa = self.spec.swa
+        timed_out = F.col(START) + F.lit(round(swa.timeout * 1_000_000)) < F.lit(mark)
+        counted_before_mark = F.when((F.col(POSITION) == swa.size) & (F.col(MICROS) < F.lit(mark)), F.col(UNIT))
+        each_key = Window.partitionBy(KEY_HASH, *key_columns(assigned, swa))
+        return timed_out | F.coalesce(F.col(UNIT) <= F.max(counted_before_mark).over(each_key), F.lit(False))
 
     @staticmethod
     def _held(state: MicroBatchState, spark: SparkSession, folder: str | None, schema: StructType) -> DataFrame:

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from framework.operators import StepContext
 from framework.operators.columns import field_of, quoted
-from framework.operators.keyed_windows import CLOSED, COUNT, MICROS, UNIT, checked_input
+from framework.operators.keyed_windows import MICROS, UNIT, checked_input
 from framework.quality.integration import IntegrationMetrics, integration_metrics
 from framework.spec.steps import SwaStep, TumblingStep
 
@@ -87,11 +87,13 @@ def _units(step: Any, spec: Any, rows: DataFrame, keys: list[str]) -> tuple[Data
     from pyspark.sql import functions as F
 
     if isinstance(step, SwaStep):
-        from framework.operators.swa import END, START, assign_windows_closed
+        from framework.operators.swa import KEY_HASH, POSITION, START, assign_windows, key_columns
 
-        assigned = assign_windows_closed(rows, spec)
-        timeout_us = F.lit(round(spec.timeout * 1_000_000))
-        closed = F.when(F.col(CLOSED) == F.lit(COUNT), F.col(END)).otherwise(F.col(START) + timeout_us)
+        # a window closes at its n-th tuple, else when its timeout runs out
+        assigned = assign_windows(rows, spec)
+        each_window = Window.partitionBy(KEY_HASH, *key_columns(assigned, spec), UNIT)
+        nth_tuple = F.max(F.when(F.col(POSITION) == spec.size, F.col(MICROS))).over(each_window)
+        closed = F.coalesce(nth_tuple, F.col(START) + F.lit(round(spec.timeout * 1_000_000)))
         return assigned, F.col(START), closed
     from framework.operators.tumbling import assign_count_windows
 

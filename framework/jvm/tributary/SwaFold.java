@@ -6,18 +6,19 @@ import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.expressions.Aggregator;
 import org.apache.spark.sql.expressions.UserDefinedFunction;
 import org.apache.spark.sql.functions;
-import scala.Tuple2;
+import scala.Tuple3;
 
 /**
  * The SWA rule as a running aggregate: used over a window ordered by (event time, tiebreak) with
  * the frame ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW, it gives each tuple its window's
- * ordinal within the key and the window's start (micros), in the same pass as Spark's sort.
+ * ordinal within the key, the window's start (micros) and the tuple's 1-based position in the
+ * window, in the same pass as Spark's sort.
  *
  * <p>Per key, the first tuple opens a window with start s; a tuple with ts - s <= timeout joins
  * while the window holds fewer than `size` tuples; the size-th tuple closes it; a tuple with
- * ts - s > timeout opens the next one. The output struct is (_1: unit, _2: start).
+ * ts - s > timeout opens the next one. The output struct is (_1: unit, _2: start, _3: position).
  */
-public final class SwaFold extends Aggregator<Long, SwaFold.OpenWindow, Tuple2<Long, Long>> {
+public final class SwaFold extends Aggregator<Long, SwaFold.OpenWindow, Tuple3<Long, Long, Long>> {
   /** The key's newest window: its ordinal, first event time and tuples so far. */
   public static final class OpenWindow implements Serializable {
     long unit = -1;
@@ -66,8 +67,8 @@ public final class SwaFold extends Aggregator<Long, SwaFold.OpenWindow, Tuple2<L
   }
 
   @Override
-  public Tuple2<Long, Long> finish(OpenWindow window) {
-    return new Tuple2<>(window.unit, window.start);
+  public Tuple3<Long, Long, Long> finish(OpenWindow window) {
+    return new Tuple3<>(window.unit, window.start, window.count);
   }
 
   @Override
@@ -76,7 +77,7 @@ public final class SwaFold extends Aggregator<Long, SwaFold.OpenWindow, Tuple2<L
   }
 
   @Override
-  public Encoder<Tuple2<Long, Long>> outputEncoder() {
-    return Encoders.tuple(Encoders.LONG(), Encoders.LONG());
+  public Encoder<Tuple3<Long, Long, Long>> outputEncoder() {
+    return Encoders.tuple(Encoders.LONG(), Encoders.LONG(), Encoders.LONG());
   }
 }
