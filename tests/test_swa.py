@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from framework.operators.keyed_windows import CLOSED_BY
@@ -389,6 +389,7 @@ def fold(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, spark)
     rows=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 60)), min_size=1, max_size=40),
     batch=st.integers(1, 7),
 )
+@example(rows=[("a", 0), ("a", 10), ("a", 21), ("b", 5), ("b", 5), ("b", 6), ("b", 7)], batch=2)  # ts − s = t joins; n-th closes
 def test_the_fold_assigns_what_the_whole_partition_fold_assigns(spark, fold, rows, batch):
     """Each fold (the pandas UDF sees a key's tuples split over Arrow batches of any size and must
     carry the open window over) assigns what assign_windows assigns with whole partitions: window,
@@ -477,3 +478,16 @@ def test_the_streaming_output_aggregates_its_windows_without_a_second_shuffle(sp
     assert "Exchange" not in plan
     assert "Sort [" not in plan
     assert [(r.k, r.closed_by) for r in emitted.collect()] == [("a", "timeout")]
+
+
+def test_a_window_closed_by_count_is_emitted_once_its_last_tuple_is_before_the_watermark(spark, tmp_path):
+    """Before its timeout runs out: a's third tuple (n = 3) is before the mark (6 − 1 s); c's
+    third tuple is not, so c's window waits even though it is full."""
+    from framework.operators.swa_stream import SwaStream
+    from framework.spec.steps import SwaStep
+
+    step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"}})
+    seconds = [("a", 0), ("a", 1), ("a", 2), ("c", 3), ("c", 4), ("c", 6)]
+    rows = [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s)) for k, s in seconds]
+    emitted = SwaStream("w", step, str(tmp_path / "state"), delay=1.0)(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), 0)
+    assert [(r.k, r.tuple_count, r.closed_by) for r in emitted.collect()] == [("a", 3, "count")]
