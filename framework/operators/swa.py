@@ -172,8 +172,9 @@ def fold_windows(new_key: np.ndarray, micros: np.ndarray, size: int, timeout_us:
     """The SWA rule over rows sorted by (key, order); `new_key` marks each key's first row.
 
     Returns per row: its window's ordinal within the key, how the window closed, the window's start
-    (micros), and the row's 1-based position in the window. Vectorized: for every row i, the window a row i would open ends at
-    next(i) = min(i + n, first row of the key with ts > ts_i + t); the windows are the chain
+    (micros), and the row's 1-based position in the window. Vectorized: for every row i, the window
+    a row i would open ends at next(i) = min(i + n, first row of the key with ts > ts_i + t); the
+    windows are the chain
     first row → next → next … of each key, followed for all keys at once (as many numpy steps as
     the most windows any key has in this batch)."""
     rows = len(micros)

@@ -13,18 +13,18 @@ windows stopped. Tuples before the mark are a prefix of each key's order, and th
 prefix does not depend on what follows it, so their windows are those of the batch run. A window
 is emitted when no later tuple can change it: closed by count with its last tuple before the mark
 (`count`), or s + t before the mark (`timeout`: no tuple still to come can join it, and a held
-tuple after s + t closed it or will). Emitted windows are a prefix of each key's windows (a window
+tuple after s + t closed it or will). Emitted windows are a prefix of each key's windows: a window
 before a final one ended before it, so before the mark, and was closed by count or by a tuple after
-its s + t, before the mark too); every other tuple stays held. So a tuple is emitted when s + t is
-before the mark or its window is at or before the key's last window whose n-th tuple is before
-the mark: one pass over each key's tuples, which the checkpoint keeps partitioned and sorted by
-key. So for any split into micro-batches, every emitted window equals the
-batch run's window, which calls the same last windows `end_of_input` if the input ends there.
+its s + t, before the mark too. So a tuple is emitted when s + t is before the mark or its window is
+at or before the key's last window whose n-th tuple is before the mark: one pass over each key's
+tuples, which the checkpoint keeps partitioned and sorted by key. Every other tuple stays held. So
+for any split into micro-batches, every emitted window equals the batch run's window, which calls
+the same last windows `end_of_input` if the input ends there.
 
-Work per batch: the fold (one shuffle and sort, in a pass that also observes the newest event
-time and the late and keyless counts, checkpointed), one state write, the output (no shuffle after
-the JVM fold). The mark is known only after
-that pass, so the fold cannot leave the not-yet-final tuples out; it refolds them next batch.
+Work per batch: the fold (one shuffle and sort, in a pass that also observes the newest event time
+and the late and keyless counts, checkpointed), one state write, the output (no shuffle after the
+JVM fold). The mark is known only after that pass, so the fold cannot leave the not-yet-final
+tuples out; it refolds them next batch.
 
 State is the held tuples (MicroBatchState `held`, beside the checkpoint), with only the columns
 the units show; rows without a key or an event time go to the quarantine table. Both side tables
