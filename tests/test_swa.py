@@ -465,19 +465,41 @@ def test_a_replayed_streaming_batch_recomputes_its_windows_from_the_previous_sta
     assert run(SwaStream("w", step, legacy.root, delay=4.0), batches[1], 1) == emitted[1]
 
 
-def test_the_streaming_output_aggregates_its_windows_without_a_second_shuffle(spark, tmp_path):
-    """After the JVM fold, the checkpointed tuples keep their partitioning and order by key, so
-    deciding which windows are final and aggregating them reads the tuples where they are."""
+def test_the_streaming_windows_are_folded_and_aggregated_in_one_shuffle_and_one_sort(spark, tmp_path):
+    """Which windows are final, and the tuples of the others, come out of the aggregation that
+    makes the output's rows: no second window over each key, no second shuffle."""
+    from framework.operators.keyed_windows import with_micros
     from framework.operators.swa_stream import SwaStream
     from framework.spec.steps import SwaStep
 
     step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"}})
     rows = [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s)) for k, s in [("a", 0), ("b", 25), ("a", 30)]]
-    emitted = SwaStream("w", step, str(tmp_path / "state"), delay=1.0)(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), 0)
-    plan = emitted._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001 - the plan's shape is the point
-    assert "Exchange" not in plan
-    assert "Sort [" not in plan
-    assert [(r.k, r.closed_by) for r in emitted.collect()] == [("a", "timeout")]
+    tuples = with_micros(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), step.swa)
+    windows = SwaStream("w", step, str(tmp_path / "state"), delay=1.0).windows(tuples, mark=29_000_000)
+    plan = windows._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001 - the plan's shape is the point
+    assert plan.count("Exchange") == 1
+    assert plan.count("Sort [") == 1
+    assert plan.count("Window [") == 1
+    assert "ArrowEvalPython" not in plan
+
+
+def test_a_window_whose_timeout_or_nth_tuple_is_at_the_watermark_stays_held_whole(spark, tmp_path):
+    """At the mark is not before it: a tuple still to come may carry the mark's event time. So b
+    (s + t = mark) and a (n-th tuple at the mark) wait, keep all their tuples, and come out whole
+    once the mark passes them."""
+    from framework.operators.swa_stream import SwaStream
+    from framework.spec.steps import SwaStep
+
+    step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "3s", "event_time": "ts"}})
+    operator = SwaStream("w", step, str(tmp_path / "state"), delay=1.0)
+
+    def run(seconds: list[tuple[str, int]], batch_id: int) -> list[tuple]:
+        rows = [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s)) for k, s in seconds]
+        emitted = operator(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), batch_id)
+        return sorted((r.k, r.tuple_count, r.closed_by) for r in emitted.collect())
+
+    assert run([("a", 3), ("a", 4), ("a", 5), ("b", 2), ("c", 6)], 0) == []  # mark 5
+    assert run([("d", 20)], 1) == [("a", 3, "count"), ("b", 1, "timeout"), ("c", 1, "timeout")]
 
 
 def test_a_window_closed_by_count_is_emitted_once_its_last_tuple_is_before_the_watermark(spark, tmp_path):

@@ -128,9 +128,17 @@ def tuple_order(df: DataFrame, spec: KeyedWindowSpec) -> list[Column]:
     return [F.col(MICROS), *[F.col(quoted(c)) for c in spec.tiebreak], *rest]
 
 
-def unit_rows(step: str, spec: KeyedWindowSpec, assigned: DataFrame, group: list[str], closed: Column | None = None) -> DataFrame:
+def unit_rows(
+    step: str,
+    spec: KeyedWindowSpec,
+    assigned: DataFrame,
+    group: list[str],
+    closed: Column | None = None,
+    hidden: dict[str, Column] | None = None,
+) -> DataFrame:
     """One row per unit: tuples grouped by key and `group` (the hidden unit columns). How a unit
-    closed is its tuples' CLOSED, or the aggregate `closed` (an index into CLOSED_BY)."""
+    closed is its tuples' CLOSED, or the aggregate `closed` (an index into CLOSED_BY). `hidden`
+    aggregates are computed in the same pass and kept after the output columns, by name."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
@@ -146,10 +154,11 @@ def unit_rows(step: str, spec: KeyedWindowSpec, assigned: DataFrame, group: list
     grouped = assigned.groupBy(*[F.col(quoted(k)) for k in keys], *group)
     try:
         aggregates = [F.expr(expression).alias(name) for name, expression in spec.aggregates.items()]
-        units = grouped.agg(*fixed, *aggregates)
+        extra = [column.alias(name) for name, column in (hidden or {}).items()]
+        units = grouped.agg(*fixed, *aggregates, *extra)
     except AnalysisException as e:
         raise _aggregate_problem(step, spec, grouped, fixed, e) from None
-    return units.select(*[quoted(k) for k in keys], *FIXED_COLUMNS, *[quoted(n) for n in spec.aggregates])
+    return units.select(*[quoted(k) for k in keys], *FIXED_COLUMNS, *[quoted(n) for n in spec.aggregates], *(hidden or {}))
 
 
 def _aggregate_problem(step: str, spec: KeyedWindowSpec, grouped, fixed, error: Exception) -> BadInput:  # noqa: ANN001

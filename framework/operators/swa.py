@@ -19,8 +19,8 @@ and the fold runs in that window:
 
 Every use takes the same fold (`assign_windows`): per tuple its window (UNIT), the window's start
 and the tuple's position in it. How a window closed is not causal: the batch step takes it from the
-aggregation (`closed_in_place`), streaming SWA from each key's windows once the watermark is known
-(framework.operators.swa_stream), the evaluation from each window's tuples.
+aggregation (`closed_in_place`), streaming SWA from each window's tuples and the watermark, in the
+same aggregation (framework.operators.swa_stream), the evaluation from each window's tuples.
 """
 
 from __future__ import annotations
@@ -66,9 +66,10 @@ POSITION = "__tributary_position"  # the tuple's 1-based position in its window
 KEY_HASH = "__tributary_key_hash"  # xxhash64 of the key: the sort's numeric prefix, and the grouping's partitioning
 
 
-def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:
-    """Every tuple with UNIT, START, POSITION and LAST (true on each key's last tuple), and
-    KEY_HASH: grouped by it with the key, the windows need no second shuffle after the JVM fold."""
+def assign_windows(rows: DataFrame, spec: SwaSpec, last: bool = True) -> DataFrame:
+    """Every tuple with UNIT, START, POSITION, LAST (true on each key's last tuple; only when
+    `last`: streaming has no last tuple, and Spark then leaves out the count it needs), and KEY_HASH: grouped by it with the key, the windows
+    need no second shuffle after the JVM fold."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -86,7 +87,7 @@ def assign_windows(rows: DataFrame, spec: SwaSpec) -> DataFrame:
     return folded.select(
         *[F.col(quoted(c)) for c in rows.columns],  # with KEY_HASH
         *[F.col(f"{FOLD}.{part}").alias(name) for part, name in (("unit", UNIT), ("start", START), ("position", POSITION))],
-        F.col(LAST),
+        *([F.col(LAST)] if last else []),
     )
 
 

@@ -11,20 +11,20 @@ Each micro-batch folds (held tuples ∪ new tuples) in one pass: the held tuples
 tuples after each key's last emitted window, so the fold continues every key where the emitted
 windows stopped. Tuples before the mark are a prefix of each key's order, and the fold of a
 prefix does not depend on what follows it, so their windows are those of the batch run. A window
-is emitted when no later tuple can change it: closed by count with its last tuple before the mark
+is emitted when no later tuple can change it: closed by count with its n-th tuple before the mark
 (`count`), or s + t before the mark (`timeout`: no tuple still to come can join it, and a held
-tuple after s + t closed it or will). Emitted windows are a prefix of each key's windows: a window
-before a final one ended before it, so before the mark, and was closed by count or by a tuple after
-its s + t, before the mark too. So a tuple is emitted when s + t is before the mark or its window is
-at or before the key's last window whose n-th tuple is before the mark: one pass over each key's
-tuples, which the checkpoint keeps partitioned and sorted by key. Every other tuple stays held. So
-for any split into micro-batches, every emitted window equals the batch run's window, which calls
-the same last windows `end_of_input` if the input ends there.
+tuple after s + t closed it or will). Both are facts about the window alone, and the windows they
+pick are a prefix of each key's windows: a window before such a window ended before the mark, so
+it was closed by its n-th tuple before the mark, or by a tuple after its s + t, which puts its
+s + t before the mark too. Every other window's tuples stay held. So for any split into
+micro-batches, every emitted window equals the batch run's window, which calls the same last
+windows `end_of_input` if the input ends there.
 
-Work per batch: the fold (one shuffle and sort, in a pass that also observes the newest event time
-and the late and keyless counts, checkpointed), one state write, the output (no shuffle after the
-JVM fold). The mark is known only after that pass, so the fold cannot leave the not-yet-final
-tuples out; it refolds them next batch.
+Work per batch: a pass over the new rows for the mark (the newest event time) and the late and
+keyless counts; then one pass that folds and aggregates every window, collecting the tuples of
+the windows that may stay held (`windows`: one shuffle and one sort), checkpointed; the state and
+the output each read that small result. Knowing the mark before the fold costs a second read of
+the new rows, which is cheaper than keeping every folded tuple until the mark is known.
 
 State is the held tuples (MicroBatchState `held`, beside the checkpoint), with only the columns
 the units show; rows without a key or an event time go to the quarantine table. Both side tables
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from framework.io.checkpoint_audit import late_records
 from framework.io.staging import filesystem
 from framework.operators import REASON, quarantine_shape
-from framework.operators.columns import field_of
+from framework.operators.columns import field_of, quoted
 from framework.operators.keyed_windows import (
     COUNT,
     MICROS,
@@ -52,17 +52,17 @@ from framework.operators.keyed_windows import (
     with_micros,
 )
 from framework.operators.micro_batch_state import MicroBatchState
-from framework.operators.swa import KEY_HASH, POSITION, START, assign_windows, key_columns
+from framework.operators.swa import KEY_HASH, START, assign_windows
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from framework.io.stream_sink import ExactlyOnceDeltaSink
 
 
 HELD = "held"  # the state's one table: every tuple not yet emitted
-FINAL = "__tributary_final"  # true when no tuple still to come can change the tuple's window
+FINAL = "__tributary_final"  # true when no tuple still to come can change the window
 
 
 @dataclass
@@ -81,7 +81,6 @@ class SwaStream:
     figures: dict[str, int] = field(default_factory=lambda: {"state_rows_peak": 0, "open_windows_peak": 0})
 
     def __call__(self, batch: DataFrame, batch_id: int) -> DataFrame:
-        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         swa = self.spec.swa
@@ -93,18 +92,12 @@ class SwaStream:
         is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
         is_late = is_good & (F.col(MICROS) < F.lit(old_mark)) if old_mark is not None else F.lit(False)
-        stats = Observation()  # filled by the fold's own pass over the rows: no job of its own
-        observed = rows.observe(
-            stats,
+        # the new rows' own pass (module docstring: the fold needs the mark)
+        stats = rows.agg(
             F.max(F.when(is_good, F.col(MICROS))).alias("newest"),
             F.count_if(~is_good).alias("rejected"),
             F.count_if(is_late).alias("late"),
-        )
-        good = used_columns(observed.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
-        work = self._held(state, batch.sparkSession, folder, good.schema).unionByName(good)
-        # read by the output and the state; the fold of the held tuples is redone each batch
-        assigned = _checkpoint_keeping_partitioning(assign_windows(work, swa))
-        stats = stats.get
+        ).first()
         if stats["rejected"]:
             self._quarantine(rows.where(~is_good), batch_id)
         if stats["late"]:
@@ -112,26 +105,33 @@ class SwaStream:
         seen = max((m for m in (meta.get("max"), stats["newest"]) if m is not None), default=None)
         mark = seen - round(self.delay * 1_000_000) if seen is not None else None
 
-        decided = assigned.withColumn(FINAL, self._is_final(assigned, mark))
-        state.save(batch_id, {HELD: decided.where(~F.col(FINAL)).select(*good.columns)}, {"max": seen, "mark": mark})
+        good = used_columns(rows.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
+        work = self._held(state, batch.sparkSession, folder, good.schema).unionByName(good)
+        # read by the state and the output; a replay of this batch recomputes it from the previous
+        # batch's state, which is kept
+        windows = self.windows(work, mark).localCheckpoint()
+        held = windows.where(~F.col(FINAL)).select(F.explode(HELD).alias(HELD)).select(f"{HELD}.*")
+        state.save(batch_id, {HELD: held}, {"max": seen, "mark": mark})
         self._measure(state.folder(batch_id), [field_of(good, c).name for c in swa.key_columns()], mark)
-        # the output reads only the checkpointed assignment, never the state files: a replay of
-        # this batch recomputes it from the previous batch's state, which is kept
-        closed = F.when(F.count(F.lit(1)) >= swa.size, F.lit(COUNT)).otherwise(F.lit(TIMEOUT))
-        return unit_rows(self.step, swa, decided.where(F.col(FINAL)), [KEY_HASH, UNIT], closed=closed)
+        return windows.where(F.col(FINAL)).drop(FINAL, HELD)
 
-    def _is_final(self, assigned: DataFrame, mark: int | None) -> Column:
-        """Whether no tuple still to come can change the tuple's window (module docstring)."""
-        from pyspark.sql import Window
+    def windows(self, tuples: DataFrame, mark: int | None) -> DataFrame:
+        """One row per window of `tuples`: the output's columns, FINAL (module docstring), and HELD:
+        the window's tuples if it may stay held (its s + t is not before the mark)."""
         from pyspark.sql import functions as F
 
-        if mark is None:
-            return F.lit(False)
         swa = self.spec.swa
-        timed_out = F.col(START) + F.lit(round(swa.timeout * 1_000_000)) < F.lit(mark)
-        counted_before_mark = F.when((F.col(POSITION) == swa.size) & (F.col(MICROS) < F.lit(mark)), F.col(UNIT))
-        each_key = Window.partitionBy(KEY_HASH, *key_columns(assigned, swa))
-        return timed_out | F.coalesce(F.col(UNIT) <= F.max(counted_before_mark).over(each_key), F.lit(False))
+        timeout = F.lit(round(swa.timeout * 1_000_000))
+        count = F.count(F.lit(1))
+        if mark is None:
+            final, may_stay = F.lit(False), F.lit(True)
+        else:
+            final = (F.min(START) + timeout < F.lit(mark)) | ((count >= swa.size) & (F.max(MICROS) < F.lit(mark)))
+            may_stay = F.col(START) + timeout >= F.lit(mark)
+        held = F.collect_list(F.when(may_stay, F.struct(*[quoted(c) for c in tuples.columns])))  # nulls are left out
+        closed = F.when(count >= swa.size, F.lit(COUNT)).otherwise(F.lit(TIMEOUT))
+        assigned = assign_windows(tuples, swa, last=False)
+        return unit_rows(self.step, swa, assigned, [KEY_HASH, UNIT], closed=closed, hidden={FINAL: final, HELD: held})
 
     @staticmethod
     def _held(state: MicroBatchState, spark: SparkSession, folder: str | None, schema: StructType) -> DataFrame:
@@ -182,17 +182,3 @@ class SwaStream:
             windows = placed.group_by(keys).aggregate([]).num_rows
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], state_rows)
         self.figures["open_windows_peak"] = max(self.figures["open_windows_peak"], windows)
-
-
-def _checkpoint_keeping_partitioning(frame: DataFrame) -> DataFrame:
-    """`frame.localCheckpoint()`, remembering that its rows are partitioned by key, so the output's
-    aggregation by key and window needs no shuffle. Adaptive execution reports a plan's
-    partitioning only once it has run, so a checkpoint taken under it forgets it: this one job
-    runs without it."""
-    spark = frame.sparkSession
-    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
-    spark.conf.set("spark.sql.adaptive.enabled", "false")
-    try:
-        return frame.localCheckpoint()
-    finally:
-        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
