@@ -68,8 +68,8 @@ KEY_HASH = "__tributary_key_hash"  # xxhash64 of the key: the sort's numeric pre
 
 def assign_windows(rows: DataFrame, spec: SwaSpec, last: bool = True) -> DataFrame:
     """Every tuple with UNIT, START, POSITION, LAST (true on each key's last tuple; only when
-    `last`: streaming has no last tuple, and Spark then leaves out the count it needs), and KEY_HASH: grouped by it with the key, the windows
-    need no second shuffle after the JVM fold."""
+    `last`: streaming has no last tuple, and Spark then leaves out the count it needs), and
+    KEY_HASH: grouped by it with the key, the windows need no second shuffle after the JVM fold."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
