@@ -82,7 +82,7 @@ def assign_windows(rows: DataFrame, spec: SwaSpec, last: bool = True) -> DataFra
     else:
         # the pandas fold carries the last key's open window from one Arrow batch to the next
         ranked = rows.withColumn("__tributary_rank", rank).withColumn(LAST, F.col("__tributary_rank") == count)
-        fold = _fold_udf(spec.size, round(spec.timeout * 1_000_000))
+        fold = _fold_udf(spec.size, spec.timeout_micros)
         folded = ranked.withColumn(FOLD, fold(F.col("__tributary_rank") == 1, F.col(MICROS)))
     return folded.select(
         *[F.col(quoted(c)) for c in rows.columns],  # with KEY_HASH
@@ -99,7 +99,7 @@ def _jvm_fold(rows: DataFrame, spec: SwaSpec, window):  # noqa: ANN001, ANN202 -
 
     from framework import jvm
 
-    fold = jvm.swa_fold(rows.sparkSession, spec.size, round(spec.timeout * 1_000_000), F.col(MICROS))
+    fold = jvm.swa_fold(rows.sparkSession, spec.size, spec.timeout_micros, F.col(MICROS))
     if fold is None:
         return None
     folded = fold.over(window.rowsBetween(Window.unboundedPreceding, Window.currentRow))

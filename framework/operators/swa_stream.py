@@ -124,7 +124,7 @@ class SwaStream:
         from pyspark.sql import functions as F
 
         swa = self.spec.swa
-        timeout = F.lit(round(swa.timeout * 1_000_000))
+        timeout = F.lit(swa.timeout_micros)
         count = F.count(F.lit(1))
         if mark is None:
             final, may_stay = F.lit(False), F.lit(True)

@@ -93,7 +93,7 @@ def _units(step: Any, spec: Any, rows: DataFrame, keys: list[str]) -> tuple[Data
         assigned = assign_windows(rows, spec)
         each_window = Window.partitionBy(KEY_HASH, *key_columns(assigned, spec), UNIT)
         nth_tuple = F.max(F.when(F.col(POSITION) == spec.size, F.col(MICROS))).over(each_window)
-        closed = F.coalesce(nth_tuple, F.col(START) + F.lit(round(spec.timeout * 1_000_000)))
+        closed = F.coalesce(nth_tuple, F.col(START) + F.lit(spec.timeout_micros))
         return assigned, F.col(START), closed
     from framework.operators.tumbling import assign_count_windows
 

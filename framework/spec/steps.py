@@ -173,6 +173,11 @@ class SwaSpec(KeyedWindowSpec):
     size: int = Field(ge=1, description="n: a window closes when it holds this many tuples.")
     timeout: Duration = Field(gt=0, description="t: a tuple more than t after the window's first tuple opens a new window.")
 
+    @property
+    def timeout_micros(self) -> int:
+        """t in the unit the fold compares event times in."""
+        return round(self.timeout * 1_000_000)
+
 
 @step_kind
 class SwaStep(StepSpec):
