@@ -33,6 +33,7 @@ are committed with (app id, batch id) inside the output's batch, so a replay wri
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -190,15 +191,37 @@ class SwaStream:
 HASHED_TUPLES = 1 << 20  # per task: the most tuples the windows' aggregation keeps in its hash map
 
 
-@contextmanager
-def _windows_hashed_in_memory(spark: SparkSession, size: int) -> Iterator[None]:
+class _SharedSetting:
+    """A session setting that several outputs' micro-batches change at once: the first to enter
+    keeps what was there, the last to leave puts it back, so none can leave it changed."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self._lock = threading.Lock()
+        self._users = 0
+        self._before: str | None = None
+
+    @contextmanager
+    def set(self, spark: SparkSession, value: str) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                self._before = spark.conf.get(self.key)
+            self._users += 1
+            spark.conf.set(self.key, value)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    spark.conf.set(self.key, self._before)
+
+
+_HASH_FALLBACK = _SharedSetting("spark.sql.objectHashAggregate.sortBased.fallbackThreshold")
+
+
+def _windows_hashed_in_memory(spark: SparkSession, size: int):  # noqa: ANN202 - a context manager
     """Spark's aggregation with collect_list and the like (object buffers) keeps 128 groups in
     memory per task, then sorts the rest. A window holds at most `size` tuples, so many windows
     fit: aggregating them all in the hash map measured ~14 % faster on the benchmark's micro-batch."""
-    key = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
-    before = spark.conf.get(key)
-    spark.conf.set(key, str(max(128, HASHED_TUPLES // size)))
-    try:
-        yield
-    finally:
-        spark.conf.set(key, before)
+    return _HASH_FALLBACK.set(spark, str(max(128, HASHED_TUPLES // size)))
