@@ -263,3 +263,27 @@ def test_union_adds_the_source_name(spark, project):
     by_source = Counter(r["_source"] for r in rows)
     raw_static = sum(1 for f in (project / "data/samples/service_calls/static").glob("*.json") for _ in f.open())
     assert by_source["static_calls"] == raw_static and set(by_source) == {"static_calls", "image_calls"}
+
+
+def test_a_project_in_a_folder_named_with_a_space_runs(project, tmp_path):
+    """A clone of the repo in such a folder, run in its own process so Spark starts there: the
+    JVM's options (the log configuration's path) and the staged files' paths carry the folder's
+    name, and neither may read the space as a separator or '#' as URI syntax."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    spaced = tmp_path / "my projects" / "calls #1"
+    shutil.copytree(project, spaced, ignore=shutil.ignore_patterns("my projects"))
+    # `python -m framework` imports the package from the working folder, so this copy runs
+    shutil.copytree(REPO / "framework", spaced / "framework", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env.pop("TRIBUTARY_PROFILE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "framework", "run", "service_calls"], cwd=spaced, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert sum(r["calls"] for r in delta_rows(spaced / "warehouse" / "service_stats")) > 0

@@ -31,7 +31,7 @@ DEFAULT_CONF: dict[str, str] = {
     # once or twice: building an uncompressed cache took half the time of a compressed one here
     # (1M rows: 1.6 s vs 3.3-4.1 s), for more memory. A profile can turn compression back on.
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG_CONFIG}",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()}",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import unquote
 
@@ -12,7 +13,13 @@ HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
 def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
-    return pafs.FileSystem.from_uri(location if "://" in location else f"file://{location}")
+    """The filesystem a location is on, and the path on it. A local path is not made a URI: a
+    folder named with a space, '#' or '%' is not URI syntax."""
+    from framework.io.locations import is_uri
+
+    if is_uri(location):
+        return pafs.FileSystem.from_uri(location)
+    return pafs.LocalFileSystem(), os.path.abspath(location.removeprefix("file://"))
 
 
 def list_parquet(folder: str) -> list[dict[str, Any]]:
