@@ -78,7 +78,8 @@ def assign_windows(rows: DataFrame, spec: SwaSpec, last: bool = True) -> DataFra
     rank, count = F.row_number().over(window), F.count(F.lit(1)).over(whole)
     jvm_fold = _jvm_fold(rows, spec, window)
     if jvm_fold is not None:
-        folded = rows.withColumn(FOLD, jvm_fold).withColumn(LAST, rank == count)
+        folded = rows.withColumn(FOLD, jvm_fold)
+        folded = folded.withColumn(LAST, rank == count) if last else folded
     else:
         # the pandas fold carries the last key's open window from one Arrow batch to the next
         ranked = rows.withColumn("__tributary_rank", rank).withColumn(LAST, F.col("__tributary_rank") == count)
