@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
 
-from tests.conftest import delta_rows, delta_version, write
+from tests.conftest import REPO, delta_rows, delta_version, write
 
 pytestmark = pytest.mark.spark
 
@@ -269,13 +273,6 @@ def test_a_project_in_a_folder_named_with_a_space_runs(project, tmp_path):
     """A clone of the repo in such a folder, run in its own process so Spark starts there: the
     JVM's options (the log configuration's path) and the staged files' paths carry the folder's
     name, and neither may read the space as a separator or '#' as URI syntax."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO
-
     spaced = tmp_path / "my projects" / "calls #1"
     shutil.copytree(project, spaced, ignore=shutil.ignore_patterns("my projects"))
     # `python -m framework` imports the package from the working folder, so this copy runs

@@ -31,9 +31,9 @@ DEFAULT_CONF: dict[str, str] = {
     # once or twice: building an uncompressed cache took half the time of a compressed one here
     # (1M rows: 1.6 s vs 3.3-4.1 s), for more memory. A profile can turn compression back on.
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
-    # PySpark records the Python call site of every DataFrame and Column call, for Spark's own
-    # error messages: four more round trips to the JVM per call, which more than doubled the calls
-    # a streaming SWA micro-batch makes to plan itself (2730 vs 6100). Tributary's errors name the spec.
+    # PySpark records the Python call site of every DataFrame and Column call for Spark's own error
+    # messages: four more round trips to the JVM per call (6100 vs 2730 calls to plan the SWA
+    # benchmark's four micro-batches). Tributary's errors name the spec's file and line instead.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()}",
 }

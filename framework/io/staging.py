@@ -19,7 +19,7 @@ def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
 
     if is_uri(location):
         return pafs.FileSystem.from_uri(location)
-    return pafs.LocalFileSystem(), os.path.abspath(location.removeprefix("file://"))
+    return pafs.LocalFileSystem(), os.path.abspath(location.removeprefix("file://").removeprefix("file:"))
 
 
 def list_parquet(folder: str) -> list[dict[str, Any]]:
