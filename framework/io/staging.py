@@ -9,14 +9,14 @@ from urllib.parse import unquote
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from framework.io.locations import is_uri
+
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
 def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     """The filesystem a location is on, and the path on it. A local path is not made a URI: a
     folder named with a space, '#' or '%' is not URI syntax."""
-    from framework.io.locations import is_uri
-
     if is_uri(location):
         return pafs.FileSystem.from_uri(location)
     return pafs.LocalFileSystem(), os.path.abspath(location.removeprefix("file://").removeprefix("file:"))
