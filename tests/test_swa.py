@@ -75,7 +75,7 @@ name: instances
 mode: {mode}
 sources:
   calls:
-    format: json
+    format: {format}
     path: data/calls
     schema: page STRING, client STRING, ts TIMESTAMP, ms INT
     event_time: ts
@@ -104,10 +104,25 @@ def _row(page, client, seconds, ms) -> dict:  # noqa: ANN001
     return {"page": page, "client": client, "ts": ts, "ms": ms}
 
 
-def _land(project: Path, files: list[list[dict]]) -> None:
-    """Files landing one after the other (file streams order them by modification time)."""
+def _land(project: Path, files: list[list[dict]], format: str = "json") -> None:  # noqa: A002 - the spec's word
+    """Files landing one after the other (file streams order them by modification time). Parquet
+    files carry the event time's statistics in their footers."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = project / "data" / "calls"
+    folder.mkdir(parents=True, exist_ok=True)
     for i, rows in enumerate(files):
-        path = write(project / "data" / "calls" / f"part-{i:04d}.json", "".join(json.dumps(r) + "\n" for r in rows))
+        path = folder / f"part-{i:04d}.{format}"
+        if format == "json":
+            write(path, "".join(json.dumps(r) + "\n" for r in rows))
+        else:
+            ts = [datetime.datetime.fromisoformat(r["ts"]) if r["ts"] else None for r in rows]
+            columns = {k: [r[k] for r in rows] for k in ("page", "client")}
+            table = pa.table(
+                {**columns, "ts": pa.array(ts, pa.timestamp("us", tz="UTC")), "ms": pa.array([r["ms"] for r in rows], pa.int32())}
+            )
+            pq.write_table(table, path)
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
 
 
@@ -126,7 +141,7 @@ def _windows(table: Path) -> list[tuple]:
 
 
 def test_batch_swa_emits_each_rule_and_quarantines_tuples_without_a_key(spark, cli, project):
-    write(project / "pipelines" / "instances.yaml", PIPELINE.format(mode="batch", watermark=5, size=3, timeout=10))
+    write(project / "pipelines" / "instances.yaml", PIPELINE.format(format="json", mode="batch", watermark=5, size=3, timeout=10))
     _land(
         project,
         [
@@ -202,12 +217,14 @@ def _as_tuples(windows: list[dict]) -> list[tuple]:
     return sorted((*w["key"], float(w["start"]), w["count"], w["total"], w["closed_by"]) for w in windows)
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize("file_format", ["json", "parquet"])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 100_000), files=st.integers(1, 4))
-def test_streaming_swa_equals_batch_on_every_closed_window(spark, cli, project, seed, files):
+def test_streaming_swa_equals_batch_on_every_closed_window(spark, cli, project, file_format, seed, files):
     """Random tuples, delivered in any split into files (one micro-batch each) and out of order by
     less than the watermark delay (so none is late): the stream emits exactly the batch run's
-    windows that its final watermark has closed."""
+    windows that its final watermark has closed. JSON rows are read for the watermark; Parquet
+    files give it from their footers."""
     import shutil
 
     shutil.rmtree(project / "data" / "calls", ignore_errors=True)
@@ -220,8 +237,9 @@ def test_streaming_swa_equals_batch_on_every_closed_window(spark, cli, project, 
         rows.append(_row(key[0], key[1], rng.randint(0, 40), i))
     arrival = sorted(rows, key=lambda r: datetime.datetime.fromisoformat(r["ts"]).timestamp() + rng.uniform(0, delay - 0.5))
     cuts = sorted(rng.sample(range(1, len(arrival)), min(files - 1, len(arrival) - 1)))
-    _land(project, [arrival[a:b] for a, b in zip([0, *cuts], [*cuts, len(arrival)], strict=True)])
-    write(project / "pipelines" / "instances.yaml", PIPELINE.format(mode="streaming", watermark=delay, size=n, timeout=t))
+    _land(project, [arrival[a:b] for a, b in zip([0, *cuts], [*cuts, len(arrival)], strict=True)], file_format)
+    pipeline = PIPELINE.format(format=file_format, mode="streaming", watermark=delay, size=n, timeout=t)
+    write(project / "pipelines" / "instances.yaml", pipeline)
 
     code, out, err = cli("run", "instances")
     assert code == 0, out + err
@@ -335,14 +353,17 @@ def test_service_instances_example_swa_beats_the_tumbling_baseline(spark, cli, p
     assert len(delta_rows(project / "warehouse" / "_tributary" / "integration_quality")) == 3
 
 
-def test_streaming_swa_records_late_and_keyless_tuples(spark, cli, project):
-    write(project / "pipelines" / "instances.yaml", PIPELINE.format(mode="streaming", watermark=4, size=3, timeout=10))
+@pytest.mark.parametrize("file_format", ["json", "parquet"])
+def test_streaming_swa_records_late_and_keyless_tuples(spark, cli, project, file_format):
+    pipeline = PIPELINE.format(format=file_format, mode="streaming", watermark=4, size=3, timeout=10)
+    write(project / "pipelines" / "instances.yaml", pipeline)
     _land(
         project,
         [
             [_row("p1", "c1", s, s) for s in (0, 10, 20, 30)],
-            [_row("p1", "c1", 1, 99), _row(None, "c1", 31, 98), _row("p1", "c1", 32, 97)],  # late (mark 26), keyless, fine
+            [_row("p1", "c1", 1, 99), _row(None, "c1", 35, 98), _row("p1", "c1", 32, 97)],  # late (mark 26), keyless, fine
         ],
+        file_format,
     )
     code, out, err = cli("run", "instances")
     assert code == 0, out + err
@@ -351,8 +372,9 @@ def test_streaming_swa_records_late_and_keyless_tuples(spark, cli, project):
     assert "older than the watermark" in late[0]["reason"]
     quarantined = delta_rows(project / "warehouse" / "_tributary" / "quarantine")
     assert [(q["source"], json.loads(q["record"])["ms"]) for q in quarantined] == [("windows", 98)]
-    # the watermark (32 - 4 = 28) closed [0, 10] (20 came more than 10 s after 0); [20 ...] may still grow
-    assert [w[2:] for w in _windows(project / "warehouse" / "windows")] == [(0.0, 2, 10, "timeout")]
+    # the watermark is 35 - 4 = 31 (the keyless tuple still shows how far event time has come):
+    # it closed [0, 10] and [20, 30] (32 came more than 10 s after 0 and 20); [32 ...] may still grow
+    assert [w[2:] for w in _windows(project / "warehouse" / "windows")] == [(0.0, 2, 10, "timeout"), (20.0, 2, 50, "timeout")]
 
 
 def _small_key_trace(spark, rows):  # noqa: ANN001, ANN202
@@ -513,3 +535,22 @@ def test_a_window_closed_by_count_is_emitted_once_its_last_tuple_is_before_the_w
     rows = [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s)) for k, s in seconds]
     emitted = SwaStream("w", step, str(tmp_path / "state"), delay=1.0)(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), 0)
     assert [(r.k, r.tuple_count, r.closed_by) for r in emitted.collect()] == [("a", 3, "count")]
+
+
+def test_an_empty_micro_batch_emits_nothing_and_keeps_the_state(spark, tmp_path):
+    """Spark may leave rows it knows are empty out of the fold's plan; nothing is counted then,
+    and the operator neither fails nor loses the held tuples."""
+    from framework.operators.swa_stream import SwaStream
+    from framework.spec.steps import SwaStep
+
+    step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "3s", "event_time": "ts"}})
+    operator = SwaStream("w", step, str(tmp_path / "state"), delay=1.0)
+
+    def run(seconds: list[tuple[str, int]], batch_id: int) -> list[tuple]:
+        rows = [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s)) for k, s in seconds]
+        emitted = operator(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), batch_id)
+        return sorted((r.k, r.tuple_count, r.closed_by) for r in emitted.collect())
+
+    assert run([("a", 3), ("b", 2)], 0) == []
+    assert run([], 1) == []
+    assert run([("c", 20)], 2) == [("a", 1, "timeout"), ("b", 1, "timeout")]

@@ -27,6 +27,7 @@ from framework.io.checkpoint_audit import AuditedSource, CheckpointAuditor
 from framework.io.delta_store import DeltaStore
 from framework.io.late_rows import LateRowMonitor
 from framework.io.locations import CHECKPOINTS_DIR, LATE_ROWS_TABLE, QUARANTINE_TABLE, STAGING_DIR, join
+from framework.io.parquet_footers import BatchFooters
 from framework.io.sources import SourceFrame, read_source_stream
 from framework.io.stream_sink import ExactlyOnceDeltaSink
 from framework.operators import StepContext, build_step
@@ -49,6 +50,7 @@ class StreamingRunner(BatchRunner):
         self._micro_batch: dict[str, CountJoinStream | SwaStream] = {}
         self._auditors: dict[str, CheckpointAuditor] = {}
         self._prepared: dict[str, SwaStream] = {}  # output -> its SWA operator (side sinks, figures)
+        self._footer_columns: dict[str, str] = {}  # SWA step -> the event-time column its files' footers know
 
     # -- plan hooks: streams instead of static frames ------------------------------------------
 
@@ -86,6 +88,8 @@ class StreamingRunner(BatchRunner):
         if isinstance(spec, SwaStep):
             sources = tuple(self._upstream_sources(spec.swa.input))
             delay = self._delay(spec.swa.input)
+            if self._reads_parquet_unchanged(spec.swa.input, context.inputs[spec.swa.input], spec.swa.event_time):
+                self._footer_columns[context.name] = spec.swa.event_time
             self._micro_batch[context.name] = SwaStream(
                 context.name, spec, "", delay, self.run_id, self.compiled.name, sources=sources
             )
@@ -93,6 +97,26 @@ class StreamingRunner(BatchRunner):
         operator = CountJoinStream(context.name, spec, "", self._delay(spec.join.left), self._delay(spec.join.right))
         self._micro_batch[context.name] = operator
         return operator.tag(context.inputs[spec.join.left], context.inputs[spec.join.right])
+
+    def _reads_parquet_unchanged(self, node: str, frame: DataFrame, event_time: str) -> bool:
+        """Whether every row of `node` is a row of a Parquet file source with its event time as
+        the file holds it (sources and unions only), so the files' footers know the newest."""
+        from pyspark.sql.types import TimestampType
+
+        from framework.operators.columns import field_of
+        from framework.spec.models import FileSource
+
+        graph, sources = self.compiled.graph, self.compiled.spec.sources
+        for upstream in {node} | graph.upstream(node):
+            kind = graph.kinds.get(upstream)
+            if kind == "source":
+                spec = sources[upstream]
+                if not (isinstance(spec, FileSource) and spec.format == "parquet"):
+                    return False
+            elif kind != "union":
+                return False
+        column = field_of(frame, event_time)
+        return column is not None and "." not in event_time and isinstance(column.dataType, TimestampType)
 
     def _upstream_sources(self, node: str) -> list[str]:
         graph = self.compiled.graph
@@ -150,6 +174,8 @@ class StreamingRunner(BatchRunner):
             return None
         folder, _ = self._checkpoint(output)
         prepared = dataclasses.replace(operator, state_dir=folder + ".state")
+        if isinstance(prepared, SwaStream) and (column := self._footer_columns.get(step)) is not None:
+            prepared.footers = BatchFooters(folder, column)
         if isinstance(prepared, SwaStream):
             quarantine = self.warehouse.internal(QUARANTINE_TABLE)
             prepared.quarantine = self._sink(store, f"_quarantine_{output}", quarantine, "append")

@@ -15,14 +15,14 @@ batch whose counts were lost with a crashed process is audited by reading its fi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
 from framework.io.staging import filesystem
+from framework.io.stream_checkpoint import StreamCheckpoint
 from framework.io.stream_sink import ExactlyOnceDeltaSink
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class CheckpointAuditor:
         """Audit every committed batch not audited yet; `progress` holds this process's reports."""
         metrics = {_get(p, "batchId"): p for p in progress}
         last = self._last_audited()
-        for batch in self._committed():
+        for batch in StreamCheckpoint(self.checkpoint).committed():
             if batch <= last:
                 continue
             report = metrics.get(batch)
@@ -85,7 +85,8 @@ class CheckpointAuditor:
     def _audit_batch(self, batch: int, source: AuditedSource, quarantine: bool, late: bool) -> None:
         from pyspark.sql import functions as F
 
-        files = self._files(batch, source.location)
+        checkpoint = StreamCheckpoint(self.checkpoint)
+        files = checkpoint.files(batch, source.location)
         if not files:
             return
         good, bad = source.read_batch(files)
@@ -96,7 +97,7 @@ class CheckpointAuditor:
             )  # fmt: skip
             source.quarantine(shaped, batch)
             self._count(source.name, "bad", source.quarantine)
-        watermark = self._watermark(batch)
+        watermark = checkpoint.watermark(batch)
         if late and source.late is not None and source.event_time and watermark is not None:
             rows = good.where(F.col(source.event_time) < F.lit(watermark))
             source.late(
@@ -106,58 +107,6 @@ class CheckpointAuditor:
 
     def _count(self, source: str, kind: str, sink: ExactlyOnceDeltaSink) -> None:
         self.counts.setdefault(source, {"bad": 0, "late": 0})[kind] = sink.rows
-
-    # -- the checkpoint ------------------------------------------------------------------------
-
-    def _list(self, folder: str) -> list[pafs.FileInfo]:
-        fs, path = filesystem(f"{self.checkpoint}/{folder}")
-        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-        return [i for i in infos if i.type == pafs.FileType.File and not i.base_name.startswith(".")]
-
-    def _lines(self, info: pafs.FileInfo) -> list[str]:
-        fs, _ = filesystem(self.checkpoint)
-        with fs.open_input_stream(info.path) as handle:
-            return handle.read().decode().splitlines()
-
-    def _committed(self) -> list[int]:
-        return sorted(int(i.base_name) for i in self._list("commits") if i.base_name.isdigit())
-
-    def _watermark(self, batch: int) -> datetime | None:
-        for info in self._list("offsets"):
-            if info.base_name == str(batch):
-                meta = json.loads(self._lines(info)[1])
-                millis = meta.get("batchWatermarkMs", 0)
-                return datetime.fromtimestamp(millis / 1000, tz=UTC).replace(tzinfo=None) if millis else None
-        return None
-
-    def _offsets(self, batch: int) -> list[Any]:
-        """Per source, the offset a batch read up to (offsets/<batch>, one line per source)."""
-        for info in self._list("offsets"):
-            if info.base_name == str(batch):
-                return [json.loads(line) if line.startswith("{") else None for line in self._lines(info)[2:]]
-        return []
-
-    def _files(self, batch: int, location: str) -> list[str]:
-        """Files of one source read by one batch: the file source log entries (numbered by the
-        source's own logOffset, compacted every 10) between the previous batch's offset and this one's."""
-        fs, root = filesystem(f"{self.checkpoint}/sources")
-        prefix = location.rstrip("/").removeprefix("file:")
-        now, before = self._offsets(batch), self._offsets(batch - 1) if batch > 0 else []
-        files: list[str] = []
-        for index, offset in enumerate(now):
-            if not isinstance(offset, dict) or "logOffset" not in offset:
-                continue
-            previous = before[index] if index < len(before) and isinstance(before[index], dict) else {"logOffset": -1}
-            low, high = previous.get("logOffset", -1), offset["logOffset"]
-            for info in fs.get_file_info(pafs.FileSelector(f"{root}/{index}", allow_not_found=True)):
-                if info.type != pafs.FileType.File or not info.base_name.removesuffix(".compact").isdigit():
-                    continue  # checksum and temporary files
-                for line in self._lines(info)[1:]:
-                    entry = json.loads(line)
-                    path = entry["path"].removeprefix("file://").removeprefix("file:")
-                    if low < entry.get("batchId", -1) <= high and path.startswith(prefix):
-                        files.append(entry["path"])
-        return sorted(set(files))
 
 
 def _bad_count(observed: Any, source: str) -> int | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from framework.profiles import Profile
 from framework.project import Project
@@ -21,6 +21,11 @@ INTEGRATION_TABLE = "_tributary/integration_quality"  # one row per evaluated st
 def is_uri(location: str) -> bool:
     parsed = urlparse(location)
     return bool(parsed.scheme) and len(parsed.scheme) > 1 and parsed.scheme != "file"
+
+
+def from_spark_path(path: str) -> str:
+    """A path as Spark writes it in its logs: a local file is a percent-encoded file: URI."""
+    return unquote(urlparse(path).path) if path.startswith("file:") else path
 
 
 def join(base: str, *parts: str) -> str:

@@ -2,8 +2,8 @@
 emitting only the windows no later tuple can change.
 
 A tuple's window depends on every earlier tuple of its key, so a window is final only once no
-earlier tuple can still come. The watermark (mark) is the latest event time seen minus the
-largest watermark delay of the input's sources; a new tuple older than the previous batch's mark
+earlier tuple can still come. The watermark (mark) is the latest event time seen (in any row,
+keyed or not) minus the largest watermark delay of the input's sources; a new tuple older than the previous batch's mark
 is late: it is recorded in the late-rows table and takes no part (the same rule as Spark's
 stateful operators, with a trace). Every other tuple that can still come is at or after the mark.
 
@@ -20,11 +20,13 @@ s + t before the mark too. Every other window's tuples stay held. So for any spl
 micro-batches, every emitted window equals the batch run's window, which calls the same last
 windows `end_of_input` if the input ends there.
 
-Work per batch: a pass over the new rows for the mark (the newest event time) and the late and
-keyless counts; then one pass that folds and aggregates every window, collecting the tuples of
-the windows that may stay held (`windows`: one shuffle and one sort), checkpointed; the state and
-the output each read that small result. Knowing the mark before the fold costs a second read of
-the new rows, which is cheaper than keeping every folded tuple until the mark is known.
+Work per batch: the mark comes first, since the fold needs it. When every source is Parquet,
+reached through unions only, the footers of the files the batch read know the newest event time
+(framework.io.parquet_footers), and no job runs for it; otherwise one pass over the new rows
+finds it (a second read of them, cheaper than keeping every folded tuple until the mark is
+known). Then one pass folds and aggregates every window, collecting the tuples of the windows
+that may stay held (`windows`: one shuffle and one sort), and counts the late and keyless rows as
+it reads them; it is checkpointed, and the state and the output each read that small result.
 
 State is the held tuples (MicroBatchState `held`, beside the checkpoint), with only the columns
 the units show; rows without a key or an event time go to the quarantine table. Both side tables
@@ -41,7 +43,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from framework.io.checkpoint_audit import late_records
+from framework.io.parquet_footers import BatchFooters, NoStatistics
 from framework.io.staging import filesystem
+from framework.observations import has_run
 from framework.operators import REASON, quarantine_shape
 from framework.operators.columns import field_of, quoted
 from framework.operators.keyed_windows import (
@@ -58,7 +62,7 @@ from framework.operators.micro_batch_state import MicroBatchState
 from framework.operators.swa import KEY_HASH, START, assign_windows
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Observation, SparkSession
     from pyspark.sql.types import StructType
 
     from framework.io.stream_sink import ExactlyOnceDeltaSink
@@ -81,9 +85,11 @@ class SwaStream:
     quarantine: ExactlyOnceDeltaSink | None = None
     late: ExactlyOnceDeltaSink | None = None
     sources: tuple[str, ...] = ()
+    footers: BatchFooters | None = None  # Parquet sources only: the newest event time without a pass
     figures: dict[str, int] = field(default_factory=lambda: {"state_rows_peak": 0, "open_windows_peak": 0})
 
     def __call__(self, batch: DataFrame, batch_id: int) -> DataFrame:
+        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         swa = self.spec.swa
@@ -95,29 +101,41 @@ class SwaStream:
         is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
         is_late = is_good & (F.col(MICROS) < F.lit(old_mark)) if old_mark is not None else F.lit(False)
-        # the new rows' own pass (module docstring: the fold needs the mark)
-        stats = rows.agg(
-            F.max(F.when(is_good, F.col(MICROS))).alias("newest"),
-            F.count_if(~is_good).alias("rejected"),
-            F.count_if(is_late).alias("late"),
-        ).first()
-        if stats["rejected"]:
-            self._quarantine(rows.where(~is_good), batch_id)
-        if stats["late"]:
-            self._late(rows.where(is_late).drop(REASON), old_mark, batch_id)
-        seen = max((m for m in (meta.get("max"), stats["newest"]) if m is not None), default=None)
+        seen = max((m for m in (meta.get("max"), self._newest(rows, batch_id)) if m is not None), default=None)
         mark = seen - round(self.delay * 1_000_000) if seen is not None else None
 
-        good = used_columns(rows.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
+        # counted as the fold reads the new rows; the side tables read them again only if needed
+        counts = (F.count_if(~is_good).alias("rejected"), F.count_if(is_late).alias("late"))
+        turned_away = Observation()
+        counted = rows.observe(turned_away, *counts)
+        good = used_columns(counted.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
         work = self._held(state, batch.sparkSession, folder, good.schema).unionByName(good)
         # read by the state and the output; a replay of this batch recomputes it from the previous
         # batch's state, which is kept
         with _windows_hashed_in_memory(batch.sparkSession, swa.size):
             windows = self.windows(work, mark).localCheckpoint()
+        turned = _observed(turned_away) or rows.agg(*counts).first().asDict()
+        if turned["rejected"]:
+            self._quarantine(rows.where(~is_good), batch_id)
+        if turned["late"]:
+            self._late(rows.where(is_late).drop(REASON), old_mark, batch_id)
         held = windows.where(~F.col(FINAL)).select(F.explode(HELD).alias(HELD)).select(f"{HELD}.*")
         state.save(batch_id, {HELD: held}, {"max": seen, "mark": mark})
         self._measure(state.folder(batch_id), [field_of(good, c).name for c in swa.key_columns()], mark)
         return windows.where(F.col(FINAL)).drop(FINAL, HELD)
+
+    def _newest(self, rows: DataFrame, batch_id: int) -> int | None:
+        """The newest event time among the new rows, keyed or not (a quarantined row still shows
+        how far event time has come): from the files' footers when every source is Parquet,
+        else one pass over the rows."""
+        from pyspark.sql import functions as F
+
+        if self.footers is not None:
+            try:
+                return self.footers.newest(batch_id)
+            except NoStatistics:
+                pass
+        return rows.agg(F.max(MICROS)).first()[0]
 
     def windows(self, tuples: DataFrame, mark: int | None) -> DataFrame:
         """One row per window of `tuples`: the output's columns, FINAL (module docstring), and HELD:
@@ -186,6 +204,19 @@ class SwaStream:
             windows = placed.group_by(keys).aggregate([]).num_rows
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], state_rows)
         self.figures["open_windows_peak"] = max(self.figures["open_windows_peak"], windows)
+
+
+def _observed(observation: Observation) -> dict[str, int] | None:
+    """An observation's figures, or None when the job skipped the observed rows (Spark saw they
+    were empty and left them out of the plan, so nothing was counted)."""
+    from py4j.protocol import Py4JJavaError
+
+    if not has_run(observation):
+        return None
+    try:
+        return observation.get
+    except Py4JJavaError:
+        return None
 
 
 HASHED_TUPLES = 1 << 20  # per task: the most tuples the windows' aggregation keeps in its hash map
