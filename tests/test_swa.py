@@ -311,13 +311,36 @@ def test_a_bad_swa_spec_is_named_at_validate_time(cli, project, changes, expecte
     assert "pipelines/bad.yaml:" in out + err  # file and line
 
 
-def test_a_column_the_input_lacks_or_a_non_timestamp_event_time_is_exit_2(spark, cli, project):
-    write(project / "pipelines" / "bad.yaml", _bad_step(columns="{head: page, client: client_ip}", event_time="ms"))
+@pytest.mark.parametrize("mode", ["batch", "streaming"])
+def test_a_column_the_input_lacks_or_a_non_timestamp_event_time_is_exit_2(spark, cli, project, mode):
+    """Found before any row is read, also on streams (where the fold itself is planned per
+    micro-batch)."""
+    text = _bad_step(columns="{head: page, client: client_ip}", event_time="ms")
+    if mode == "streaming":
+        text = _streaming(text)
+    write(project / "pipelines" / "bad.yaml", text)
     _land(project, [[_row("p1", "c1", 0, 10)]])
     code, out, err = cli("run", "bad")
     assert code == 2, out + err
     assert "key column 'client_ip' (strategy 'head+client') is not in input 'calls'" in out + err
     assert "event_time column 'ms' is int, not a timestamp" in out + err
+
+
+@pytest.mark.parametrize("mode", ["batch", "streaming"])
+def test_an_aggregate_that_cannot_run_is_exit_2(spark, cli, project, mode):
+    text = _bad_step() if mode == "batch" else _streaming(_bad_step())
+    text = text.replace("      event_time: ts\n", "      event_time: ts\n      aggregates: {total: sum(no_such_column)}\n")
+    write(project / "pipelines" / "bad.yaml", text)
+    _land(project, [[_row("p1", "c1", 0, 10)]])
+    code, out, err = cli("run", "bad")
+    assert code == 2, out + err
+    assert "aggregate 'total: sum(no_such_column)' cannot run" in out + err
+
+
+def _streaming(text: str) -> str:
+    """The bad-step pipeline as a stream: appended output, a source with a watermark."""
+    text = text.replace("name: bad\n", "name: bad\nmode: streaming\n").replace("windows: {}", "windows: {mode: append}")
+    return text.replace('ms INT"}', 'ms INT", event_time: ts, watermark: 5s}')
 
 
 def test_streaming_swa_needs_a_watermark(cli, project):

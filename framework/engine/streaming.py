@@ -32,6 +32,7 @@ from framework.io.sources import SourceFrame, read_source_stream
 from framework.io.stream_sink import ExactlyOnceDeltaSink
 from framework.operators import StepContext, build_step
 from framework.operators.count_join_stream import CountJoinStream
+from framework.operators.swa import check_swa
 from framework.operators.swa_stream import SwaStream
 from framework.spec.durations import spark_interval
 from framework.spec.steps import JoinStep, SwaStep, TumblingStep
@@ -59,8 +60,8 @@ class StreamingRunner(BatchRunner):
 
     def _build_step(self, kind: str, context: StepContext) -> DataFrame:
         """Steps that keep their own state across micro-batches (a count-window join, SWA) run in
-        their output's sink; here the batch operator only checks the inputs on empty frames, and
-        the step becomes the stream the sink reads (framework.operators.count_join_stream, swa_stream)."""
+        their output's sink; here their inputs are only checked on empty frames, and the step
+        becomes the stream the sink reads (framework.operators.count_join_stream, swa_stream)."""
         spec = context.spec
         streaming = any(f.isStreaming for f in context.inputs.values())
         per_batch = (isinstance(spec, JoinStep) and spec.join.last is not None) or isinstance(spec, SwaStep)
@@ -83,9 +84,9 @@ class StreamingRunner(BatchRunner):
                     hint="write it to an output and read that table in another pipeline",
                 )
             )
-        static = {n: _static_twin(f) for n, f in context.inputs.items()}
-        build_step(kind, StepContext(context.spark, context.name, spec, static))
+        static = StepContext(context.spark, context.name, spec, {n: _static_twin(f) for n, f in context.inputs.items()})
         if isinstance(spec, SwaStep):
+            check_swa(static)
             sources = tuple(self._upstream_sources(spec.swa.input))
             delay = self._delay(spec.swa.input)
             if self._reads_parquet_unchanged(spec.swa.input, context.inputs[spec.swa.input], spec.swa.event_time):
@@ -94,6 +95,7 @@ class StreamingRunner(BatchRunner):
                 context.name, spec, "", delay, self.run_id, self.compiled.name, sources=sources
             )
             return context.inputs[spec.swa.input]
+        build_step(kind, static)
         operator = CountJoinStream(context.name, spec, "", self._delay(spec.join.left), self._delay(spec.join.right))
         self._micro_batch[context.name] = operator
         return operator.tag(context.inputs[spec.join.left], context.inputs[spec.join.right])
