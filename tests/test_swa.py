@@ -528,21 +528,28 @@ def test_the_streaming_windows_are_folded_and_aggregated_in_one_shuffle_and_one_
     assert "ArrowEvalPython" not in plan
 
 
-def test_a_window_whose_timeout_or_nth_tuple_is_at_the_watermark_stays_held_whole(spark, tmp_path):
-    """At the mark is not before it: a tuple still to come may carry the mark's event time. So b
-    (s + t = mark) and a (n-th tuple at the mark) wait, keep all their tuples, and come out whole
-    once the mark passes them."""
+def _micro_batches(spark, state: Path):  # noqa: ANN001, ANN202 - a function
+    """Runs micro-batches of (key, second) tuples through one streaming SWA operator (key k, n = 3,
+    t = 3 s, watermark delay 1 s); each returns (key, tuple_count, closed_by) of what it emitted."""
     from framework.operators.swa_stream import SwaStream
     from framework.spec.steps import SwaStep
 
     step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "3s", "event_time": "ts"}})
-    operator = SwaStream("w", step, str(tmp_path / "state"), delay=1.0)
+    operator = SwaStream("w", step, str(state), delay=1.0)
 
     def run(seconds: list[tuple[str, int]], batch_id: int) -> list[tuple]:
         rows = [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s)) for k, s in seconds]
         emitted = operator(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), batch_id)
         return sorted((r.k, r.tuple_count, r.closed_by) for r in emitted.collect())
 
+    return run
+
+
+def test_a_window_whose_timeout_or_nth_tuple_is_at_the_watermark_stays_held_whole(spark, tmp_path):
+    """At the mark is not before it: a tuple still to come may carry the mark's event time. So b
+    (s + t = mark) and a (n-th tuple at the mark) wait, keep all their tuples, and come out whole
+    once the mark passes them."""
+    run = _micro_batches(spark, tmp_path / "state")
     assert run([("a", 3), ("a", 4), ("a", 5), ("b", 2), ("c", 6)], 0) == []  # mark 5
     assert run([("d", 20)], 1) == [("a", 3, "count"), ("b", 1, "timeout"), ("c", 1, "timeout")]
 
@@ -563,17 +570,7 @@ def test_a_window_closed_by_count_is_emitted_once_its_last_tuple_is_before_the_w
 def test_an_empty_micro_batch_emits_nothing_and_keeps_the_state(spark, tmp_path):
     """Spark may leave rows it knows are empty out of the fold's plan; nothing is counted then,
     and the operator neither fails nor loses the held tuples."""
-    from framework.operators.swa_stream import SwaStream
-    from framework.spec.steps import SwaStep
-
-    step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "3s", "event_time": "ts"}})
-    operator = SwaStream("w", step, str(tmp_path / "state"), delay=1.0)
-
-    def run(seconds: list[tuple[str, int]], batch_id: int) -> list[tuple]:
-        rows = [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s)) for k, s in seconds]
-        emitted = operator(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), batch_id)
-        return sorted((r.k, r.tuple_count, r.closed_by) for r in emitted.collect())
-
+    run = _micro_batches(spark, tmp_path / "state")
     assert run([("a", 3), ("b", 2)], 0) == []
     assert run([], 1) == []
     assert run([("c", 20)], 2) == [("a", 1, "timeout"), ("b", 1, "timeout")]
