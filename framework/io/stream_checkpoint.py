@@ -61,11 +61,16 @@ class StreamCheckpoint:
 
     def _log_entries(self, log: str, low: int, high: int) -> list[dict[str, Any]]:
         """Entries with low < batchId <= high of a compacting file log."""
-        plain, compact = set(), []
+        plain: set[int] = set()
+        compact: list[int] = []
         for info in self._list(log):
             number = info.base_name.removesuffix(COMPACT)
-            if number.isdigit():
-                (compact.append(int(number)) if info.base_name.endswith(COMPACT) else plain.add(int(number)))
+            if not number.isdigit():
+                continue  # checksum and temporary files
+            if info.base_name.endswith(COMPACT):
+                compact.append(int(number))
+            else:
+                plain.add(int(number))
         names: set[str] = set()
         for offset in range(low + 1, high + 1):
             if offset in plain:

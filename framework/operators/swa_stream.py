@@ -3,9 +3,10 @@ emitting only the windows no later tuple can change.
 
 A tuple's window depends on every earlier tuple of its key, so a window is final only once no
 earlier tuple can still come. The watermark (mark) is the latest event time seen (in any row,
-keyed or not) minus the largest watermark delay of the input's sources; a new tuple older than the previous batch's mark
-is late: it is recorded in the late-rows table and takes no part (the same rule as Spark's
-stateful operators, with a trace). Every other tuple that can still come is at or after the mark.
+keyed or not) minus the largest watermark delay of the input's sources; a new tuple older than
+the previous batch's mark is late: it is recorded in the late-rows table and takes no part (the
+same rule as Spark's stateful operators, with a trace). Every other tuple that can still come is
+at or after the mark.
 
 Each micro-batch folds (held tuples ∪ new tuples) in one pass: the held tuples are exactly the
 tuples after each key's last emitted window, so the fold continues every key where the emitted
