@@ -51,7 +51,6 @@ class StreamingRunner(BatchRunner):
         self._micro_batch: dict[str, CountJoinStream | SwaStream] = {}
         self._auditors: dict[str, CheckpointAuditor] = {}
         self._prepared: dict[str, SwaStream] = {}  # output -> its SWA operator (side sinks, figures)
-        self._footer_columns: dict[str, str] = {}  # SWA step -> the event-time column its files' footers know
 
     # -- plan hooks: streams instead of static frames ------------------------------------------
 
@@ -89,10 +88,11 @@ class StreamingRunner(BatchRunner):
             check_swa(static)
             sources = tuple(self._upstream_sources(spec.swa.input))
             delay = self._delay(spec.swa.input)
+            footers = None  # the checkpoint is the output's, set in _prepare
             if self._reads_parquet_unchanged(spec.swa.input, context.inputs[spec.swa.input], spec.swa.event_time):
-                self._footer_columns[context.name] = spec.swa.event_time
+                footers = BatchFooters("", spec.swa.event_time)
             self._micro_batch[context.name] = SwaStream(
-                context.name, spec, "", delay, self.run_id, self.compiled.name, sources=sources
+                context.name, spec, "", delay, self.run_id, self.compiled.name, sources=sources, footers=footers
             )
             return context.inputs[spec.swa.input]
         build_step(kind, static)
@@ -170,15 +170,16 @@ class StreamingRunner(BatchRunner):
 
     def _prepare(self, store: DeltaStore, output: str, step: str) -> CountJoinStream | SwaStream | None:
         """The per-batch operator of an output that writes a stateful step, with its state folder
-        and (SWA) its own quarantine and late-row sinks, committed inside the output's batches."""
+        and (SWA) the checkpoint its footers read and its own quarantine and late-row sinks,
+        committed inside the output's batches."""
         operator = self._micro_batch.get(step)
         if operator is None:
             return None
         folder, _ = self._checkpoint(output)
         prepared = dataclasses.replace(operator, state_dir=folder + ".state")
-        if isinstance(prepared, SwaStream) and (column := self._footer_columns.get(step)) is not None:
-            prepared.footers = BatchFooters(folder, column)
         if isinstance(prepared, SwaStream):
+            if prepared.footers is not None:
+                prepared.footers = dataclasses.replace(prepared.footers, checkpoint=folder)
             quarantine = self.warehouse.internal(QUARANTINE_TABLE)
             prepared.quarantine = self._sink(store, f"_quarantine_{output}", quarantine, "append")
             prepared.late = self._sink(store, f"_late_{output}", self.warehouse.internal(LATE_ROWS_TABLE), "append")

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -132,10 +132,8 @@ class SwaStream:
         from pyspark.sql import functions as F
 
         if self.footers is not None:
-            try:
+            with suppress(NoStatistics):
                 return self.footers.newest(batch_id)
-            except NoStatistics:
-                pass
         return rows.agg(F.max(MICROS)).first()[0]
 
     def windows(self, tuples: DataFrame, mark: int | None) -> DataFrame:
