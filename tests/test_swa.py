@@ -400,6 +400,30 @@ def test_streaming_swa_records_late_and_keyless_tuples(spark, cli, project, file
     assert [w[2:] for w in _windows(project / "warehouse" / "windows")] == [(0.0, 2, 10, "timeout"), (20.0, 2, 50, "timeout")]
 
 
+def test_a_partitioned_streaming_swa_output_gets_the_same_windows_in_partition_folders(spark, cli, project):
+    """The operator writes its output's files itself; a table partitioned by a key column gets the
+    same windows laid out in its partition folders."""
+    import shutil
+
+    from deltalake import DeltaTable
+
+    _land(project, [[_row("p1", "c1", s, s) for s in (0, 1, 2)] + [_row("p2", "c1", 3, 3)], [_row("p1", "c1", 20, 20), _row("p2", "c1", 30, 30)]])
+    windows = {}
+    for layout, output in (("flat", "{mode: append}"), ("partitioned", "{mode: append, partition_by: [page]}")):
+        pipeline = PIPELINE.format(format="json", mode="streaming", watermark=4, size=3, timeout=5)
+        write(project / "pipelines" / "instances.yaml", pipeline.replace("windows: {mode: append}", f"windows: {output}"))
+        shutil.rmtree(project / "warehouse", ignore_errors=True)
+        code, out, err = cli("run", "instances")
+        assert code == 0, out + err
+        windows[layout] = _windows(project / "warehouse" / "windows")
+    # mark 26: p1 [0 1 2] by count, p2 [3] and p1 [20] by timeout; p2 [30] still held
+    assert [(w[0], w[2], w[-1]) for w in windows["flat"]] == [("p1", 0.0, "count"), ("p1", 20.0, "timeout"), ("p2", 3.0, "timeout")]
+    assert windows["partitioned"] == windows["flat"]
+    table = DeltaTable(str(project / "warehouse" / "windows"))
+    assert table.metadata().partition_columns == ["page"]
+    assert {uri.split("/windows/", 1)[1].split("/")[0] for uri in table.file_uris()} == {"page=p1", "page=p2"}
+
+
 def _small_key_trace(spark, rows):  # noqa: ANN001, ANN202
     """(key, second) pairs as tuples of one SWA spec (n = 3, t = 10 s), numbered, with MICROS."""
     from pyspark.sql import functions as F
@@ -491,7 +515,7 @@ def test_a_replayed_streaming_batch_recomputes_its_windows_from_the_previous_sta
         )
 
     def run(operator: SwaStream, rows: list[tuple[str, int]], batch_id: int) -> list[tuple]:
-        return sorted(tuple(r) for r in operator(frame(rows), batch_id).collect())
+        return sorted(tuple(r) for r in _emitted(spark, operator(frame(rows), batch_id)))
 
     batches = [[("a", 0), ("a", 1), ("b", 2), ("a", 5)], [("a", 20), ("b", 9), ("b", 30), ("a", 8)], [("a", 45), ("b", 44)]]
     operator = SwaStream("w", step, str(tmp_path / "state"), delay=4.0)
@@ -540,9 +564,14 @@ def _micro_batches(spark, state: Path):  # noqa: ANN001, ANN202 - a function
     def run(seconds: list[tuple[str, int]], batch_id: int) -> list[tuple]:
         rows = [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s)) for k, s in seconds]
         emitted = operator(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), batch_id)
-        return sorted((r.k, r.tuple_count, r.closed_by) for r in emitted.collect())
+        return sorted((r.k, r.tuple_count, r.closed_by) for r in _emitted(spark, emitted))
 
     return run
+
+
+def _emitted(spark, written) -> list:  # noqa: ANN001 - a SparkSession and the operator's WrittenRows
+    """The rows a streaming SWA operator wrote for its output (the sink commits these files)."""
+    return spark.read.schema(written.schema).parquet(written.folder).collect()
 
 
 def test_a_window_whose_timeout_or_nth_tuple_is_at_the_watermark_stays_held_whole(spark, tmp_path):
@@ -564,7 +593,7 @@ def test_a_window_closed_by_count_is_emitted_once_its_last_tuple_is_before_the_w
     seconds = [("a", 0), ("a", 1), ("a", 2), ("c", 3), ("c", 4), ("c", 6)]
     rows = [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s)) for k, s in seconds]
     emitted = SwaStream("w", step, str(tmp_path / "state"), delay=1.0)(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), 0)
-    assert [(r.k, r.tuple_count, r.closed_by) for r in emitted.collect()] == [("a", 3, "count")]
+    assert [(r.k, r.tuple_count, r.closed_by) for r in _emitted(spark, emitted)] == [("a", 3, "count")]
 
 
 def test_an_empty_micro_batch_emits_nothing_and_keeps_the_state(spark, tmp_path):

@@ -88,24 +88,32 @@ class DeltaStore(ABC):
             writer = writer.partitionBy(*partitions)
         writer.parquet(staging)
         if not split_by:
-            staged = StagedWrite(output, table, staging, df.schema, list(partition_by))
-            staged.files = staging_files.list_parquet(staging)
-        else:
-            kept = f"{staging.rstrip('/')}/{split_by}={staging_files.HIVE_NULL}"
-            staged = StagedWrite(output, table, kept, df.drop(split_by).schema, list(partition_by), split_by=split_by)
-            staged.split_off = staging
-            written = staging_files.list_parquet(staging)
-            off = [f for f in written if f["partition_values"].get(split_by) is not None]
-            staged.split_rows = sum(f["rows"] for f in off)
-            staged.files = [
-                {
-                    **f,
-                    "path": f["path"].split("/", 1)[1],
-                    "partition_values": {k: v for k, v in f["partition_values"].items() if k != split_by},
-                }
-                for f in written
-                if f["partition_values"].get(split_by) is None
-            ]
+            return self.staged(output, table, staging, df.schema, partition_by)
+        kept = f"{staging.rstrip('/')}/{split_by}={staging_files.HIVE_NULL}"
+        staged = StagedWrite(output, table, kept, df.drop(split_by).schema, list(partition_by), split_by=split_by)
+        staged.split_off = staging
+        written = staging_files.list_parquet(staging)
+        off = [f for f in written if f["partition_values"].get(split_by) is not None]
+        staged.split_rows = sum(f["rows"] for f in off)
+        staged.files = [
+            {
+                **f,
+                "path": f["path"].split("/", 1)[1],
+                "partition_values": {k: v for k, v in f["partition_values"].items() if k != split_by},
+            }
+            for f in written
+            if f["partition_values"].get(split_by) is None
+        ]
+        staged.rows = sum(f["rows"] for f in staged.files)
+        return staged
+
+    @staticmethod
+    def staged(output: str, table: str, folder: str, schema: StructType, partition_by: list[str]) -> StagedWrite:
+        """The Parquet files in `folder` (col=value folders for `partition_by`) as a staged write."""
+        from framework.io import staging as staging_files
+
+        staged = StagedWrite(output, table, folder, schema, list(partition_by))
+        staged.files = staging_files.list_parquet(folder)
         staged.rows = sum(f["rows"] for f in staged.files)
         return staged
 

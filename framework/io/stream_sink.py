@@ -17,6 +17,16 @@ from framework.io.locations import join
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+
+@dataclass(frozen=True)
+class WrittenRows:
+    """What a `prepare` returns when it wrote the batch's rows itself, as Parquet files in `folder`
+    (no partition folders): the sink commits those files instead of writing the rows again."""
+
+    folder: str
+    schema: StructType
 
 
 @dataclass
@@ -31,7 +41,7 @@ class ExactlyOnceDeltaSink:
     keys: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
     #: optional: turn the micro-batch into the rows to write (e.g. late rows), given the batch id
-    prepare: Callable[[DataFrame, int], DataFrame] | None = None
+    prepare: Callable[[DataFrame, int], DataFrame | WrittenRows] | None = None
     on_commit: Callable[[str, int, int, int | None], None] | None = None
     rows: int = 0
     batches: int = 0
@@ -44,14 +54,19 @@ class ExactlyOnceDeltaSink:
             batch.write.format("noop").mode("overwrite").save()
             self.replayed += 1
             return
+        spark = batch.sparkSession
         frame = self.prepare(batch, batch_id) if self.prepare else batch
-        staged = self.store.stage(
-            frame, self.name, self.table, join(self.staging_root, f"batch-{batch_id}"), list(self.partition_by)
-        )
+        if isinstance(frame, WrittenRows) and not self.partition_by:
+            staged = self.store.staged(self.name, self.table, frame.folder, frame.schema, [])
+        else:
+            if isinstance(frame, WrittenRows):  # laid out again in the table's partition folders
+                frame = spark.read.schema(frame.schema).parquet(frame.folder)
+            staging = join(self.staging_root, f"batch-{batch_id}")
+            staged = self.store.stage(frame, self.name, self.table, staging, list(self.partition_by))
         if staged.rows == 0:
             self.store.discard(staged)
             return
-        result = self.store.commit(frame.sparkSession, staged, self.mode, list(self.keys), self.app_id, batch_id)  # type: ignore[arg-type]
+        result = self.store.commit(spark, staged, self.mode, list(self.keys), self.app_id, batch_id)  # type: ignore[arg-type]
         self.batches += 1
         if not result.skipped:
             self.rows += staged.rows

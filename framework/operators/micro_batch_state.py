@@ -63,13 +63,25 @@ class MicroBatchState:
         return spark.read.schema(schema).parquet(join_path(folder, name))
 
     def save(self, batch_id: int, tables: dict[str, DataFrame], meta: dict[str, Any]) -> None:
+        folder = self.begin(batch_id)
+        for name, frame in tables.items():
+            frame.write.parquet(join_path(folder, name))
+        self.complete(batch_id, meta)
+
+    def begin(self, batch_id: int) -> str:
+        """The batch's folder, emptied: a replay writes the same state again. The state's tables
+        go under it, then `complete` marks it done."""
         folder = self.folder(batch_id)
         fs, path = filesystem(folder)
         if fs.get_file_info(path).type != pafs.FileType.NotFound:
-            fs.delete_dir(path)  # a replay writes the same state again
-        for name, frame in tables.items():
-            frame.write.parquet(join_path(folder, name))
-        with fs.open_output_stream(f"{path}/meta.json") as handle:  # written last: marks the state complete
+            fs.delete_dir(path)
+        return folder
+
+    def complete(self, batch_id: int, meta: dict[str, Any]) -> None:
+        """Mark the batch's state complete (meta.json, written last) and drop folders no replay needs."""
+        fs, path = filesystem(self.folder(batch_id))
+        fs.create_dir(path, recursive=True)
+        with fs.open_output_stream(f"{path}/meta.json") as handle:
             handle.write(json.dumps(meta).encode())
         for info in fs.get_file_info(pafs.FileSelector(filesystem(self.root)[1])):
             if info.base_name.startswith("batch-") and int(info.base_name.removeprefix("batch-")) <= batch_id - KEEP:

@@ -27,7 +27,10 @@ reached through unions only, the footers of the files the batch read know the ne
 finds it (a second read of them, cheaper than keeping every folded tuple until the mark is
 known). Then one pass folds and aggregates every window, collecting the tuples of the windows
 that may stay held (`windows`: one shuffle and one sort), and counts the late and keyless rows as
-it reads them; it is checkpointed, and the state and the output each read that small result.
+it reads them. Its tasks write its result twice with pyarrow (framework.io.task_parquet): the
+final windows beside the state, as the output's files, which the sink commits as they are, and
+the held tuples as the state: one job, where materialising the result and writing each part
+with Spark took three.
 
 State is the held tuples (MicroBatchState `held`, beside the checkpoint), with only the columns
 the units show; rows without a key or an event time go to the quarantine table. Both side tables
@@ -44,8 +47,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from framework.io.checkpoint_audit import late_records
+from framework.io.locations import join
 from framework.io.parquet_footers import BatchFooters, NoStatistics
 from framework.io.staging import filesystem
+from framework.io.stream_sink import ExactlyOnceDeltaSink, WrittenRows
+from framework.io.task_parquet import Folder, write_folders
 from framework.observations import has_run
 from framework.operators import REASON, quarantine_shape
 from framework.operators.columns import field_of, quoted
@@ -66,10 +72,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
     from pyspark.sql.types import StructType
 
-    from framework.io.stream_sink import ExactlyOnceDeltaSink
 
 
 HELD = "held"  # the state's one table: every tuple not yet emitted
+OUTPUT = "out"  # beside it, the batch's output rows until the sink commits them
 FINAL = "__tributary_final"  # true when no tuple still to come can change the window
 
 
@@ -111,19 +117,20 @@ class SwaStream:
         counted = rows.observe(turned_away, *counts)
         good = used_columns(counted.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
         work = self._held(state, batch.sparkSession, folder, good.schema).unionByName(good)
-        # read by the state and the output; a replay of this batch recomputes it from the previous
-        # batch's state, which is kept
+        # one job writes both the output's rows and the state; a replay of this batch writes them
+        # again from the previous batch's state, which is kept
+        written = state.begin(batch_id)
+        windows = self.windows(work, mark)
         with _windows_hashed_in_memory(batch.sparkSession, swa.size):
-            windows = self.windows(work, mark).localCheckpoint()
+            write_folders(windows, _output_and_held(written))
         turned = _observed(turned_away) or rows.agg(*counts).first().asDict()
         if turned["rejected"]:
             self._quarantine(rows.where(~is_good), batch_id)
         if turned["late"]:
             self._late(rows.where(is_late).drop(REASON), old_mark, batch_id)
-        held = windows.where(~F.col(FINAL)).select(F.explode(HELD).alias(HELD)).select(f"{HELD}.*")
-        state.save(batch_id, {HELD: held}, {"max": seen, "mark": mark})
-        self._measure(state.folder(batch_id), [field_of(good, c).name for c in swa.key_columns()], mark)
-        return windows.where(F.col(FINAL)).drop(FINAL, HELD)
+        state.complete(batch_id, {"max": seen, "mark": mark})
+        self._measure(written, [field_of(good, c).name for c in swa.key_columns()], mark)
+        return WrittenRows(join(written, OUTPUT), windows.drop(FINAL, HELD).schema)
 
     def _newest(self, rows: DataFrame, batch_id: int) -> int | None:
         """The newest event time among the new rows, keyed or not (a quarantined row still shows
@@ -203,6 +210,24 @@ class SwaStream:
             windows = placed.group_by(keys).aggregate([]).num_rows
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], state_rows)
         self.figures["open_windows_peak"] = max(self.figures["open_windows_peak"], windows)
+
+
+def _output_and_held(folder: str) -> dict[str, Folder]:
+    """Where a batch's windows go: the final ones (FINAL) to the output, without the hidden
+    columns; the tuples of the others to the state. Picked in the tasks, with pyarrow only."""
+    final, held = FINAL, HELD
+
+    def output(windows):  # noqa: ANN001, ANN202 - pyarrow Tables
+        return windows.filter(windows.column(final)).drop_columns([final, held])
+
+    def held_tuples(windows):  # noqa: ANN001, ANN202 - pyarrow Tables
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        kept = windows.filter(pc.invert(windows.column(final))).column(held)
+        return pa.Table.from_struct_array(pc.list_flatten(kept).combine_chunks())
+
+    return {OUTPUT: Folder(join(folder, OUTPUT), output), HELD: Folder(join(folder, HELD), held_tuples)}
 
 
 def _observed(observation: Observation) -> dict[str, int] | None:

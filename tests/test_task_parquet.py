@@ -1,0 +1,36 @@
+"""One pass over a DataFrame whose tasks write several Parquet folders (framework.io.task_parquet)."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from framework.io.task_parquet import Folder, write_folders
+
+
+def test_each_folder_gets_the_rows_its_pick_chooses_from_one_pass(spark, tmp_path):
+    """Three tasks; evens and odds picked from the same batches (a column dropped on one side),
+    a folder no row goes to still made; a second job's files sit beside the first's."""
+    frame = spark.range(0, 1000, numPartitions=3).selectExpr("id", "id % 2 = 0 AS even")
+
+    def evens(table):  # noqa: ANN001, ANN202 - pyarrow Tables
+        return table.filter(table.column("even")).drop_columns(["even"])
+
+    def odds(table):  # noqa: ANN001, ANN202
+        import pyarrow.compute as pc
+
+        return table.filter(pc.invert(table.column("even")))
+
+    def nothing(table):  # noqa: ANN001, ANN202
+        return table.slice(0, 0)
+
+    folders = {name: Folder(str(tmp_path / name), pick) for name, pick in (("evens", evens), ("odds", odds), ("none", nothing))}
+    assert write_folders(frame, folders) == {"evens": 500, "odds": 500, "none": 0}
+    assert sorted(pq.read_table(tmp_path / "evens").column("id").to_pylist()) == list(range(0, 1000, 2))
+    assert pq.read_table(tmp_path / "evens").column_names == ["id"]
+    assert sorted(pq.read_table(tmp_path / "odds").column("id").to_pylist()) == list(range(1, 1000, 2))
+    assert len(list((tmp_path / "evens").iterdir())) == 3  # one file per task
+    assert list((tmp_path / "none").iterdir()) == []
+
+    write_folders(frame, {"evens": folders["evens"]})
+    assert len(list((tmp_path / "evens").iterdir())) == 6
+    assert pq.read_table(tmp_path / "evens").num_rows == 1000
