@@ -8,7 +8,8 @@ Key head+client+time, n = 13, t = 22 s, the same aggregates everywhere. Prints, 
 
 1. streaming: `tributary run` of an SWA pipeline (trigger availableNow, the same files per
    micro-batch) ÷ a hand-written native streaming `session_window` aggregation (gap 22 s, same
-   watermark, foreachBatch into Delta via delta-rs). Target ≥ 1.0.
+   watermark, foreachBatch into Delta via delta-rs): the ratio of the medians, and the median
+   ratio of each two rounds (both run twice back to back, in either order). Target ≥ 1.0.
 2. batch: the swa step's plan ÷ plain `groupBy(key).agg(...)`, both over the same files written
    to Spark's `noop` sink (compute only). Target ≤ 1.5.
 3. state: peak open windows and tuples held by SWA vs the tumbling baseline at W = 32000 (from
@@ -219,7 +220,9 @@ def main() -> None:
 def stream_bench(spark, root: Path, data: Path, tmp: Path, tuples: int, stream_file: Path, args) -> dict:  # noqa: ANN001
     """1. streaming throughput, after one untimed run of both on the same trace (JIT, Python
     workers, file cache: a smaller warm-up left the first timed runs of both ~30 % slower), in
-    alternating order. Returns the figures the last SWA run observed (its state peak)."""
+    rounds of one run each, alternating which goes first. This VM's speed drifts by up to 2x over
+    minutes, so besides the ratio of the medians it prints the median ratio of each two rounds.
+    Returns the figures the last SWA run observed (its state peak)."""
     swa_label, native_label = "tributary swa (streaming)", "native session_window (streaming)"
     times: dict[str, list[float]] = {swa_label: [], native_label: []}
     observed: dict = {}
@@ -245,9 +248,18 @@ def stream_bench(spark, root: Path, data: Path, tmp: Path, tuples: int, stream_f
     for label, values in times.items():
         print(f"  {label:>35}: {rates[label]:>9,.0f} tuples/s  (runs {', '.join(f'{v:.1f}s' for v in values)})")
     print(f"    swa emitted {units:,} windows; session_window emitted {sessions:,} sessions")
-    ratio = rates["tributary swa (streaming)"] / rates["native session_window (streaming)"]
+    ratio = rates[swa_label] / rates[native_label]
+    # Two consecutive rounds run both in either order (whichever runs second was seen to be
+    # slower), within a minute or so (the VM's speed drifts slower than that): their ratio
+    # compares the two at one machine speed, without favouring either.
+    blocks = [
+        sum(times[native_label][i : i + 2]) / sum(times[swa_label][i : i + 2]) for i in range(0, args.repeat - 1, 2)
+    ]
+    paired = f"{statistics.median(blocks):.2f} (median of {len(blocks)} pairs of rounds)" if blocks else "n/a (--repeat < 2)"
+    met = ratio >= 1.0 and (not blocks or statistics.median(blocks) >= 1.0)
     print(
-        f"  streaming ratio swa / native session_window (baseline): {ratio:.2f}  (target >= 1.0: {'met' if ratio >= 1.0 else 'MISSED'})"
+        f"  streaming ratio swa / native session_window (baseline): {ratio:.2f} (medians), {paired}"
+        f"  (target >= 1.0: {'met' if met else 'MISSED'})"
     )
     return observed
 
