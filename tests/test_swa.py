@@ -424,6 +424,51 @@ def test_a_partitioned_streaming_swa_output_gets_the_same_windows_in_partition_f
     assert {uri.split("/windows/", 1)[1].split("/")[0] for uri in table.file_uris()} == {"page=p1", "page=p2"}
 
 
+def test_sigkill_mid_stream_loses_and_duplicates_no_window(spark, cli, project, tmp_path):
+    """Killed while its micro-batches commit (each writes its output's files and its state in one
+    job; the commit moves the files into the table), a streaming SWA run resumed to the end holds
+    exactly the windows of an uninterrupted run. One kill: each costs a JVM start."""
+    import shutil
+    import signal
+    import time
+
+    from tests.conftest import delta_version, start_run
+
+    rng = random.Random(11)
+    seconds = sorted(rng.randint(0, 240) for _ in range(160))
+    rows = [_row(rng.choice(["p1", "p2", "p3"]), rng.choice(["c1", "c2"]), second, i) for i, second in enumerate(seconds)]
+    _land(project, [rows[i : i + 10] for i in range(0, len(rows), 10)], "parquet")  # 16 micro-batches
+    write(project / "pipelines" / "instances.yaml", PIPELINE.format(format="parquet", mode="streaming", watermark=4, size=3, timeout=10))
+    reference_project = tmp_path / "reference"
+    shutil.copytree(project, reference_project)
+    os.chdir(reference_project)
+    assert cli("run", "instances")[0] == 0
+    reference = _windows(reference_project / "warehouse" / "windows")
+    os.chdir(project)
+
+    table = project / "warehouse" / "windows"
+    kills = 0
+    for _ in range(3):
+        if kills == 1:
+            break
+        process = start_run(project, "instances")
+        target = (delta_version(table) or -1) + rng.randint(1, 3)  # kill once the stream is committing
+        deadline = time.time() + 120
+        while time.time() < deadline and process.poll() is None and (delta_version(table) or -1) < target:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0, 0.3))
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            kills += 1
+        process.wait()
+    assert kills == 1, "the kill should land while the stream is running"
+    assert 0 <= (delta_version(table) or -1) and len(_windows(table)) < len(reference)
+    code, out, err = cli("run", "instances")
+    assert code == 0, out + err
+    assert len(reference) > 20
+    assert _windows(table) == reference
+
+
 def _small_key_trace(spark, rows):  # noqa: ANN001, ANN202
     """(key, second) pairs as tuples of one SWA spec (n = 3, t = 10 s), numbered, with MICROS."""
     from pyspark.sql import functions as F

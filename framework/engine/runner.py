@@ -396,6 +396,10 @@ class BatchRunner:
         self._persisted.append(frame)
         return frame
 
+    def _produced(self, step: str, frames: dict[str, Any]) -> DataFrame:
+        """A frame with the columns `step` writes to its outputs."""
+        return frames[step]
+
     def _check_outputs(self, store: DeltaStore, frames: dict[str, Any]) -> dict[str, tuple[Output, str]]:
         spec = self.compiled.spec
         targets: dict[str, tuple[Output, str]] = {}
@@ -404,7 +408,8 @@ class BatchRunner:
             output = spec.outputs[name]
             step = spec.output_step(name)
             table = self._table_of(name)
-            columns = {c.lower() for c in frames[step].columns}
+            produced = self._produced(step, frames)
+            columns = {c.lower() for c in produced.columns}
             for kind, wanted in (("partition_by", output.partition_by), ("keys", output.keys)):
                 missing = [c for c in wanted if c.lower() not in columns]
                 if missing:
@@ -412,13 +417,13 @@ class BatchRunner:
                         self.compiled.loaded.problem(
                             f"output '{name}': {kind} column(s) {missing} not in step '{step}'",
                             ("outputs", name, kind),
-                            hint=f"step '{step}' has columns: {', '.join(frames[step].columns)}",
+                            hint=f"step '{step}' has columns: {', '.join(produced.columns)}",
                         )
                     )
             if output.mode in ("append", "merge") and not self.full_refresh:
                 existing = store.schema(table)
                 if existing is not None:
-                    problem = _schema_problem(name, table, existing, frames[step].schema)
+                    problem = _schema_problem(name, table, existing, produced.schema)
                     if problem:
                         problems.append(
                             self.compiled.loaded.problem(

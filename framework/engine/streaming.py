@@ -49,6 +49,7 @@ class StreamingRunner(BatchRunner):
         self.stop = stop or threading.Event()
         self._queries: list[tuple[str, StreamingQuery, ExactlyOnceDeltaSink, OutputResult | None]] = []
         self._micro_batch: dict[str, CountJoinStream | SwaStream] = {}
+        self._static_results: dict[str, DataFrame] = {}  # a per-batch step -> its result on empty frames
         self._auditors: dict[str, CheckpointAuditor] = {}
         self._prepared: dict[str, SwaStream] = {}  # output -> its SWA operator (side sinks, figures)
 
@@ -85,7 +86,7 @@ class StreamingRunner(BatchRunner):
             )
         static = StepContext(context.spark, context.name, spec, {n: _static_twin(f) for n, f in context.inputs.items()})
         if isinstance(spec, SwaStep):
-            check_swa(static)
+            self._static_results[context.name] = check_swa(static)
             sources = tuple(self._upstream_sources(spec.swa.input))
             delay = self._delay(spec.swa.input)
             footers = None  # the checkpoint is the output's, set in _prepare
@@ -95,10 +96,15 @@ class StreamingRunner(BatchRunner):
                 context.name, spec, "", delay, self.run_id, self.compiled.name, sources=sources, footers=footers
             )
             return context.inputs[spec.swa.input]
-        build_step(kind, static)
+        self._static_results[context.name] = build_step(kind, static)
         operator = CountJoinStream(context.name, spec, "", self._delay(spec.join.left), self._delay(spec.join.right))
         self._micro_batch[context.name] = operator
         return operator.tag(context.inputs[spec.join.left], context.inputs[spec.join.right])
+
+    def _produced(self, step: str, frames: dict[str, DataFrame]) -> DataFrame:
+        """A per-batch step's stream is its input (the sink runs the step): its columns are those
+        of the step run on empty frames."""
+        return self._static_results.get(step, frames[step])
 
     def _reads_parquet_unchanged(self, node: str, frame: DataFrame, event_time: str) -> bool:
         """Whether every row of `node` is a row of a Parquet file source with its event time as

@@ -60,15 +60,16 @@ def build_swa(context: StepContext):  # noqa: ANN201 - a DataFrame
     return unit_rows(context.name, spec, assign_windows(rows, spec), [KEY_HASH, UNIT], closed=closed_in_place(spec))
 
 
-def check_swa(context: StepContext) -> None:
+def check_swa(context: StepContext) -> DataFrame:
     """Raise what the step would refuse (columns missing or of the wrong type, aggregates that
     cannot run) without planning the fold: on streams the fold is planned per micro-batch
-    (framework.operators.swa_stream), and planning it once more only to check costs a run ~0.3 s."""
+    (framework.operators.swa_stream), and planning it once more only to check costs a run ~0.3 s.
+    Returns rows with the step's output columns."""
     from pyspark.sql import functions as F
 
     spec = spec_of(context)
     rows = used_columns(checked_input(context), spec).withColumn(KEY_HASH, F.lit(0)).withColumn(UNIT, F.lit(0))
-    unit_rows(context.name, spec, rows, [KEY_HASH, UNIT], closed=F.lit(0))
+    return unit_rows(context.name, spec, rows, [KEY_HASH, UNIT], closed=F.lit(0))
 
 
 LAST = "__tributary_last"  # true on each key's last tuple
