@@ -252,9 +252,7 @@ def stream_bench(spark, root: Path, data: Path, tmp: Path, tuples: int, stream_f
     # Two consecutive rounds run both in either order (whichever runs second was seen to be
     # slower), within a minute or so (the VM's speed drifts slower than that): their ratio
     # compares the two at one machine speed, without favouring either.
-    blocks = [
-        sum(times[native_label][i : i + 2]) / sum(times[swa_label][i : i + 2]) for i in range(0, args.repeat - 1, 2)
-    ]
+    blocks = [sum(times[native_label][i : i + 2]) / sum(times[swa_label][i : i + 2]) for i in range(0, args.repeat - 1, 2)]
     paired = f"{statistics.median(blocks):.2f} (median of {len(blocks)} pairs of rounds)" if blocks else "n/a (--repeat < 2)"
     met = ratio >= 1.0 and (not blocks or statistics.median(blocks) >= 1.0)
     print(

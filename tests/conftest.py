@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,29 @@ def delta_version(table: Path) -> int | None:
     from framework.io.delta_rs import DeltaRsStore
 
     return DeltaRsStore().version(str(table))
+
+
+def kill_while_committing(
+    project: Path, pipeline: str, table: Path, rng, kills: int, attempts: int, commits: int = 2, linger: float = 0.8
+) -> int:  # noqa: ANN001 - a random.Random
+    """Start `tributary run` up to `attempts` times; SIGKILL each start (process group) once `table`
+    has 1 to `commits` more versions, plus up to `linger` seconds, until `kills` kills landed.
+    Returns the kills that landed (a run that ended first was not killed)."""
+    landed = 0
+    for _ in range(attempts):
+        if landed == kills:
+            break
+        process = start_run(project, pipeline)
+        target = (delta_version(table) or -1) + rng.randint(1, commits)
+        deadline = time.time() + 120
+        while time.time() < deadline and process.poll() is None and (delta_version(table) or -1) < target:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0, linger))
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            landed += 1
+        process.wait()
+    return landed
 
 
 def start_run(project: Path, pipeline: str) -> subprocess.Popen:

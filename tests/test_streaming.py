@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from framework.engine.lock import RunLock
-from tests.conftest import delta_rows, delta_version, start_run, write
+from tests.conftest import delta_rows, delta_version, kill_while_committing, write
 
 pytestmark = pytest.mark.spark
 
@@ -122,20 +122,7 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(spark, cli, project, tm
 
     rng = random.Random(int(os.environ.get("CRASH_SEED", "3")))
     table = project / "warehouse" / "slow_pages"
-    kills = 0
-    for _ in range(6):
-        if kills == 3:
-            break
-        process = start_run(project, "clicks")
-        target = (delta_version(table) or -1) + rng.randint(1, 2)  # kill once the stream is committing
-        deadline = time.time() + 120
-        while time.time() < deadline and process.poll() is None and (delta_version(table) or -1) < target:
-            time.sleep(0.05)
-        time.sleep(rng.uniform(0, 0.8))
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            kills += 1
-        process.wait()
+    kills = kill_while_committing(project, "clicks", table, rng, kills=3, attempts=6)
     assert kills == 3, "the kills should land while the stream is running"
     code, _, err = cli("run", "clicks")
     assert code == 0, err

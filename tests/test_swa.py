@@ -407,7 +407,13 @@ def test_a_partitioned_streaming_swa_output_gets_the_same_windows_in_partition_f
 
     from deltalake import DeltaTable
 
-    _land(project, [[_row("p1", "c1", s, s) for s in (0, 1, 2)] + [_row("p2", "c1", 3, 3)], [_row("p1", "c1", 20, 20), _row("p2", "c1", 30, 30)]])
+    _land(
+        project,
+        [
+            [_row("p1", "c1", s, s) for s in (0, 1, 2)] + [_row("p2", "c1", 3, 3)],
+            [_row("p1", "c1", 20, 20), _row("p2", "c1", 30, 30)],
+        ],
+    )
     windows = {}
     for layout, output in (("flat", "{mode: append}"), ("partitioned", "{mode: append, partition_by: [page]}")):
         pipeline = PIPELINE.format(format="json", mode="streaming", watermark=4, size=3, timeout=5)
@@ -417,7 +423,11 @@ def test_a_partitioned_streaming_swa_output_gets_the_same_windows_in_partition_f
         assert code == 0, out + err
         windows[layout] = _windows(project / "warehouse" / "windows")
     # mark 26: p1 [0 1 2] by count, p2 [3] and p1 [20] by timeout; p2 [30] still held
-    assert [(w[0], w[2], w[-1]) for w in windows["flat"]] == [("p1", 0.0, "count"), ("p1", 20.0, "timeout"), ("p2", 3.0, "timeout")]
+    assert [(w[0], w[2], w[-1]) for w in windows["flat"]] == [
+        ("p1", 0.0, "count"),
+        ("p1", 20.0, "timeout"),
+        ("p2", 3.0, "timeout"),
+    ]
     assert windows["partitioned"] == windows["flat"]
     table = DeltaTable(str(project / "warehouse" / "windows"))
     assert table.metadata().partition_columns == ["page"]
@@ -429,16 +439,17 @@ def test_sigkill_mid_stream_loses_and_duplicates_no_window(spark, cli, project, 
     job; the commit moves the files into the table), a streaming SWA run resumed to the end holds
     exactly the windows of an uninterrupted run. One kill: each costs a JVM start."""
     import shutil
-    import signal
-    import time
 
-    from tests.conftest import delta_version, start_run
+    from tests.conftest import delta_version, kill_while_committing
 
     rng = random.Random(11)
     seconds = sorted(rng.randint(0, 240) for _ in range(160))
     rows = [_row(rng.choice(["p1", "p2", "p3"]), rng.choice(["c1", "c2"]), second, i) for i, second in enumerate(seconds)]
     _land(project, [rows[i : i + 10] for i in range(0, len(rows), 10)], "parquet")  # 16 micro-batches
-    write(project / "pipelines" / "instances.yaml", PIPELINE.format(format="parquet", mode="streaming", watermark=4, size=3, timeout=10))
+    write(
+        project / "pipelines" / "instances.yaml",
+        PIPELINE.format(format="parquet", mode="streaming", watermark=4, size=3, timeout=10),
+    )
     reference_project = tmp_path / "reference"
     shutil.copytree(project, reference_project)
     os.chdir(reference_project)
@@ -447,22 +458,9 @@ def test_sigkill_mid_stream_loses_and_duplicates_no_window(spark, cli, project, 
     os.chdir(project)
 
     table = project / "warehouse" / "windows"
-    kills = 0
-    for _ in range(3):
-        if kills == 1:
-            break
-        process = start_run(project, "instances")
-        target = (delta_version(table) or -1) + rng.randint(1, 3)  # kill once the stream is committing
-        deadline = time.time() + 120
-        while time.time() < deadline and process.poll() is None and (delta_version(table) or -1) < target:
-            time.sleep(0.02)
-        time.sleep(rng.uniform(0, 0.3))
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            kills += 1
-        process.wait()
+    kills = kill_while_committing(project, "instances", table, rng, kills=1, attempts=3, commits=3, linger=0.3)
     assert kills == 1, "the kill should land while the stream is running"
-    assert 0 <= (delta_version(table) or -1) and len(_windows(table)) < len(reference)
+    assert (delta_version(table) or -1) >= 0 and len(_windows(table)) < len(reference)
     code, out, err = cli("run", "instances")
     assert code == 0, out + err
     assert len(reference) > 20

@@ -73,7 +73,6 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 
-
 HELD = "held"  # the state's one table: every tuple not yet emitted
 OUTPUT = "out"  # beside it, the batch's output rows until the sink commits them
 FINAL = "__tributary_final"  # true when no tuple still to come can change the window
