@@ -94,7 +94,7 @@ class SwaStream:
     footers: BatchFooters | None = None  # Parquet sources only: the newest event time without a pass
     figures: dict[str, int] = field(default_factory=lambda: {"state_rows_peak": 0, "open_windows_peak": 0})
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> DataFrame:
+    def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -118,18 +118,18 @@ class SwaStream:
         work = self._held(state, batch.sparkSession, folder, good.schema).unionByName(good)
         # one job writes both the output's rows and the state; a replay of this batch writes them
         # again from the previous batch's state, which is kept
-        written = state.begin(batch_id)
+        current = state.begin(batch_id)
         windows = self.windows(work, mark)
         with _windows_hashed_in_memory(batch.sparkSession, swa.size):
-            write_folders(windows, _output_and_held(written))
+            written = write_folders(windows, _output_and_held(current))
         turned = _observed(turned_away) or rows.agg(*counts).first().asDict()
         if turned["rejected"]:
             self._quarantine(rows.where(~is_good), batch_id)
         if turned["late"]:
             self._late(rows.where(is_late).drop(REASON), old_mark, batch_id)
         state.complete(batch_id, {"max": seen, "mark": mark})
-        self._measure(written, [field_of(good, c).name for c in swa.key_columns()], mark)
-        return WrittenRows(join(written, OUTPUT), windows.drop(FINAL, HELD).schema)
+        self._measure(current, written[HELD], [field_of(good, c).name for c in swa.key_columns()], mark)
+        return WrittenRows(join(current, OUTPUT), windows.drop(FINAL, HELD).schema)
 
     def _newest(self, rows: DataFrame, batch_id: int) -> int | None:
         """The newest event time among the new rows, keyed or not (a quarantined row still shows
@@ -194,17 +194,16 @@ class SwaStream:
         source = ", ".join(self.sources) or self.spec.swa.input
         self.late(late_records(late, source, (self.step,), event_time, mark, self.run_id, self.pipeline), batch_id)
 
-    def _measure(self, folder: str, keys: list[str], mark: int | None) -> None:
-        """State held after this batch, read from the state files without Spark: tuples (footers)
-        and open windows (distinct keys of the held tuples older than the watermark: those are
-        the tuples of the key's open window, so a key has at most one)."""
+    def _measure(self, folder: str, state_rows: int, keys: list[str], mark: int | None) -> None:
+        """State held after this batch: its tuples (as written), and its open windows, read from
+        the state files without Spark (distinct keys of the held tuples older than the watermark:
+        those are the tuples of the key's open window, so a key has at most one)."""
         import pyarrow.dataset as ds
 
-        fs, path = filesystem(folder)
-        held = ds.dataset(f"{path}/{HELD}", filesystem=fs, format="parquet")
-        state_rows = held.count_rows()
         windows = 0
         if mark is not None and state_rows:
+            fs, path = filesystem(folder)
+            held = ds.dataset(f"{path}/{HELD}", filesystem=fs, format="parquet")
             placed = held.to_table(columns=keys, filter=ds.field(MICROS) < mark)
             windows = placed.group_by(keys).aggregate([]).num_rows
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], state_rows)
