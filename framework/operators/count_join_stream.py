@@ -17,7 +17,8 @@ arrived); it is then emitted with B's columns null. A rows still in the window a
 
 State per batch (tables a and b: tails and pending rows) is kept by MicroBatchState and written
 before the output commit, so a replayed batch recomputes the same rows from the state of the
-batch before it.
+batch before it. The batch's output is written beside that state, and the sink commits those
+files as they are (WrittenRows) rather than writing the rows a second time.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from framework.io.stream_sink import WrittenRows
 from framework.operators import StepContext, build_step
 from framework.operators.micro_batch_state import MicroBatchState
 
@@ -57,7 +59,7 @@ class CountJoinStream:
         )
         return a.unionByName(b)
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> DataFrame:
+    def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows:
         from pyspark.sql import functions as F
 
         spark = batch.sparkSession
@@ -111,10 +113,10 @@ class CountJoinStream:
             {"max_a": _iso(max_a), "max_b": _iso(max_b), "mark": _iso(mark)},
         )
         hidden = [NEW_A, NEW_B, ID_A, MATCHED_A]
-        result = self._read_back(spark, batch_id, output.drop(*[c for c in output.columns if c in hidden]))
+        written = MicroBatchState(self.state_dir).write_output(batch_id, output.drop(*[c for c in output.columns if c in hidden]))
         cand_a.unpersist()
         cand_b.unpersist()
-        return result
+        return written
 
     # -- pieces --------------------------------------------------------------------------------
 
@@ -160,9 +162,6 @@ class CountJoinStream:
             "b": tail_b.withColumn("__kind", F.lit("tail")).unionByName(pending_b.withColumn("__kind", F.lit("pending"))),
         }
         MicroBatchState(self.state_dir).save(batch_id, tables, meta)
-
-    def _read_back(self, spark: SparkSession, batch_id: int, output: DataFrame) -> DataFrame:
-        return MicroBatchState(self.state_dir).read_back(spark, batch_id, output)
 
 
 def _struct(df: DataFrame) -> str:

@@ -16,6 +16,7 @@ import pyarrow.fs as pafs
 
 from framework.io.locations import join as join_path
 from framework.io.staging import filesystem
+from framework.io.stream_sink import WrittenRows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -87,9 +88,9 @@ class MicroBatchState:
             if info.base_name.startswith("batch-") and int(info.base_name.removeprefix("batch-")) <= batch_id - KEEP:
                 fs.delete_dir(info.path)
 
-    def read_back(self, spark: SparkSession, batch_id: int, output: DataFrame) -> DataFrame:
-        """Materialise a batch's output beside its state: the state it was computed from may be
-        pruned later, and the sink must be able to stage the same rows."""
+    def write_output(self, batch_id: int, output: DataFrame) -> WrittenRows:
+        """Write a batch's output beside its state, for the sink to commit as written: the state
+        it was computed from may be pruned later, and a replay writes it again from that state."""
         target = join_path(self.folder(batch_id), "out")
         output.write.mode("overwrite").parquet(target)
-        return spark.read.schema(output.schema).parquet(target)
+        return WrittenRows(target, output.schema)
