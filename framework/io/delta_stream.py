@@ -34,6 +34,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from framework.io.locations import is_uri
 from framework.io.staging import filesystem
 
 FORMAT = "tributary_delta"
@@ -242,9 +243,4 @@ def _table_path(options: Any) -> str:
     if not path:
         raise DeltaStreamError(f'{FORMAT} needs option("path", <Delta table>)')
     path = str(path).rstrip("/")
-    return path if _is_uri(path) else os.path.abspath(path.removeprefix("file://"))
-
-
-def _is_uri(path: str) -> bool:
-    scheme = urlparse(path).scheme
-    return len(scheme) > 1 and scheme != "file"
+    return path if is_uri(path) else os.path.abspath(path.removeprefix("file://"))
