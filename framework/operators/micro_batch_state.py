@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 KEEP = 3  # state folders kept (a replay needs the one before it)
+OUTPUT = "out"  # in a batch's folder: the output files it wrote, until the sink commits them
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,6 @@ class MicroBatchState:
     def write_output(self, batch_id: int, output: DataFrame) -> WrittenRows:
         """Write a batch's output beside its state, for the sink to commit as written: the state
         it was computed from may be pruned later, and a replay writes it again from that state."""
-        target = join_path(self.folder(batch_id), "out")
+        target = join_path(self.folder(batch_id), OUTPUT)
         output.write.mode("overwrite").parquet(target)
         return WrittenRows(target, output.schema)

@@ -65,7 +65,7 @@ from framework.operators.keyed_windows import (
     used_columns,
     with_micros,
 )
-from framework.operators.micro_batch_state import MicroBatchState
+from framework.operators.micro_batch_state import OUTPUT, MicroBatchState
 from framework.operators.swa import KEY_HASH, START, assign_windows
 
 if TYPE_CHECKING:
@@ -74,7 +74,6 @@ if TYPE_CHECKING:
 
 
 HELD = "held"  # the state's one table: every tuple not yet emitted
-OUTPUT = "out"  # beside it, the batch's output rows until the sink commits them
 FINAL = "__tributary_final"  # true when no tuple still to come can change the window
 
 
