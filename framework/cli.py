@@ -297,7 +297,7 @@ def capacity(
     var: VarOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Nodes a windowed join needs (seed 001: n = max(K)·Δt·2·max(N)) next to what the last run used."""
+    """Nodes a windowed join needs (n = max(K)·Δt·2·max(N), docs/references.md) next to what the last run used."""
 
     def body() -> None:
         from rich.table import Table

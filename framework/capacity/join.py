@@ -1,4 +1,4 @@
-"""Node count for a windowed join, after seed 001 (§ capacity).
+"""Node count for a windowed join, after Liu et al. (§IV.A, formulas (2)-(8)).
 
 A node holding a window slice of k tuples must compare each arriving tuple with k tuples of the
 other stream before the next one arrives: k ≤ 1 / (2·Δt·max(N_A, N_B)). Windows of K_A and K_B

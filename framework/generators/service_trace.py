@@ -1,4 +1,5 @@
-"""A synthetic web-page invocation trace shaped like the one in seed 000 (sections 3.5, 5 and 6).
+"""A synthetic web-page invocation trace shaped like the one in
+"Service Intelligence Oriented Distributed Data Stream Integration" (Li et al., §3.5, §5 and §6).
 
 Pages are composite services: the HTML file is the head, its styles, scripts and images are the
 subordinate services. One page view is an *instance*: a primary invocation of the page plus one

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SOURCES = Path(__file__).parent
-_JAVA_FILES = sorted(SOURCES.glob("tributary/*.java"))
+_JAVA_FILES = sorted(SOURCES.glob("*.java"))  # package tributary; javac lays out the classes
 
 
 def enabled() -> bool:

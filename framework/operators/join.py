@@ -1,4 +1,4 @@
-"""`join:` steps: two inputs joined on equal keys within a time or a count window (seed 001).
+"""`join:` steps: two inputs joined on equal keys within a time or a count window (Liu et al., Algorithm 1).
 
 Left input A, right input B, key columns `on`, event time column `event_time` in both.
 

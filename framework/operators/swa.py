@@ -1,4 +1,4 @@
-"""`swa:` steps: small window array aggregation (seed 000, §5).
+"""`swa:` steps: small window array aggregation (Li et al., §5.1).
 
 Per key, tuples in their total order (framework.operators.keyed_windows): the first tuple opens a
 window with start s; a tuple with ts − s ≤ t joins it while it holds fewer than n tuples; the n-th

@@ -1,4 +1,4 @@
-"""`tumbling:` steps: the paper's baseline (seed 000, Table 6): count windows of W tuples over the
+"""`tumbling:` steps: the paper's baseline (Li et al., Table 6): count windows of W tuples over the
 whole input in its total order (window = advance = W), grouped by key inside each window.
 
 A unit is one key group inside one window. `closed_by` is `count` for a full window and

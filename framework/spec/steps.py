@@ -94,7 +94,7 @@ class JoinSpec(SpecModel):
 
 @step_kind
 class JoinStep(StepSpec):
-    """Two inputs joined on equal keys within a time or count window (seed 001, Algorithm 1)."""
+    """Two inputs joined on equal keys within a time or count window (Liu et al., Algorithm 1; see docs/references.md)."""
 
     kind: ClassVar[str] = "join"
     join: JoinSpec
@@ -103,7 +103,7 @@ class JoinStep(StepSpec):
         return [self.join.left, self.join.right]
 
 
-#: Association strategies (seed 000, §4): which roles make up the key that ties a tuple to its
+#: Association strategies (Li et al., §4.2; see docs/references.md): which roles make up the key that ties a tuple to its
 #: instance. Roles map to the input's columns through `columns:`.
 STRATEGIES: dict[str, tuple[str, ...]] = {
     "head": ("head",),
@@ -181,7 +181,7 @@ class SwaSpec(KeyedWindowSpec):
 
 @step_kind
 class SwaStep(StepSpec):
-    """Small window array (seed 000, §5): per key, windows closed by count n or timeout t."""
+    """Small window array (Li et al., §5.1): per key, windows closed by count n or timeout t."""
 
     kind: ClassVar[str] = "swa"
     swa: SwaSpec
