@@ -67,14 +67,14 @@ def native(spark, data: Path, out: Path) -> int:  # noqa: ANN001
 
 def tributary(spark, project: Path, warehouse: Path) -> int:  # noqa: ANN001
     from framework.compiler import compile_pipeline
-    from framework.engine.streaming import StreamingRunner
+    from framework.engine.runner import run_pipeline
     from framework.profiles import load_profile
     from framework.project import Project
 
     p = Project(project)
     profile = load_profile(p).model_copy(update={"warehouse": str(warehouse)})
     compiled = compile_pipeline(p, project / "pipelines" / "contact_join.yaml", profile)
-    result = StreamingRunner(compiled, profile, spark=spark).run()
+    result = run_pipeline(compiled, profile, spark=spark)
     return sum(o.rows or 0 for o in result.outputs)
 
 

@@ -62,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from framework.compiler import compile_pipeline
-    from framework.engine.runner import BatchRunner
+    from framework.engine.runner import run_pipeline
     from framework.engine.session import spark_session
     from framework.profiles import Profile, SparkSettings, load_profile
     from framework.project import Project
@@ -77,7 +77,7 @@ def main() -> None:
 
         def run_tributary(i: int) -> None:
             profile_i = profile.model_copy(update={"warehouse": str(Path(tmp) / f"wh-t{i}")})
-            BatchRunner(compiled, profile_i, spark=spark).run()
+            run_pipeline(compiled, profile_i, spark=spark)
 
         def run_hand(i: int) -> None:
             hand_written(spark, root, Path(tmp) / f"wh-h{i}", compiled)

@@ -16,7 +16,7 @@ C. the same 8 checks as one hand-written Spark SQL aggregation (count_if ... in 
 
 Also times, for reference, the step's rows sent to Spark's noop sink (compute only), the same with
 7 of the checks as an Observation of that pass (what Tributary does inside its staging pass), and
-persist + count (what caching the checked step would cost). Prints medians, the per-phase breakdown of A and B (BatchRunner methods and
+persist + count (what caching the checked step would cost). Prints medians, the per-phase breakdown of A and B (functions of framework.engine and
 QualityGate.check_rows wrapped from the outside, nothing in the framework changed), B's Spark jobs
 per phase and call site (job groups + Spark's status store), and the ratios
 cost / A (target <= 0.25) and cost / C.
@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import REPO
@@ -119,17 +120,25 @@ outputs:
   calls: {{mode: overwrite}}
 """
 
-PHASES = (
-    "_plan",
-    "_check_outputs",
-    "check_rows",
-    "_stage",
-    "_stage_quarantine",
-    "_commit",
-    "_record_quality",
-    "_record_events",
-    "_cleanup",
-)
+#: phase -> (module or class, attribute) of the function doing it in a batch run
+PHASES = {
+    "plan": ("framework.engine.batch", "build_frames"),
+    "check_outputs": ("framework.engine.batch", "check_outputs"),
+    "check_rows": ("framework.quality.gate:QualityGate", "check_rows"),
+    "stage": ("framework.engine.batch", "stage_outputs"),
+    "stage_quarantine": ("framework.engine.batch", "stage_quarantine"),
+    "commit": ("framework.engine.batch", "commit_all"),
+    "record_quality": ("framework.engine.runner", "_record_quality"),
+    "record_events": ("framework.engine.runner", "_record_events"),
+}
+
+
+def phase_owner(name: str) -> object:
+    import importlib
+
+    module, _, attr = name.partition(":")
+    owner = importlib.import_module(module)
+    return getattr(owner, attr) if attr else owner
 
 
 def observed_checks(frame) -> dict:  # noqa: ANN001
@@ -160,7 +169,7 @@ def write_pipeline(root: Path, name: str, data: Path, expectations: str) -> Path
 
 
 class Phases:
-    """Wall time and Spark job group per phase of one BatchRunner run, wrapped from the outside."""
+    """Wall time and Spark job group per phase of one batch run, wrapped from the outside."""
 
     def __init__(self, spark, label: str) -> None:  # noqa: ANN001
         self.spark, self.label = spark, label
@@ -170,7 +179,8 @@ class Phases:
     def group(self, phase: str) -> str:
         return f"bench/{self.label}/{phase}"
 
-    def wrap(self, owner: object, attr: str, phase: str, profile: bool = False) -> None:
+    def wrap(self, owner: object, attr: str, phase: str, profile: bool = False) -> Callable[[], None]:
+        """Time `owner.attr` as `phase`; returns what puts it back."""
         inner = getattr(owner, attr)
         sc = self.spark.sparkContext
 
@@ -189,19 +199,24 @@ class Phases:
                 sc.setJobGroup(self.group("other"), "other")
 
         setattr(owner, attr, timed)
+        return lambda: setattr(owner, attr, inner)
 
 
 def run_pipeline(spark, compiled, profile, warehouse: Path, label: str, cprofile: bool = False):  # noqa: ANN001, ANN201
-    from framework.engine.runner import BatchRunner
+    from framework.engine import runner
 
-    runner = BatchRunner(compiled, profile.model_copy(update={"warehouse": str(warehouse)}), spark=spark)
     phases = Phases(spark, label)
-    for attr in PHASES:
-        owner = runner.quality if attr == "check_rows" else runner
-        phases.wrap(owner, attr, attr.strip("_"), profile=cprofile and attr == "check_rows")
+    undo = [
+        phases.wrap(phase_owner(owner), attr, phase, profile=cprofile and phase == "check_rows")
+        for phase, (owner, attr) in PHASES.items()
+    ]
     spark.sparkContext.setJobGroup(phases.group("other"), "other")
     began = time.perf_counter()
-    result = runner.run()
+    try:
+        result = runner.run_pipeline(compiled, profile.model_copy(update={"warehouse": str(warehouse)}), spark=spark)
+    finally:
+        for put_back in undo:
+            put_back()
     total = time.perf_counter() - began
     clear_job_group(spark)
     if result.status != "ok":
@@ -233,7 +248,7 @@ def spark_jobs(spark, group_prefix: str) -> list[dict]:  # noqa: ANN001
     except Exception as e:  # noqa: BLE001 - fall back to counting jobs only
         tracker = spark.sparkContext.statusTracker()
         print(f"  (Spark status store not readable: {type(e).__name__}; counting jobs only)")
-        for phase in (*[p.strip("_") for p in PHASES], "other"):
+        for phase in (*PHASES, "other"):
             for job_id in tracker.getJobIdsForGroup(f"{group_prefix}{phase}"):
                 jobs.append({"id": job_id, "group": f"{group_prefix}{phase}", "name": "?", "seconds": 0.0, "tasks": 0})
     return sorted(jobs, key=lambda j: j["id"])
@@ -317,10 +332,9 @@ def main() -> None:
                 shutil.rmtree(Path(tmp) / f"wh-{label.lower()}{i}", ignore_errors=True)
 
         # -- C: the same checks by hand, one aggregation over the step's rows (cached beforehand)
-        from framework.engine.runner import BatchRunner
+        from framework.engine.runner import plan_frames
 
-        planner = BatchRunner(plain, profile.model_copy(update={"warehouse": str(Path(tmp) / "wh-c")}), spark=spark)
-        step_frame = planner.plan_frames(spark)["calls"]
+        step_frame = plan_frames(plain, profile.model_copy(update={"warehouse": str(Path(tmp) / "wh-c")}), spark).frames["calls"]
         # where B's extra time can go: the step computed alone, with the checks observed in the same
         # pass, and computed into the cache (what persisting the checked step costs)
         reference: dict[str, list[float]] = defaultdict(list)
@@ -401,8 +415,8 @@ def main() -> None:
             print(f"    {label:<48} {median_of(values):7.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
 
         print()
-        columns = [*[p.strip("_") for p in PHASES], "other", "total"]
-        print("phases, median over runs (s); other = the rest of BatchRunner.run (events, lock, recovery check):")
+        columns = [*PHASES, "other", "total"]
+        print("phases, median over runs (s); other = the rest of run_pipeline (events, lock, recovery check, cleanup):")
         print("     " + " ".join(f"{c:>{max(len(c), 6)}}" for c in columns))
         for label in ("A", "B"):
             for ph in phase_runs[label]:

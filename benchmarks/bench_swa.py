@@ -87,13 +87,13 @@ def write_pipeline(root: Path, name: str, mode: str, kind: str, size: int, data:
 
 def streaming_tributary(spark, root: Path, pipeline: Path, warehouse: Path) -> tuple[int, dict]:  # noqa: ANN001
     from framework.compiler import compile_pipeline
-    from framework.engine.streaming import StreamingRunner
+    from framework.engine.runner import run_pipeline
     from framework.profiles import load_profile
     from framework.project import Project
 
     project = Project(root)
     profile = load_profile(project).model_copy(update={"warehouse": str(warehouse)})
-    result = StreamingRunner(compile_pipeline(project, pipeline, profile), profile, spark=spark).run()
+    result = run_pipeline(compile_pipeline(project, pipeline, profile), profile, spark=spark)
     out = result.outputs[0]
     return out.rows or 0, out.observed
 
@@ -159,16 +159,15 @@ def batch_group_by(spark, data: Path) -> None:  # noqa: ANN001
 
 def evaluate(spark, root: Path, pipeline: Path):  # noqa: ANN001, ANN201 - a StepEvaluation
     from framework.compiler import compile_pipeline
-    from framework.engine.runner import BatchRunner
+    from framework.engine.runner import plan_frames
+    from framework.integration.evaluation import evaluate_step
     from framework.profiles import load_profile
     from framework.project import Project
-    from framework.quality.evaluation import evaluate_step
 
     project = Project(root)
     profile = load_profile(project)
-    runner = BatchRunner(compile_pipeline(project, pipeline, profile), profile, spark=spark)
-    runner.plan_frames(spark)
-    return evaluate_step(runner.contexts["instances"])
+    frames = plan_frames(compile_pipeline(project, pipeline, profile), profile, spark)
+    return evaluate_step(frames.contexts["instances"])
 
 
 def timed(fn) -> float:  # noqa: ANN001

@@ -134,6 +134,31 @@ def compile_cmd(
     _guard(debug, body)
 
 
+@app.command("plan")
+def plan_cmd(
+    pipeline: PipelineArg,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    select: SelectOpt = None,
+    full_refresh: Annotated[bool, typer.Option("--full-refresh", help="Plan a rebuild of the outputs.")] = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Show what a run would do, without starting Spark: steps in order, what each reads and how it
+    runs, what is computed once and shared, and per output its table, mode and checks."""
+
+    def body() -> None:
+        from framework.display import plan_tables
+        from framework.io.locations import Warehouse
+        from framework.plan import plan_run
+
+        compiled, prof = _compile(pipeline, profile, var, select)
+        planned = plan_run(compiled, Warehouse.of(compiled.project, prof), full_refresh)
+        for table in plan_tables(planned):
+            out.print(table)
+
+    _guard(debug, body)
+
+
 @app.command()
 def run(
     pipeline: PipelineArg,
@@ -154,9 +179,8 @@ def run(
 
     def body() -> None:
         from framework.display import LiveProgress, arrow_table, quality_table, run_summary
-        from framework.engine.runner import BatchRunner, show_rows
-        from framework.engine.streaming import StreamingRunner
-        from framework.io.delta_store import choose_store
+        from framework.engine.runner import run_pipeline, show_rows
+        from framework.io.delta import local_store
 
         compiled, prof = _compile(pipeline, profile, var, select)
         streaming = compiled.spec.mode == "streaming"
@@ -173,21 +197,16 @@ def run(
             f"[bold]{compiled.name}[/] · profile {prof.name} · {len(compiled.selected)} step(s), "
             f"{len(compiled.selected_outputs())} output(s)"
         )
-        if streaming:
-            runner = StreamingRunner(compiled, prof, full_refresh=full_refresh, continuous=continuous)
-        else:
-            runner = BatchRunner(compiled, prof, full_refresh=full_refresh)
         with LiveProgress(out) as progress:
-            runner.reporter = progress
             try:
-                result = runner.run()
-            except TributaryError:
-                if runner.result.quality:  # show what stopped the run
-                    out.print(quality_table(runner.result.quality))
+                result = run_pipeline(compiled, prof, full_refresh=full_refresh, continuous=continuous, reporter=progress)
+            except TributaryError as e:
+                if e.result is not None and e.result.quality:  # show what stopped the run
+                    out.print(quality_table(e.result.quality))
                 raise
         out.print(run_summary(result))
         if show:
-            store = choose_store(None, "delta-rs", prof.storage_options) if result.store == "delta-rs" else None
+            store = local_store(prof.storage_options) if result.store == "delta-rs" else None
             for o in result.outputs:
                 if store is not None and not o.name.startswith("_"):
                     out.print(arrow_table(f"{o.name} (first {show} rows)", show_rows(store, o.table, show)))
@@ -247,12 +266,12 @@ def runs(
     def body() -> None:
         from framework.display import arrow_table
         from framework.engine.events import RECENT_RUNS_SQL
-        from framework.io.delta_rs import DeltaRsStore
+        from framework.io.delta import local_store
         from framework.io.locations import EVENTS_TABLE, Warehouse
 
         project, prof = _context(None, profile)
         table = Warehouse.of(project, prof).internal(EVENTS_TABLE)
-        rows = DeltaRsStore(prof.storage_options).query(table, RECENT_RUNS_SQL.format(limit=int(limit)))
+        rows = local_store(prof.storage_options).query(table, RECENT_RUNS_SQL.format(limit=int(limit)))
         if rows.num_rows == 0:
             out.print("no runs yet")
             return
@@ -302,20 +321,20 @@ def capacity(
     def body() -> None:
         from rich.table import Table
 
-        from framework.capacity.join import last_observed, measure_join
-        from framework.engine.runner import BatchRunner
+        from framework.capacity.join import KIND, last_observed, measure_join
+        from framework.engine.runner import plan_frames
         from framework.engine.session import spark_session
-        from framework.io.delta_rs import DeltaRsStore
+        from framework.io.delta import local_store
         from framework.io.locations import EVENTS_TABLE, Warehouse
-        from framework.spec.steps import JoinStep
+        from framework.operators import kind_of
 
         compiled, prof = _compile(pipeline, profile, var, f"+{step}" if step else None)
-        joins = {n: s for n, s in compiled.spec.steps.items() if isinstance(s, JoinStep) and (step is None or n == step)}
+        joins = {n: s for n, s in compiled.spec.steps.items() if kind_of(s).name == KIND and (step is None or n == step)}
         if not joins:
             raise BadInput(Problem(f"no join step {'named ' + repr(step) + ' ' if step else ''}in {compiled.name}"))
         spark = spark_session(prof)
-        frames = BatchRunner(compiled, prof, spark=spark).plan_frames(spark)
-        events = DeltaRsStore(prof.storage_options).query(
+        frames = plan_frames(compiled, prof, spark).frames
+        events = local_store(prof.storage_options).query(
             Warehouse.of(compiled.project, prof).internal(EVENTS_TABLE), "SELECT * FROM t WHERE event = 'output_end'"
         )
         for name, join_step in joins.items():
@@ -352,11 +371,12 @@ def evaluate(
 
     def body() -> None:
         from framework.display import integration_table
-        from framework.engine.runner import BatchRunner, new_run_id
+        from framework.engine.results import new_run_id
+        from framework.engine.runner import plan_frames
         from framework.engine.session import spark_session
-        from framework.io.delta_store import choose_store
+        from framework.integration.evaluation import evaluable, evaluate_step, record
+        from framework.io.delta import choose_store
         from framework.io.locations import INTEGRATION_TABLE, Warehouse
-        from framework.quality.evaluation import evaluable, evaluate_step, record
 
         compiled, prof = _compile(pipeline, profile, var, ",".join(f"+{s}" for s in step) if step else None)
         chosen = [n for n in compiled.selected if evaluable(compiled.spec.steps.get(n)) and (not step or n in step)]
@@ -369,13 +389,12 @@ def evaluate(
                 )
             )
         spark = spark_session(prof)
-        runner = BatchRunner(compiled, prof, spark=spark)
-        runner.plan_frames(spark)
+        contexts = plan_frames(compiled, prof, spark).contexts
         evaluations = []
         with out.status("evaluating") as status:
             for name in chosen:
                 status.update(f"evaluating {name}")
-                evaluations.append(evaluate_step(runner.contexts[name]))
+                evaluations.append(evaluate_step(contexts[name]))
         out.print(integration_table(evaluations))
         store = choose_store(spark, prof.delta_writer, prof.storage_options)
         table = Warehouse.of(compiled.project, prof).internal(INTEGRATION_TABLE)

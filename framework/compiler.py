@@ -16,13 +16,14 @@ from sqlglot import exp
 
 from framework.errors import BadInput, Problem
 from framework.graph import PipelineGraph
+from framework.operators.registry import SpecProblem, StepKind, Streaming, kind_of, kinds
 from framework.profiles import Profile
 from framework.project import Project
-from framework.quality.catalog import INTEGRATION_COLUMNS, MAX_DROP_EXPECTATIONS
 from framework.spec.base import did_you_mean
+from framework.spec.expectations import INTEGRATION_COLUMNS, MAX_DROP_EXPECTATIONS
 from framework.spec.loader import LoadedPipeline, load_pipeline
 from framework.spec.models import FileSource
-from framework.spec.steps import JoinStep, SqlStep, SwaStep, TumblingStep
+from framework.spec.steps import StepSpec, template_file
 from framework.templating import RenderedSql, TemplateRenderer
 from framework.variables import resolve_vars
 
@@ -69,13 +70,13 @@ def compile_pipeline(
     rendered: dict[str, RenderedSql] = {}
     inputs: dict[str, tuple[str, ...]] = {}
     for name, step in spec.steps.items():
+        kind = kind_of(step)
         try:
             declared = _check_declared_inputs(loaded, name, step.declared_inputs())
-            if isinstance(step, (SwaStep, TumblingStep)):
-                _check_aggregates(loaded, name, step)
+            _raise_problems(loaded, name, [problem for check in kind.checks for problem in check(step)])
             _check_expectations(loaded, ("steps", name), step)
-            if isinstance(step, SqlStep):
-                sql = _render_step(renderer, loaded, name, step)
+            if kind.template is not None:
+                sql = _render_step(renderer, loaded, name, kind, step)
                 _check_sql(loaded, sql, set(spec.steps) | set(spec.sources))
                 rendered[name] = sql
                 declared = [*declared, *sql.sources, *sql.refs]
@@ -132,34 +133,47 @@ def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
                 )
             )
 
-    def sources_of(node: str) -> list[str]:
-        return [n for n in ({node} | graph.upstream(node)) if graph.kinds.get(n) == "source"]
-
     for name, step in spec.steps.items():
-        if isinstance(step, SwaStep):
-            sources = sources_of(step.swa.input)
-            missing = [s for s in sources if spec.sources[s].watermark is None or spec.sources[s].event_time is None]
-            if missing:
-                problems.append(
-                    loaded.problem(
-                        f"step '{name}': streaming SWA closes windows by the watermark; source(s) {missing} have none",
-                        ("steps", name),
-                        hint="add event_time and watermark (e.g. watermark: 10s) to those sources",
-                    )
-                )
-        if isinstance(step, JoinStep):
-            for side in (step.join.left, step.join.right):
-                missing = [s for s in sources_of(side) if spec.sources[s].watermark is None]
-                if missing:
-                    problems.append(
-                        loaded.problem(
-                            f"step '{name}': a streaming join needs a watermark on its inputs; source(s) {missing} have none",
-                            ("steps", name),
-                            hint="add event_time and watermark (e.g. watermark: 30s) to those sources",
-                        )
-                    )
+        problems += _streaming_problems(loaded, graph, name, step)
     if problems:
         raise BadInput(*problems)
+
+
+def _streaming_problems(loaded: LoadedPipeline, graph: PipelineGraph, name: str, step: StepSpec) -> list[Problem]:
+    """What the step's kind needs to run on streams (framework.operators.registry)."""
+    spec, kind = loaded.spec, kind_of(step)
+    mode = kind.streaming(step)
+    if mode is Streaming.BATCH_ONLY:
+        return [
+            loaded.problem(
+                f"step '{name}': {kind.name} steps run in batch pipelines only",
+                ("steps", name),
+                hint="run it in a pipeline with mode: batch (e.g. a second pipeline over the same files)",
+            )
+        ]
+    problems = []
+    if mode is Streaming.PER_MICRO_BATCH:
+        readers = [s for s in graph.steps if name in graph.inputs.get(s, ())]
+        if readers:
+            problems.append(
+                loaded.problem(
+                    f"step '{readers[0]}' reads the {kind.name} step '{name}'; in streaming such a step feeds outputs directly",
+                    ("steps", readers[0]),
+                    hint="write it to an output and read that table in another pipeline",
+                )
+            )
+    if kind.needs_watermark:
+        upstream = {n for i in step.declared_inputs() for n in ({i} | graph.upstream(i))}
+        missing = sorted(n for n in upstream if graph.kinds.get(n) == "source" and spec.sources[n].watermark is None)
+        if missing:
+            problems.append(
+                loaded.problem(
+                    f"step '{name}': {kind.needs_watermark}; source(s) {missing} have none",
+                    ("steps", name),
+                    hint="add event_time and watermark (e.g. watermark: 30s) to those sources",
+                )
+            )
+    return problems
 
 
 def _check_expectations(loaded: LoadedPipeline, at: tuple[str, str], node: Any) -> None:
@@ -179,10 +193,11 @@ def _check_expectations(loaded: LoadedPipeline, at: tuple[str, str], node: Any) 
         where = (*at, "expectations", i)
         if expectation.on != "integration":
             continue
-        if not (isinstance(node, (SwaStep, TumblingStep)) and getattr(node, node.kind).truth is not None):
+        if not (isinstance(node, StepSpec) and kind_of(node).evaluable(node)):
+            measured = " and ".join(k.name for k in kinds().values() if k.units is not None)
             problems.append(
                 loaded.problem(
-                    f"{at[0][:-1]} '{at[1]}': {expectation.name} is on: integration, but only swa and tumbling steps "
+                    f"{at[0][:-1]} '{at[1]}': {expectation.name} is on: integration, but only {measured} steps "
                     "with truth: have integration figures",
                     where,
                     hint="declare truth: {instance: ..., primary: ...} on the step, or drop 'on: integration'",
@@ -202,35 +217,20 @@ def _check_expectations(loaded: LoadedPipeline, at: tuple[str, str], node: Any) 
         raise BadInput(*problems)
 
 
-def _check_aggregates(loaded: LoadedPipeline, name: str, step: SwaStep | TumblingStep) -> None:
-    """Each aggregate is one Spark SQL expression (syntax only; Spark checks the columns)."""
-    for column, expression in getattr(step, step.kind).aggregates.items():
-        try:
-            parsed = sqlglot.parse(f"SELECT {expression}", read="spark")
-        except sqlglot.errors.SqlglotError as e:
-            reason = str(e).split(". Line ")[0].splitlines()[0]
-            raise BadInput(
-                loaded.problem(
-                    f"step '{name}': aggregate '{column}' is not a SQL expression: {reason}",
-                    ("steps", name, step.kind, "aggregates", column),
-                    hint="write one aggregate expression, e.g. sum(response_ms) or collect_set(requested_service)",
-                )
-            ) from None
-        if len(parsed) != 1 or not isinstance(parsed[0], exp.Select) or len(parsed[0].expressions) != 1:
-            raise BadInput(
-                loaded.problem(
-                    f"step '{name}': aggregate '{column}' must be one expression, got '{expression}'",
-                    ("steps", name, step.kind, "aggregates", column),
-                    hint="one aggregate per output column, e.g. total_ms: sum(response_ms)",
-                )
-            )
+def _raise_problems(loaded: LoadedPipeline, step: str, problems: list[SpecProblem]) -> None:
+    """A kind's own checks (framework.operators.registry), located in the step's YAML."""
+    if problems:
+        raise BadInput(*[loaded.problem(f"step '{step}': {p.message}", ("steps", step, *p.at), hint=p.hint) for p in problems])
 
 
-def _render_step(renderer: TemplateRenderer, loaded: LoadedPipeline, name: str, step: SqlStep) -> RenderedSql:
-    if step.template_file:
-        return renderer.render_file(name, step.template_file)
-    first_line = loaded.doc.value_lines.get(("steps", name, "sql"), 1)
-    return renderer.render_inline(name, step.sql, loaded.shown_as, first_line)
+def _render_step(renderer: TemplateRenderer, loaded: LoadedPipeline, name: str, kind: StepKind, step: StepSpec) -> RenderedSql:
+    assert kind.template is not None
+    text = kind.template(step)
+    file = template_file(text)
+    if file:
+        return renderer.render_file(name, file)
+    first_line = loaded.doc.value_lines.get(("steps", name, kind.name), 1)
+    return renderer.render_inline(name, text, loaded.shown_as, first_line)
 
 
 def _check_declared_inputs(loaded: LoadedPipeline, step: str, declared: list[str]) -> list[str]:

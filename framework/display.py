@@ -11,13 +11,19 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from framework.engine.results import UNDER_WAY, OutputStatus, Tone, tone
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from framework.engine.runner import RunResult
+    from framework.engine.results import RunResult
+    from framework.plan.model import RunPlan
 
-_DONE = {"ok", "planned", "written", "skipped", "staged"}
-_STYLE = {"failed": "red", "skipped": "yellow", "written": "green", "ok": "green", "rolled back": "red"}
+_STYLE = {Tone.PASS: "green", Tone.WARN: "yellow", Tone.FAIL: "red", Tone.NEUTRAL: ""}
+
+
+def _style(status: str) -> str:
+    return _STYLE[tone(status)]
 
 
 class LiveProgress:
@@ -49,9 +55,42 @@ class LiveProgress:
     def _render(self) -> Table:
         grid = Table.grid(padding=(0, 1))
         for (kind, name), (status, detail, _) in self.rows.items():
-            icon = Text("✓", style="green") if status in _DONE else Spinner("dots", style="cyan")
-            grid.add_row(icon, Text(f"{kind:<6} {name:<24} {status}  {detail}", style=_STYLE.get(status, "")))
+            icon = Spinner("dots", style="cyan") if status in UNDER_WAY else Text("✓", style="green")
+            grid.add_row(icon, Text(f"{kind:<6} {name:<24} {status}  {detail}", style=_style(status)))
         return grid
+
+
+def plan_tables(plan: RunPlan) -> list[Table]:
+    """`tributary plan`: the run's nodes in order, then its outputs."""
+    title = f"plan of {plan.pipeline} · {plan.mode}" + (" · full refresh" if plan.full_refresh else "")
+    nodes = Table(title=title, title_justify="left", header_style="bold")
+    for column in ("#", "node", "kind", "reads", "runs", "checks"):
+        nodes.add_column(column)
+    for i, name in enumerate(plan.order, 1):
+        if plan.is_source(name):
+            source = plan.source(name)
+            nodes.add_row(str(i), name, f"source ({getattr(source.spec, 'format', 'delta')})", source.location, "", "")
+            continue
+        step = plan.step(name)
+        runs = step.kind.streaming(step.spec).value if plan.streaming else "batch"
+        if step.shared:
+            runs += f", computed once for {step.readers} readers"
+        if not step.selected:
+            runs += ", needed by a selected step"
+        checks = f"{len(step.expectations)} expectation(s)" if step.expectations else ""
+        if step.split_by:
+            checks += f", refused rows split off by output {step.split_by}"
+        nodes.add_row(str(i), name, step.kind.name, ", ".join(step.inputs), runs, checks)
+    outputs = Table(title="outputs", title_justify="left", header_style="bold")
+    for column in ("output", "from", "mode", "keys / partitions", "checks", "table"):
+        outputs.add_column(column)
+    for output in plan.outputs:
+        layout = ", ".join(filter(None, [" ".join(output.keys), output.partition_by and "by " + " ".join(output.partition_by)]))
+        checks = f"{len(output.expectations)} expectation(s)" if output.expectations else ""
+        if output.split is not None:
+            checks += f"{', ' if checks else ''}quarantines rows {output.split.target}'s checks refuse"
+        outputs.add_row(output.name, output.step, output.mode, layout, checks, output.table)
+    return [nodes, outputs]
 
 
 def run_summary(result: RunResult) -> Group:
@@ -66,9 +105,9 @@ def run_summary(result: RunResult) -> Group:
         outputs.add_row(
             out.name,
             out.mode,
-            _n(out.rows if out.status != "skipped" else 0),
+            _n(out.rows if out.status != OutputStatus.SKIPPED else 0),
             _n(out.version),
-            Text(out.status, style=_STYLE.get(out.status, "")),
+            Text(out.status, style=_style(out.status)),
             f"{out.duration_s:.2f}",
             out.table,
         )
@@ -134,7 +173,7 @@ def _short_call(name: str, kwargs: dict[str, Any]) -> str:
 
 def integration_table(evaluations: list[Any]) -> Table:
     """Completeness and correctness per evaluated step, laid out like the paper's Tables 6/7."""
-    from framework.quality.integration import metrics_table
+    from framework.integration.metrics import metrics_table
 
     return metrics_table({e.label: e.metrics for e in evaluations}, title="integration quality (against ground truth)")
 

@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 the run failed, 2 bad input (spec, template, vars, missing s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class TributaryError(Exception):
     """Base class; `exit_code` tells the CLI what to return."""
 
     exit_code = 1
+    #: the run's result so far, when a run raised it (framework.engine.results.RunResult)
+    result: Any = None
 
 
 class BadInput(TributaryError):

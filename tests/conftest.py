@@ -69,14 +69,14 @@ def write(path: Path, text: str) -> Path:
 
 def delta_rows(table: Path, order_by: str | None = None) -> list[dict]:
     """Read a Delta table back with delta-rs (not Spark), as plain dicts."""
-    from framework.io.delta_rs import DeltaRsStore
+    from framework.io.delta.delta_rs import DeltaRsStore
 
     sql = "SELECT * FROM t" + (f" ORDER BY {order_by}" if order_by else "")
     return DeltaRsStore().query(str(table), sql).to_pylist()
 
 
 def delta_version(table: Path) -> int | None:
-    from framework.io.delta_rs import DeltaRsStore
+    from framework.io.delta.delta_rs import DeltaRsStore
 
     return DeltaRsStore().version(str(table))
 

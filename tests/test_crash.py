@@ -52,7 +52,7 @@ def test_sigkill_at_random_moments_never_leaves_a_partial_output(spark, cli, pro
 
 DIE_ON_SECOND_COMMIT = """
 import os, sys
-from framework.io.delta_rs import DeltaRsStore
+from framework.io.delta.delta_rs import DeltaRsStore
 original, calls = DeltaRsStore.commit, []
 def commit(self, *args, **kwargs):
     calls.append(1)

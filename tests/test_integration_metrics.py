@@ -1,4 +1,4 @@
-"""Integration quality metrics (framework.quality.integration) on hand-built cases and against a pure-Python oracle."""
+"""Integration quality metrics (framework.integration.metrics) on hand-built cases and against a pure-Python oracle."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from framework.quality.integration import IntegrationMetrics, integration_metrics, metrics_table
+from framework.integration.metrics import IntegrationMetrics, integration_metrics, metrics_table
 
 pytestmark = pytest.mark.spark
 

@@ -129,9 +129,9 @@ def test_the_catalog_describes_the_installed_great_expectations():
 
 
 def test_the_integration_columns_are_those_of_the_integration_table():
-    from framework.quality.catalog import INTEGRATION_COLUMNS
-    from framework.quality.evaluation import StepEvaluation, metrics_rows
-    from framework.quality.integration import IntegrationMetrics
+    from framework.integration.evaluation import StepEvaluation, metrics_rows
+    from framework.integration.metrics import IntegrationMetrics
+    from framework.spec.expectations import INTEGRATION_COLUMNS
 
     metrics = IntegrationMetrics(1, 1, 1, {1.0: 1.0, 0.85: 1.0, 0.75: 1.0}, 1.0, 1.0, 1.0, 1, 1.0, 1, 1.0)
     table = metrics_rows([StepEvaluation("s", "swa", "head", 13, 22.0, metrics)], "run", "p")

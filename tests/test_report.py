@@ -70,11 +70,11 @@ def new_project(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def ran(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """One real run (with a malformed record, so something is quarantined), then quality figures for it."""
-    from framework.io.delta_rs import DeltaRsStore
+    from framework.integration.evaluation import StepEvaluation
+    from framework.integration.evaluation import record as record_integration
+    from framework.integration.metrics import IntegrationMetrics
+    from framework.io.delta.delta_rs import DeltaRsStore
     from framework.io.locations import INTEGRATION_TABLE, QUALITY_TABLE
-    from framework.quality.evaluation import StepEvaluation
-    from framework.quality.evaluation import record as record_integration
-    from framework.quality.integration import IntegrationMetrics
     from framework.quality.results import ExpectationResult, record
 
     project = new_project(tmp_path_factory.mktemp("report"))

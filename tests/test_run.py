@@ -253,7 +253,7 @@ def test_runs_lists_recent_runs(spark, cli, project):
 
 def test_union_adds_the_source_name(spark, project):
     from framework.compiler import compile_pipeline
-    from framework.engine.runner import BatchRunner
+    from framework.engine.runner import run_pipeline
     from framework.profiles import load_profile
     from framework.project import Project
 
@@ -261,7 +261,7 @@ def test_union_adds_the_source_name(spark, project):
     pipeline = project / "pipelines" / "service_calls.yaml"
     pipeline.write_text(pipeline.read_text() + "  all_calls: {}\n")
     compiled = compile_pipeline(p, pipeline, load_profile(p))
-    result = BatchRunner(compiled, load_profile(p), spark=spark).run()
+    result = run_pipeline(compiled, load_profile(p), spark=spark)
     assert result.status == "ok"
     rows = delta_rows(project / "warehouse" / "all_calls")
     by_source = Counter(r["_source"] for r in rows)

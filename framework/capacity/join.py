@@ -20,6 +20,8 @@ from framework.spec.steps import JoinStep
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+KIND = "join"  # the step kind this model is for (framework.operators.registry)
+
 
 @dataclass
 class JoinCapacity:

@@ -13,7 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from framework.io.delta_store import DeltaStore
+from framework.engine.results import RunResult, RunStatus
+from framework.io.delta.base import DeltaStore
 
 EVENT_SCHEMA = pa.schema(
     [
@@ -21,7 +22,7 @@ EVENT_SCHEMA = pa.schema(
         ("pipeline", pa.string()),
         ("event", pa.string()),  # run_start | run_end | step_end | output_end | quarantine
         ("name", pa.string()),  # step or output name (null for run events)
-        ("status", pa.string()),  # running | ok | failed | skipped
+        ("status", pa.string()),  # framework.engine.results: RunStatus, StepStatus, OutputStatus
         ("rows", pa.int64()),
         ("version", pa.int64()),  # Delta version written (outputs)
         ("duration_s", pa.float64()),
@@ -76,16 +77,39 @@ class EventLog:
         self.pending.clear()
 
 
-RECENT_RUNS_SQL = """
+def record_result(events: EventLog, result: RunResult) -> None:
+    """A finished run's steps, outputs, quarantined and late rows, and its end."""
+    for step in result.steps:
+        events.record(
+            "step_end", name=step.name, status=step.status, rows=step.rows, duration_s=step.plan_s, details={"kind": step.kind}
+        )
+    for out in result.outputs:
+        events.record(
+            "output_end",
+            name=out.name,
+            status=out.status,
+            rows=out.rows,
+            version=out.version,
+            duration_s=out.duration_s,
+            details={"table": out.table, "mode": out.mode, "previous_version": out.previous_version, **out.observed},
+        )
+    for source, count in result.quarantined.items():
+        events.record("quarantine", name=source, status="ok", rows=count)
+    for source, count in result.late.items():
+        events.record("late_rows", name=source, status="ok", rows=count)
+    events.record("run_end", status=result.status, duration_s=result.duration_s, error=result.error)
+
+
+RECENT_RUNS_SQL = f"""
 SELECT run_id,
        max(pipeline) AS pipeline,
        date_format(min(CASE WHEN event = 'run_start' THEN ts END), '%Y-%m-%d %H:%M:%S') AS started,
-       coalesce(max(CASE WHEN event = 'run_end' THEN status END), 'incomplete') AS status,
+       coalesce(max(CASE WHEN event = 'run_end' THEN status END), '{RunStatus.INCOMPLETE}') AS status,
        round(max(CASE WHEN event = 'run_end' THEN duration_s END), 1) AS seconds,
        sum(CASE WHEN event = 'output_end' THEN rows END) AS rows_written,
        max(CASE WHEN event = 'run_end' THEN error END) AS error
 FROM t
 GROUP BY run_id
 ORDER BY started DESC
-LIMIT {limit}
+LIMIT {{limit}}
 """

@@ -77,19 +77,6 @@ def stop_started_session() -> None:
             started_here = None
 
 
-def has_delta_jars(spark: SparkSession) -> bool:
-    """True when Spark's own Delta implementation is on the classpath (a cluster with delta-spark jars)."""
-    try:
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - Spark Connect has no JVM on this side; trust the server's extensions
-        return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
-    try:
-        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
-        return True
-    except Exception:  # noqa: BLE001 - ClassNotFoundException through py4j
-        return False
-
-
 def _conf_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -1,10 +1,13 @@
-"""The streaming runner: the same plan on Structured Streaming, one query per output.
+"""A streaming run of a plan: the same frames on Structured Streaming, one query per output.
 
 - `tributary run` processes everything new and stops (trigger availableNow): the mode for
   scheduled incremental runs. `--continuous` runs every `trigger.processing_time` until Ctrl-C
   or SIGTERM, then stops its queries cleanly.
 - Each output commits through foreachBatch with (app id, batch id) transactions, so a batch that
   Spark replays after a crash is skipped, not appended twice (framework.io.stream_sink).
+- A step that runs per micro-batch (SWA, the count-window join) runs inside its output's sink,
+  with its state beside the output's checkpoint (framework.operators.micro_batch); the rows it
+  hands back for the quarantine and late-row tables are committed inside the same batch.
 - Checkpoints live under <warehouse>/_tributary/checkpoints/<pipeline>/<output>. The app id
   carries the checkpoint's generation, so after --full-refresh batch ids start again cleanly.
 - Malformed records go to the quarantine table and rows later than their source's watermark to
@@ -13,196 +16,86 @@
 
 from __future__ import annotations
 
-import dataclasses
 import signal
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from framework.engine.runner import BatchRunner, OutputResult
+from framework.engine.context import RunContext
+from framework.engine.frames import Frames, StreamReading, build_frames
+from framework.engine.output_checks import check_outputs
+from framework.engine.results import OutputResult, OutputStatus, Progress, StepStatus
 from framework.errors import BadInput, RunFailed
 from framework.io import staging as staging_files
 from framework.io.checkpoint_audit import AuditedSource, CheckpointAuditor
-from framework.io.delta_store import DeltaStore
 from framework.io.late_rows import LateRowMonitor
 from framework.io.locations import CHECKPOINTS_DIR, LATE_ROWS_TABLE, QUARANTINE_TABLE, STAGING_DIR, join
-from framework.io.parquet_footers import BatchFooters
-from framework.io.sources import SourceFrame, read_source_stream
 from framework.io.stream_sink import ExactlyOnceDeltaSink
-from framework.operators import StepContext, build_step
-from framework.operators.count_join_stream import CountJoinStream
-from framework.operators.swa import check_swa
-from framework.operators.swa_stream import SwaStream
+from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchOperator, MicroBatchSetup
 from framework.spec.durations import spark_interval
-from framework.spec.steps import JoinStep, SwaStep, TumblingStep
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
 
+    from framework.plan.model import PlannedOutput
 
-class StreamingRunner(BatchRunner):
-    def __init__(self, *args: Any, continuous: bool = False, stop: threading.Event | None = None, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.continuous = continuous
-        self.stop = stop or threading.Event()
-        self._queries: list[tuple[str, StreamingQuery, ExactlyOnceDeltaSink, OutputResult | None]] = []
-        self._micro_batch: dict[str, CountJoinStream | SwaStream] = {}
-        self._static_results: dict[str, DataFrame] = {}  # a per-batch step -> its result on empty frames
-        self._auditors: dict[str, CheckpointAuditor] = {}
-        self._prepared: dict[str, SwaStream] = {}  # output -> its SWA operator (side sinks, figures)
+#: where the rows a per-micro-batch operator hands back go (framework.operators.micro_batch)
+_SIDE_TABLES = {QUARANTINE: QUARANTINE_TABLE, LATE: LATE_ROWS_TABLE}
 
-    # -- plan hooks: streams instead of static frames ------------------------------------------
 
-    def _read_source(self, spark: SparkSession, name: str, location: str, store: DeltaStore) -> SourceFrame:
-        return read_source_stream(spark, name, self.compiled.spec.sources[name], location)
+@dataclass
+class _Query:
+    name: str
+    query: StreamingQuery
+    sink: ExactlyOnceDeltaSink
+    result: OutputResult | None  # None: an audit query (late rows of a Delta source)
 
-    def _build_step(self, kind: str, context: StepContext) -> DataFrame:
-        """Steps that keep their own state across micro-batches (a count-window join, SWA) run in
-        their output's sink; here their inputs are only checked on empty frames, and the step
-        becomes the stream the sink reads (framework.operators.count_join_stream, swa_stream)."""
-        spec = context.spec
-        streaming = any(f.isStreaming for f in context.inputs.values())
-        per_batch = (isinstance(spec, JoinStep) and spec.join.last is not None) or isinstance(spec, SwaStep)
-        if isinstance(spec, TumblingStep) and streaming:
-            raise BadInput(
-                self.compiled.loaded.problem(
-                    f"step '{context.name}': the tumbling baseline runs in batch pipelines only",
-                    ("steps", context.name),
-                    hint="run it with mode: batch (e.g. in a second pipeline over the same files), or use swa:",
-                )
-            )
-        if not (per_batch and streaming):
-            return build_step(kind, context)
-        readers = [s for s in self.compiled.graph.steps if context.name in self.compiled.graph.inputs.get(s, ())]
-        if readers:
-            raise BadInput(
-                self.compiled.loaded.problem(
-                    f"step '{readers[0]}' reads the {kind} step '{context.name}'; in streaming such a step feeds outputs directly",
-                    ("steps", readers[0]),
-                    hint="write it to an output and read that table in another pipeline",
-                )
-            )
-        static = StepContext(context.spark, context.name, spec, {n: _static_twin(f) for n, f in context.inputs.items()})
-        if isinstance(spec, SwaStep):
-            self._static_results[context.name] = check_swa(static)
-            sources = tuple(self._upstream_sources(spec.swa.input))
-            delay = self._delay(spec.swa.input)
-            footers = None  # the checkpoint is the output's, set in _prepare
-            if self._reads_parquet_unchanged(spec.swa.input, context.inputs[spec.swa.input], spec.swa.event_time):
-                footers = BatchFooters("", spec.swa.event_time)
-            self._micro_batch[context.name] = SwaStream(
-                context.name, spec, "", delay, self.run_id, self.compiled.name, sources=sources, footers=footers
-            )
-            return context.inputs[spec.swa.input]
-        self._static_results[context.name] = build_step(kind, static)
-        operator = CountJoinStream(context.name, spec, "", self._delay(spec.join.left), self._delay(spec.join.right))
-        self._micro_batch[context.name] = operator
-        return operator.tag(context.inputs[spec.join.left], context.inputs[spec.join.right])
 
-    def _produced(self, step: str, frames: dict[str, DataFrame]) -> DataFrame:
-        """A per-batch step's stream is its input (the sink runs the step): its columns are those
-        of the step run on empty frames."""
-        return self._static_results.get(step, frames[step])
+@dataclass
+class StreamingRun:
+    run: RunContext
+    queries: list[_Query] = field(default_factory=list)
+    operators: dict[str, MicroBatchOperator] = field(default_factory=dict)  # output -> its per-micro-batch operator
+    auditors: dict[str, CheckpointAuditor] = field(default_factory=dict)  # output -> its sources' audit
+    began: float = field(default_factory=time.perf_counter)
 
-    def _reads_parquet_unchanged(self, node: str, frame: DataFrame, event_time: str) -> bool:
-        """Whether every row of `node` is a row of a Parquet file source with its event time as
-        the file holds it (sources and unions only), so the files' footers know the newest."""
-        from pyspark.sql.types import TimestampType
-
-        from framework.operators.columns import field_of
-        from framework.spec.models import FileSource
-
-        graph, sources = self.compiled.graph, self.compiled.spec.sources
-        for upstream in {node} | graph.upstream(node):
-            kind = graph.kinds.get(upstream)
-            if kind == "source":
-                spec = sources[upstream]
-                if not (isinstance(spec, FileSource) and spec.format == "parquet"):
-                    return False
-            elif kind != "union":
-                return False
-        column = field_of(frame, event_time)
-        return column is not None and "." not in event_time and isinstance(column.dataType, TimestampType)
-
-    def _upstream_sources(self, node: str) -> list[str]:
-        graph = self.compiled.graph
-        return sorted(n for n in ({node} | graph.upstream(node)) if graph.kinds.get(n) == "source")
-
-    def _delay(self, node: str) -> float:
-        upstream = self._upstream_sources(node)
-        return max((self.compiled.spec.sources[n].watermark or 0.0) for n in upstream) if upstream else 0.0
-
-    def _instrument(self, step: str, frame: DataFrame) -> DataFrame:
-        return frame  # observations are batch-only; streaming rows are counted by the sinks
-
-    def _collect_step_rows(self) -> None:
-        for step in self.result.steps:
-            step.status = "streamed"
-
-    def _share(self, frame: DataFrame) -> DataFrame:
-        return frame  # a stream cannot be cached; each output query reads its own
-
-    # -- run -----------------------------------------------------------------------------------
-
-    def _execute(self, spark: SparkSession, store: DeltaStore, locations: dict[str, str], needed: set[str]) -> None:
-        self.spark_executors = _executors(spark)
-        self._began = time.perf_counter()
-        frames = self._plan(spark, store, locations, needed)
-        self._check_streaming(spark, frames)
-        targets = self._check_outputs(store, frames)
-        if self.full_refresh:
-            self._clear(targets)
+    def execute(self) -> None:
+        run = self.run
+        executors = _executors(run.spark)
+        frames = build_frames(run, StreamReading())
+        self._check_streaming(frames)
+        check_outputs(run, frames)
+        if run.plan.full_refresh:
+            self._clear()
         try:
-            for name, (output, table) in targets.items():
-                result = OutputResult(
-                    name, self.compiled.spec.output_step(name), table, output.mode, previous_version=store.version(table)
-                )
-                self.result.outputs.append(result)
-                prepare = self._prepare(store, name, result.step)
-                sink = self._sink(store, name, table, output.mode, tuple(output.keys), tuple(output.partition_by), prepare)
-                self._start(frames[result.step], name, sink, result)
-            owners = {name: self.compiled.spec.output_step(name) for name in targets}
-            self._start_audits(spark, store, locations, owners)
+            for output in run.plan.outputs:
+                self._start_output(frames, output)
+            self._start_audits(frames)
             self._wait()
             self._audit()
         finally:
-            for _, query, _, _ in self._queries:
-                if query.isActive:
-                    query.stop()
-        self._collect()
-        self._collect_step_rows()
+            for q in self.queries:
+                if q.query.isActive:
+                    q.query.stop()
+        self._collect(executors)
+        for step in run.result.steps:
+            step.status = StepStatus.STREAMED
 
-    def _prepare(self, store: DeltaStore, output: str, step: str) -> CountJoinStream | SwaStream | None:
-        """The per-batch operator of an output that writes a stateful step, with its state folder
-        and (SWA) the checkpoint its footers read and its own quarantine and late-row sinks,
-        committed inside the output's batches."""
-        operator = self._micro_batch.get(step)
-        if operator is None:
-            return None
-        folder, _ = self._checkpoint(output)
-        prepared = dataclasses.replace(operator, state_dir=folder + ".state")
-        if isinstance(prepared, SwaStream):
-            if prepared.footers is not None:
-                prepared.footers = dataclasses.replace(prepared.footers, checkpoint=folder)
-            quarantine = self.warehouse.internal(QUARANTINE_TABLE)
-            prepared.quarantine = self._sink(store, f"_quarantine_{output}", quarantine, "append")
-            prepared.late = self._sink(store, f"_late_{output}", self.warehouse.internal(LATE_ROWS_TABLE), "append")
-            prepared.figures = {"state_rows_peak": 0, "open_windows_peak": 0}
-            self._prepared[output] = prepared
-        return prepared
+    # -- checks --------------------------------------------------------------------------------
 
-    def _check_streaming(self, spark: SparkSession, frames: dict[str, DataFrame]) -> None:
+    def _check_streaming(self, frames: Frames) -> None:
         """Name the first step Spark cannot run as a stream, before any query starts."""
         from py4j.protocol import Py4JJavaError
         from pyspark.errors import AnalysisException
 
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm = self.run.spark.sparkContext._jvm  # type: ignore[attr-defined]
         checker = getattr(getattr(jvm.org.apache.spark.sql.catalyst.analysis, "UnsupportedOperationChecker$"), "MODULE$")
         append = jvm.org.apache.spark.sql.streaming.OutputMode.Append()
-        for step in self.compiled.graph.steps:
-            frame = frames.get(step)
+        for step in self.run.plan.steps:
+            frame = frames.frames.get(step.name)
             if frame is None or not frame.isStreaming:
                 continue
             try:
@@ -211,22 +104,86 @@ class StreamingRunner(BatchRunner):
                 message = e.getMessage() if isinstance(e, AnalysisException) else e.java_exception.getMessage()
                 reason = str(message).split(" SQLSTATE")[0]
                 raise BadInput(
-                    self.compiled.loaded.problem(
-                        f"step '{step}' cannot run in streaming: {reason}",
-                        ("steps", step),
+                    self.run.problem(
+                        f"step '{step.name}' cannot run in streaming: {reason}",
+                        ("steps", step.name),
                         hint="aggregate over event-time windows on a source with event_time and watermark, "
                         "or run the pipeline with mode: batch",
                     )
                 ) from None
 
-    def _clear(self, targets: dict[str, Any]) -> None:
-        staging_files.remove_tree(self.warehouse.internal(f"{CHECKPOINTS_DIR}/{self.compiled.name}"))
-        for _, table in targets.values():
-            staging_files.remove_tree(table)
+    def _clear(self) -> None:
+        staging_files.remove_tree(self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}"))
+        for output in self.run.plan.outputs:
+            staging_files.remove_tree(output.table)
+
+    # -- outputs -------------------------------------------------------------------------------
+
+    def _start_output(self, frames: Frames, output: PlannedOutput) -> None:
+        run = self.run
+        result = OutputResult(
+            output.name, output.step, output.table, output.mode, previous_version=run.store.version(output.table)
+        )
+        run.result.outputs.append(result)
+        operator = self._operator(frames, output)
+        sink = self._sink(output.name, output.table, output.mode, output.keys, output.partition_by, operator)
+        if operator is not None:
+            sink.side = {
+                side: self._sink(f"_{side}_{output.name}", run.internal(_SIDE_TABLES[side]), "append")
+                for side in operator.side_tables
+            }
+        self._start(frames.frames[output.step], output.name, sink, result)
+
+    def _operator(self, frames: Frames, output: PlannedOutput) -> MicroBatchOperator | None:
+        """The per-micro-batch operator of an output whose step runs in its sink, with its state
+        beside the output's checkpoint."""
+        plan, step = self.run.plan, self.run.plan.step(output.step)
+        micro_batch = step.kind.micro_batch
+        if step.name not in frames.columns or micro_batch is None:
+            return None
+        folder, _ = self._checkpoint(output.name)
+        setup = MicroBatchSetup(
+            step.name,
+            step.spec,
+            {i: frames.frames[i] for i in step.inputs},
+            state_dir=folder + ".state",
+            checkpoint=folder,
+            delays={i: self._delay(i) for i in step.inputs},
+            sources={i: plan.upstream_sources(i) for i in step.inputs},
+            parquet_rows={i: self._parquet_rows(i) for i in step.inputs},
+            run_id=self.run.run_id,
+            pipeline=self.run.pipeline,
+        )
+        operator = micro_batch.operator(setup)
+        self.operators[output.name] = operator
+        return operator
+
+    def _parquet_rows(self, node: str) -> bool:
+        """Whether every row of `node` is a row of a Parquet file source as the file holds it
+        (sources and steps that pass rows through), so the files' footers know its event times."""
+        plan = self.run.plan
+        upstream = [node]
+        while upstream:
+            current = upstream.pop()
+            if plan.is_source(current):
+                source = plan.source(current).spec
+                if getattr(source, "format", None) != "parquet":
+                    return False
+            else:
+                step = plan.step(current)
+                if not step.kind.passes_rows_through:
+                    return False
+                upstream.extend(step.inputs)
+        return True
+
+    def _delay(self, node: str) -> float:
+        """The largest watermark delay of the sources behind `node` (seconds)."""
+        sources = self.run.plan.upstream_sources(node)
+        return max((self.run.plan.source(s).spec.watermark or 0.0) for s in sources) if sources else 0.0
 
     def _checkpoint(self, name: str) -> tuple[str, str]:
         """The checkpoint folder of one query and its generation (new after a full refresh)."""
-        folder = self.warehouse.internal(f"{CHECKPOINTS_DIR}/{self.compiled.name}/{name}")
+        folder = self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}/{name}")
         fs, path = staging_files.filesystem(folder + ".generation")
         if staging_files.exists(folder + ".generation") and staging_files.exists(folder):
             with fs.open_input_stream(path) as handle:
@@ -239,7 +196,6 @@ class StreamingRunner(BatchRunner):
 
     def _sink(
         self,
-        store: DeltaStore,
         name: str,
         table: str,
         mode: str,
@@ -248,142 +204,151 @@ class StreamingRunner(BatchRunner):
         prepare: Any = None,
     ) -> ExactlyOnceDeltaSink:
         folder, generation = self._checkpoint(name)
-        sink = ExactlyOnceDeltaSink(
-            store,
+        reporter = self.run.reporter
+        return ExactlyOnceDeltaSink(
+            self.run.store,
             name,
             table,
-            app_id=f"tributary/{self.compiled.name}/{name}/{generation}",
-            staging_root=self.warehouse.internal(f"{STAGING_DIR}/{self.run_id}/{name}"),
+            app_id=f"tributary/{self.run.pipeline}/{name}/{generation}",
+            staging_root=self.run.internal(f"{STAGING_DIR}/{self.run.run_id}/{name}"),
             checkpoint=folder,
             mode=mode,
             keys=keys,
             partition_by=partition_by,
             prepare=prepare,
-            on_commit=lambda n, b, rows, v: self.reporter.update(
-                "output", n, "written", f"batch {b}: {rows:,} rows → version {v}"
+            on_commit=lambda n, b, rows, v: reporter.update(
+                "output", n, OutputStatus.WRITTEN, f"batch {b}: {rows:,} rows → version {v}"
             ),
         )
-        return sink
 
     def _start(self, frame: DataFrame, name: str, sink: ExactlyOnceDeltaSink, result: OutputResult | None) -> None:
         writer = frame.writeStream.foreachBatch(sink).option("checkpointLocation", sink.checkpoint)
-        writer = writer.queryName(f"{self.compiled.name}__{name}")
-        if self.continuous:
-            writer = writer.trigger(processingTime=spark_interval(self.compiled.spec.trigger.processing_time))
+        writer = writer.queryName(f"{self.run.pipeline}__{name}")
+        if self.run.continuous:
+            writer = writer.trigger(processingTime=spark_interval(self.run.compiled.spec.trigger.processing_time))
         else:
             writer = writer.trigger(availableNow=True)
-        self.reporter.update("output", name, "streaming")
-        self._queries.append((name, writer.start(), sink, result))
+        self.run.reporter.update("output", name, Progress.STREAMING)
+        self.queries.append(_Query(name, writer.start(), sink, result))
 
-    def _start_audits(self, spark: SparkSession, store: DeltaStore, locations: dict[str, str], owners: dict[str, str]) -> None:
+    # -- quarantine and late rows of the sources -----------------------------------------------
+
+    def _start_audits(self, frames: Frames) -> None:
         """Quarantine and late rows of every source. File sources are audited from the checkpoint
         of the first output query that reads them (framework.io.checkpoint_audit: no extra read
-        unless something was malformed or dropped); Delta sources by a light audit query."""
-        graph = self.compiled.graph
-        for name, source in self._sources.items():
-            spec = self.compiled.spec.sources[name]
-            readers = tuple(s for s in graph.steps if name in graph.inputs.get(s, ()))
-            # an SWA step records the late rows it skips itself (framework.operators.swa_stream)
-            self_audited = any(name in op.sources for op in self._micro_batch.values() if isinstance(op, SwaStream))
-            has_late = spec.watermark is not None and spec.event_time is not None and not self_audited
+        unless something was malformed or dropped); Delta sources by a light audit query. Sources
+        behind a per-micro-batch operator that records its own late rows are not audited for them."""
+        run, plan = self.run, self.run.plan
+        self_audited = {
+            source
+            for output, operator in self.operators.items()
+            if LATE in operator.side_tables
+            for source in plan.upstream_sources(plan.output(output).step)
+        }
+        for name, source in frames.sources.items():
+            planned = plan.source(name)
+            spec = planned.spec
+            has_late = spec.watermark is not None and spec.event_time is not None and name not in self_audited
             if source.read_files is not None:
-                owner = next((o for o, step in owners.items() if step == name or name in graph.upstream(step)), None)
+                owner = next((o.name for o in plan.outputs if name in plan.upstream_sources(o.step)), None)
                 if owner is None or not (source.bad_rows is not None or has_late):
                     continue
                 quarantine = (
-                    self._sink(store, f"_quarantine_{name}", self.warehouse.internal(QUARANTINE_TABLE), "append")
+                    self._sink(f"_quarantine_{name}", run.internal(QUARANTINE_TABLE), "append")
                     if source.bad_rows is not None
                     else None
                 )
-                late = (
-                    self._sink(store, f"_late_{name}", self.warehouse.internal(LATE_ROWS_TABLE), "append") if has_late else None
-                )
-                auditor = self._auditors.get(owner)
+                late = self._sink(f"_late_{name}", run.internal(LATE_ROWS_TABLE), "append") if has_late else None
+                auditor = self.auditors.get(owner)
                 if auditor is None:
-                    auditor = CheckpointAuditor(spark, self._checkpoint(owner)[0], [], self.run_id, self.compiled.name)
-                    self._auditors[owner] = auditor
+                    auditor = CheckpointAuditor(run.spark, self._checkpoint(owner)[0], [], run.run_id, run.pipeline)
+                    self.auditors[owner] = auditor
                 auditor.sources.append(
-                    AuditedSource(name, locations[name], source.read_files, spec.event_time, readers, quarantine, late)
+                    AuditedSource(name, planned.location, source.read_files, spec.event_time, planned.readers, quarantine, late)
                 )
             elif has_late:
                 folder, _ = self._checkpoint(f"_late_{name}")
                 monitor = LateRowMonitor(
                     name,
-                    readers,
+                    planned.readers,
                     spec.event_time,
                     spec.watermark,
                     join(folder + ".late", "state.json"),
-                    self.run_id,
-                    self.compiled.name,
+                    run.run_id,
+                    run.pipeline,
                 )
-                late = self._sink(store, f"_late_{name}", self.warehouse.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
+                late = self._sink(f"_late_{name}", run.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
                 self._start(source.raw, late.name, late, None)  # type: ignore[arg-type]
 
     def _audit(self) -> None:
-        reports = {name: query for name, query, _, result in self._queries if result is not None}
-        for owner, auditor in self._auditors.items():
+        reports = {q.name: q.query for q in self.queries if q.result is not None}
+        for owner, auditor in self.auditors.items():
             query = reports.get(owner)
             auditor.audit(list(query.recentProgress or []) if query is not None else [])
 
+    # -- waiting and collecting ----------------------------------------------------------------
+
     def _wait(self) -> None:
-        if not self.continuous:
-            for name, query, _, _ in self._queries:
-                if query.isActive:
-                    query.awaitTermination()
-                self._raise_if_failed(name, query)
+        if not self.run.continuous:
+            for q in self.queries:
+                if q.query.isActive:
+                    q.query.awaitTermination()
+                _raise_if_failed(q)
             return
-        previous = _install_stop_handlers(self.stop)
+        previous = _install_stop_handlers(self.run.stop)
         audited = time.monotonic()
         try:
-            while not self.stop.is_set():
-                for name, query, _, _ in self._queries:
-                    self._raise_if_failed(name, query)
-                    if not query.isActive:
-                        raise RunFailed(f"output '{name}': its streaming query stopped")
-                if time.monotonic() - audited > max(self.compiled.spec.trigger.processing_time, 5.0):
+            while not self.run.stop.is_set():
+                for q in self.queries:
+                    _raise_if_failed(q)
+                    if not q.query.isActive:
+                        raise RunFailed(f"output '{q.name}': its streaming query stopped")
+                if time.monotonic() - audited > max(self.run.compiled.spec.trigger.processing_time, 5.0):
                     self._audit()
                     audited = time.monotonic()
                 time.sleep(0.5)
         finally:
             _restore_handlers(previous)
 
-    @staticmethod
-    def _raise_if_failed(name: str, query: StreamingQuery) -> None:
-        error = query.exception()
-        if error is not None:
-            message = str(getattr(error, "desc", error)).strip().splitlines()[0]
-            raise RunFailed(f"output '{name}': streaming query failed: {message}")
-
-    def _collect(self) -> None:
-        for name, query, sink, result in self._queries:
-            if result is not None:
-                result.observed = observed_load(query, self.spark_executors)
-                result.duration_s = time.perf_counter() - self._began
-                result.rows = sink.rows
-                result.version = sink.version if sink.version is not None else result.previous_version
-                result.status = "written" if sink.rows else "skipped"
-                if sink.replayed:
-                    self.reporter.update("output", name, result.status, f"{sink.replayed} replayed batch(es) skipped")
-            elif name.startswith("_late_") and sink.rows:
-                self.result.late[name.removeprefix("_late_")] = sink.rows
-        for output, operator in self._prepared.items():
-            result = next((r for r in self.result.outputs if r.name == output), None)
-            if result is not None:
-                result.observed.update(operator.figures)
-            if operator.quarantine is not None and operator.quarantine.rows:
-                self.result.quarantined[operator.step] = operator.quarantine.rows
-            if operator.late is not None and operator.late.rows:
-                self.result.late[", ".join(operator.sources) or operator.spec.swa.input] = operator.late.rows
-        for auditor in self._auditors.values():
+    def _collect(self, executors: int) -> None:
+        result, plan = self.run.result, self.run.plan
+        for q in self.queries:
+            if q.result is not None:
+                q.result.observed = observed_load(q.query, executors)
+                q.result.duration_s = time.perf_counter() - self.began
+                q.result.rows = q.sink.rows
+                q.result.version = q.sink.version if q.sink.version is not None else q.result.previous_version
+                q.result.status = OutputStatus.WRITTEN if q.sink.rows else OutputStatus.SKIPPED
+                if q.sink.replayed:
+                    self.run.reporter.update("output", q.name, q.result.status, f"{q.sink.replayed} replayed batch(es) skipped")
+                side = q.sink.side
+                step = plan.output(q.name).step
+                if QUARANTINE in side and side[QUARANTINE].rows:
+                    result.quarantined[step] = side[QUARANTINE].rows
+                if LATE in side and side[LATE].rows:
+                    result.late[", ".join(plan.upstream_sources(step)) or step] = side[LATE].rows
+            elif q.name.startswith("_late_") and q.sink.rows:
+                result.late[q.name.removeprefix("_late_")] = q.sink.rows
+        for output, operator in self.operators.items():
+            found = result.output(output)
+            if found is not None:
+                found.observed.update(operator.figures)
+        for auditor in self.auditors.values():
             for source in auditor.sources:
-                for sink, found in ((source.quarantine, self.result.quarantined), (source.late, self.result.late)):
+                for sink, counts in ((source.quarantine, result.quarantined), (source.late, result.late)):
                     if sink is not None and sink.rows:
-                        found[source.name] = sink.rows
+                        counts[source.name] = sink.rows
 
 
-def _static_twin(frame: DataFrame) -> DataFrame:
-    """An empty static frame with the stream's columns: lets the batch operator check the inputs."""
-    return frame.sparkSession.createDataFrame([], frame.schema)
+def run_streaming(run: RunContext) -> None:
+    StreamingRun(run).execute()
+
+
+def _raise_if_failed(q: _Query) -> None:
+    error = q.query.exception()
+    if error is not None:
+        message = str(getattr(error, "desc", error)).strip().splitlines()[0]
+        raise RunFailed(f"output '{q.name}': streaming query failed: {message}")
 
 
 def observed_load(query: StreamingQuery, executors: int) -> dict[str, Any]:
@@ -405,7 +370,7 @@ def _get(item: Any, name: str) -> Any:
     return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
 
-def _executors(spark: SparkSession) -> int:
+def _executors(spark: Any) -> int:
     try:
         return int(spark.sparkContext.defaultParallelism)
     except Exception:  # noqa: BLE001 - Spark Connect

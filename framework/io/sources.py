@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
-from framework.io.delta_store import DeltaStore
+from framework.io.delta.base import DeltaStore
 from framework.io.locations import Warehouse, is_uri, resolve_location
 from framework.observations import observed_count
 from framework.project import Project

@@ -9,10 +9,10 @@ the `noop` sink: Spark 4.2 fails a stateful query whose foreachBatch did not exe
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from framework.io.delta_store import DeltaStore
+from framework.io.delta.base import DeltaStore
 from framework.io.locations import join
 
 if TYPE_CHECKING:
@@ -23,10 +23,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class WrittenRows:
     """What a `prepare` returns when it wrote the batch's rows itself, as Parquet files in `folder`
-    (no partition folders): the sink commits those files instead of writing the rows again."""
+    (no partition folders): the sink commits those files instead of writing the rows again.
+
+    side: rows for other tables (e.g. quarantine, late rows), by the name of the sink in the
+    output sink's `side` that commits them, with this batch's id and before the output."""
 
     folder: str
     schema: StructType
+    side: dict[str, DataFrame] = field(default_factory=dict)
 
 
 @dataclass
@@ -43,6 +47,8 @@ class ExactlyOnceDeltaSink:
     #: optional: turn the micro-batch into the rows to write (e.g. late rows), given the batch id
     prepare: Callable[[DataFrame, int], DataFrame | WrittenRows] | None = None
     on_commit: Callable[[str, int, int, int | None], None] | None = None
+    #: sinks of the side tables a `prepare` may hand rows to (WrittenRows.side)
+    side: dict[str, ExactlyOnceDeltaSink] = field(default_factory=dict)
     rows: int = 0
     batches: int = 0
     replayed: int = 0
@@ -56,6 +62,9 @@ class ExactlyOnceDeltaSink:
             return
         spark = batch.sparkSession
         frame = self.prepare(batch, batch_id) if self.prepare else batch
+        if isinstance(frame, WrittenRows):
+            for table, rows in frame.side.items():
+                self.side[table](rows, batch_id)
         if isinstance(frame, WrittenRows) and not self.partition_by:
             staged = self.store.staged(self.name, self.table, frame.folder, frame.schema, [])
         else:

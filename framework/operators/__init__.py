@@ -1,94 +1,30 @@
-"""Operators: how each step kind turns its input DataFrames into its own DataFrame.
+"""Operators: how each kind of step turns its input DataFrames into its own DataFrame.
 
-Each kind registers a builder under the same name as its spec class (framework.spec.steps).
+One module per kind (sql, union, join, swa, tumbling), each ending with the kind's entry in the
+step-kind registry (framework.operators.registry). SWA and the count-window join also run per
+micro-batch inside their output's sink in streaming (swa_stream, count_join_stream). Operators
+build DataFrames and write no tables: rows for the quarantine and late-row tables go back to the
+engine, which commits them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from framework.operators.context import REASON, Rejected, StepContext, quarantine_shape
+from framework.operators.registry import check_complete, kind_of, kinds
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-    from framework.templating import RenderedSql
-
-
-REASON = "__tributary_reason"
-
-
-@dataclass
-class Rejected:
-    """Rows a step turned away, with a `__tributary_reason` column, and the count of them observed
-    while the step ran (batch), so the rows are only recomputed when there are some."""
-
-    step: str
-    rows: DataFrame
-    observation: Any = None
-    known: int | None = None  # counted otherwise (e.g. from the files a split write made)
-
-    def count(self) -> int | None:
-        from framework.observations import observed_count
-
-        return self.known if self.known is not None else observed_count(self.observation, "rejected")
-
-
-@dataclass(frozen=True)
-class StepContext:
-    """What a step gets: the session, its spec, its inputs by name and (SQL) its rendered query.
-
-    `rejected` collects rows the step quarantines; the runner writes them to the quarantine table
-    with the step's outputs, so a bad record is never silently dropped."""
-
-    spark: SparkSession
-    name: str
-    spec: Any
-    inputs: dict[str, DataFrame]
-    sql: RenderedSql | None = None
-    rejected: list[Rejected] = field(default_factory=list)
-
-    def quarantine(self, rows: DataFrame, reason: Column) -> DataFrame:
-        """Rows for which `reason` is not null leave the step (quarantined); the others are returned."""
-        from pyspark.sql import Observation
-        from pyspark.sql import functions as F
-
-        tagged = rows.withColumn(REASON, reason)
-        observation = None
-        if not rows.isStreaming:
-            observation = Observation(f"tributary_rejected_{self.name}_{len(self.rejected)}")
-            tagged = tagged.observe(observation, F.count_if(F.col(REASON).isNotNull()).alias("rejected"))
-        self.rejected.append(Rejected(self.name, rows.withColumn(REASON, reason).where(F.col(REASON).isNotNull()), observation))
-        return tagged.where(F.col(REASON).isNull()).drop(REASON)
-
-
-def quarantine_shape(rows: DataFrame, step: str) -> DataFrame:
-    """Rejected rows as quarantine records: the step, the row as JSON and the reason."""
-    from pyspark.sql import functions as F
-
-    columns = [F.col(f"`{c}`") for c in rows.columns if not c.startswith("__tributary")]
-    return rows.select(
-        F.lit(step).alias("source"),
-        F.lit(None).cast("string").alias("file"),
-        F.to_json(F.struct(*columns), {"ignoreNullFields": "false"}).alias("record"),
-        F.col(REASON).alias("reason"),
-    )
-
-
-Builder = Callable[[StepContext], "DataFrame"]
-OPERATORS: dict[str, Builder] = {}
-
-
-def operator(kind: str) -> Callable[[Builder], Builder]:
-    def register(fn: Builder) -> Builder:
-        OPERATORS[kind] = fn
-        return fn
-
-    return register
+__all__ = ["REASON", "Rejected", "StepContext", "build_step", "kind_of", "kinds", "quarantine_shape"]
 
 
 def build_step(kind: str, context: StepContext) -> DataFrame:
-    return OPERATORS[kind](context)
+    """The step's rows, built by its kind's builder."""
+    return kinds()[kind].build(context)
 
 
-from framework.operators import join, sql, swa, tumbling, union  # noqa: E402,F401  (registers the built-in kinds)
+from framework.operators import join, sql, swa, tumbling, union  # noqa: E402,F401  (each registers its kind)
+
+check_complete()

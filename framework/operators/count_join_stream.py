@@ -23,11 +23,13 @@ files as they are (WrittenRows) rather than writing the rows a second time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from framework.io.stream_sink import WrittenRows
-from framework.operators import StepContext, build_step
+from framework.operators.context import StepContext
+from framework.operators.join import build_join
+from framework.operators.micro_batch import MicroBatchSetup
 from framework.operators.micro_batch_state import MicroBatchState
 
 if TYPE_CHECKING:
@@ -46,11 +48,21 @@ class CountJoinStream:
     state_dir: str
     delay_a: float  # watermark delays of the two inputs' sources (seconds)
     delay_b: float
+    figures: dict[str, int] = field(default_factory=dict)
+    side_tables: ClassVar[tuple[str, ...]] = ()  # late rows are recorded by the sources' audit
 
-    def tag(self, left: DataFrame, right: DataFrame) -> DataFrame:
+    @classmethod
+    def for_output(cls, setup: MicroBatchSetup) -> CountJoinStream:
+        join = setup.spec.join
+        return cls(setup.step, setup.spec, setup.state_dir, setup.delays[join.left], setup.delays[join.right])
+
+    @staticmethod
+    def tag(context: StepContext) -> DataFrame:
         """One stream of both inputs: (side, a struct, b struct), for foreachBatch."""
         from pyspark.sql import functions as F
 
+        join = context.spec.join
+        left, right = context.inputs[join.left], context.inputs[join.right]
         a = left.select(
             F.lit(0).alias("__side"), F.struct(*left.columns).alias("__a"), F.lit(None).cast(_struct(right)).alias("__b")
         )
@@ -122,7 +134,7 @@ class CountJoinStream:
 
     def _join(self, spark: SparkSession, a: DataFrame, b: DataFrame, kind: str) -> DataFrame:
         spec = self.spec.model_copy(update={"join": self.spec.join.model_copy(update={"type": kind})})
-        return build_step("join", StepContext(spark, self.step, spec, {spec.join.left: a, spec.join.right: b}))
+        return build_join(StepContext(spark, self.step, spec, {spec.join.left: a, spec.join.right: b}))
 
     def _last(self, rows: DataFrame, count: int) -> DataFrame:
         """The last `count` rows in arrival order (event time, tiebreak, then the other columns)."""

@@ -8,7 +8,7 @@ condition is the key equalities plus that range, nothing else (no sort, window o
 the same plan runs on streaming inputs as a stream-stream join once the caller has set
 watermarks on the sources.
 
-Count window (`last: {left: W_A, right: W_B}`), Algorithm 1 of the seed: A and B are merged into
+Count window (`last: {left: W_A, right: W_B}`), Algorithm 1 of Liu et al.: A and B are merged into
 one arrival sequence; when a row arrives it meets the matching rows among the last W rows (all
 keys) of the other input that arrived before it, then enters its own window. So a pair (a, b)
 with equal keys is produced once, at the later of the two arrivals: if a arrived after b, b must
@@ -40,15 +40,19 @@ import datetime
 from typing import TYPE_CHECKING
 
 from framework.errors import BadInput, Problem
-from framework.operators import StepContext, operator
 from framework.operators.columns import field_of, is_timestamp, missing_columns, quoted
+from framework.operators.context import StepContext
+from framework.operators.micro_batch import MicroBatchSetup
 from framework.operators.ordering import bucket_count, bucket_of, epoch_micros, orderable
+from framework.operators.registry import MicroBatch, StepKind, Streaming, register
+from framework.spec.steps import JoinStep
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from framework.operators.count_join_stream import CountJoinStream
 
-@operator("join")
+
 def build_join(context: StepContext):  # noqa: ANN201 - a DataFrame
     spec = context.spec.join
     left, right = context.inputs[spec.left], context.inputs[spec.right]
@@ -311,3 +315,32 @@ def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right:
     condition = _key_condition(context, left, right) & (b_in_window | a_in_window)
     joined = a_pos.join(b_pos, on=condition, how="inner" if spec.type == "inner" else "left_outer")
     return _finish(plan, joined, left, right)
+
+
+def _streaming(step: JoinStep) -> Streaming:
+    """A time window is Spark's stream-stream join; a count window needs the final arrival order,
+    so it runs per micro-batch (framework.operators.count_join_stream)."""
+    return Streaming.NATIVE if step.join.within is not None else Streaming.PER_MICRO_BATCH
+
+
+def _tagged_inputs(context: StepContext) -> DataFrame:
+    from framework.operators.count_join_stream import CountJoinStream
+
+    return CountJoinStream.tag(context)
+
+
+def _operator(setup: MicroBatchSetup) -> CountJoinStream:
+    from framework.operators.count_join_stream import CountJoinStream
+
+    return CountJoinStream.for_output(setup)
+
+
+register(
+    StepKind(
+        JoinStep,
+        build=build_join,
+        streaming=_streaming,
+        micro_batch=MicroBatch(stream=_tagged_inputs, operator=_operator, check=build_join),
+        needs_watermark="a streaming join needs a watermark on its inputs",
+    )
+)

@@ -16,12 +16,13 @@ cannot be told apart in any output either.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
-from framework.operators import StepContext
 from framework.operators.columns import field_of, is_timestamp, missing_columns, quoted
+from framework.operators.context import StepContext
 from framework.operators.ordering import epoch_micros, orderable
+from framework.operators.registry import SpecProblem
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -34,6 +35,38 @@ COUNT, TIMEOUT, END_OF_INPUT = range(3)
 MICROS = "__tributary_micros"  # event time as microseconds since the epoch
 UNIT = "__tributary_unit"  # which unit of its key a tuple belongs to
 CLOSED = "__tributary_closed"  # how that unit closed: an index into CLOSED_BY
+
+
+def aggregate_problems(step: Any) -> list[SpecProblem]:
+    """Each aggregate is one Spark SQL expression (syntax only, before Spark starts; Spark checks
+    the columns when it plans the step)."""
+    import sqlglot
+    from sqlglot import exp
+
+    kind, problems = step.kind, []
+    for column, expression in getattr(step, kind).aggregates.items():
+        at = (kind, "aggregates", column)
+        try:
+            parsed = sqlglot.parse(f"SELECT {expression}", read="spark")
+        except sqlglot.errors.SqlglotError as e:
+            reason = str(e).split(". Line ")[0].splitlines()[0]
+            problems.append(
+                SpecProblem(
+                    f"aggregate '{column}' is not a SQL expression: {reason}",
+                    at,
+                    hint="write one aggregate expression, e.g. sum(response_ms) or collect_set(requested_service)",
+                )
+            )
+            continue
+        if len(parsed) != 1 or not isinstance(parsed[0], exp.Select) or len(parsed[0].expressions) != 1:
+            problems.append(
+                SpecProblem(
+                    f"aggregate '{column}' must be one expression, got '{expression}'",
+                    at,
+                    hint="one aggregate per output column, e.g. total_ms: sum(response_ms)",
+                )
+            )
+    return problems
 
 
 def spec_of(context: StepContext) -> KeyedWindowSpec:

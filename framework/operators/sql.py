@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 
 from framework.errors import BadInput, Problem
-from framework.operators import StepContext, operator
+from framework.operators.context import StepContext
+from framework.operators.registry import StepKind, register
+from framework.spec.steps import SqlStep
 
 _POSITION = re.compile(r"line (\d+),? pos (\d+)")
 
 
-@operator("sql")
 def build_sql(context: StepContext):  # noqa: ANN201 - a DataFrame
     from pyspark.errors import AnalysisException, ParseException
 
@@ -38,3 +39,6 @@ def build_sql(context: StepContext):  # noqa: ANN201 - a DataFrame
                 hint="fix the query; `tributary compile` shows the SQL as Spark sees it",
             )
         ) from None
+
+
+register(StepKind(SqlStep, build=build_sql, template=lambda step: step.sql))

@@ -26,34 +26,37 @@ same aggregation (framework.operators.swa_stream), the evaluation from each wind
 from __future__ import annotations
 
 import typing
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from framework.operators import StepContext, operator
 from framework.operators.columns import field_of, quoted
+from framework.operators.context import StepContext
 from framework.operators.keyed_windows import (
     COUNT,
     END_OF_INPUT,
     MICROS,
     TIMEOUT,
     UNIT,
+    aggregate_problems,
     checked_input,
     spec_of,
     tuple_order,
     unit_rows,
     used_columns,
 )
+from framework.operators.micro_batch import MicroBatchSetup
+from framework.operators.registry import MicroBatch, StepKind, Streaming, register
+from framework.spec.steps import SwaStep
 
 if TYPE_CHECKING:
+    import numpy as np
     from pyspark.sql import Column, DataFrame
 
+    from framework.operators.swa_stream import SwaStream
     from framework.spec.steps import SwaSpec
 
 START = "__tributary_start"  # event time (micros) of the first tuple of the tuple's window
 
 
-@operator("swa")
 def build_swa(context: StepContext):  # noqa: ANN201 - a DataFrame
     spec = spec_of(context)
     rows = used_columns(checked_input(context), spec)
@@ -152,6 +155,7 @@ def closed_in_place(spec: SwaSpec):  # noqa: ANN201 - an aggregate Column
 
 
 def _fold_udf(size: int, timeout_us: int):  # noqa: ANN202 - a pandas UDF
+    import numpy as np
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
 
@@ -191,6 +195,8 @@ def fold_windows(new_key: np.ndarray, micros: np.ndarray, size: int, timeout_us:
     windows are the chain
     first row → next → next … of each key, followed for all keys at once (as many numpy steps as
     the most windows any key has in this batch)."""
+    import numpy as np
+
     rows = len(micros)
     index = np.arange(rows)
     group = np.cumsum(new_key) - 1
@@ -217,3 +223,43 @@ def fold_windows(new_key: np.ndarray, micros: np.ndarray, size: int, timeout_us:
     start_row = np.flatnonzero(opens)[number - 1]
     unit = number - number[firsts][group]
     return unit.astype(np.int64), closed[start_row], micros[start_row], (index - start_row + 1).astype(np.int64)
+
+
+def units(rows: DataFrame, spec: SwaSpec) -> tuple[DataFrame, Column, Column]:
+    """Each tuple with its window (UNIT), and the instants (micros) the window opened and closed:
+    it closes at its n-th tuple, else when its timeout runs out (framework.integration)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    assigned = assign_windows(rows, spec)
+    each_window = Window.partitionBy(KEY_HASH, *key_columns(assigned, spec), UNIT)
+    nth_tuple = F.max(F.when(F.col(POSITION) == spec.size, F.col(MICROS))).over(each_window)
+    closed = F.coalesce(nth_tuple, F.col(START) + F.lit(spec.timeout_micros))
+    return assigned, F.col(START), closed
+
+
+def _input_stream(context: StepContext) -> DataFrame:
+    return context.inputs[context.spec.swa.input]
+
+
+def _operator(setup: MicroBatchSetup) -> SwaStream:
+    from framework.operators.swa_stream import SwaStream
+
+    return SwaStream.for_output(setup)
+
+
+def _per_micro_batch(step: Any) -> Streaming:
+    return Streaming.PER_MICRO_BATCH
+
+
+register(
+    StepKind(
+        SwaStep,
+        build=build_swa,
+        streaming=_per_micro_batch,
+        micro_batch=MicroBatch(stream=_input_stream, operator=_operator, check=check_swa),
+        checks=(aggregate_problems,),
+        needs_watermark="streaming SWA closes windows by the watermark",
+        units=units,
+    )
+)

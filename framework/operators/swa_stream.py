@@ -33,8 +33,9 @@ the held tuples as the state: one job, where materialising the result and writin
 with Spark took three.
 
 State is the held tuples (MicroBatchState `held`, beside the checkpoint), with only the columns
-the units show; rows without a key or an event time go to the quarantine table. Both side tables
-are committed with (app id, batch id) inside the output's batch, so a replay writes nothing twice.
+the units show. Rows without a key or an event time, and late rows, are handed back with the
+batch's output (WrittenRows.side): the output's sink commits them to the quarantine and late-rows
+tables with (app id, batch id) before the output, so a replay writes nothing twice.
 """
 
 from __future__ import annotations
@@ -44,17 +45,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from framework.io.checkpoint_audit import late_records
 from framework.io.locations import join
 from framework.io.parquet_footers import BatchFooters, NoStatistics
 from framework.io.staging import filesystem
-from framework.io.stream_sink import ExactlyOnceDeltaSink, WrittenRows
+from framework.io.stream_sink import WrittenRows
 from framework.io.task_parquet import Folder, write_folders
 from framework.observations import has_run
-from framework.operators import REASON, quarantine_shape
 from framework.operators.columns import field_of, quoted
+from framework.operators.context import REASON, quarantine_shape
 from framework.operators.keyed_windows import (
     COUNT,
     MICROS,
@@ -65,6 +66,7 @@ from framework.operators.keyed_windows import (
     used_columns,
     with_micros,
 )
+from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchSetup
 from framework.operators.micro_batch_state import OUTPUT, MicroBatchState
 from framework.operators.swa import KEY_HASH, START, assign_windows
 
@@ -87,11 +89,33 @@ class SwaStream:
     delay: float  # the largest watermark delay of the input's sources (seconds)
     run_id: str = ""
     pipeline: str = ""
-    quarantine: ExactlyOnceDeltaSink | None = None
-    late: ExactlyOnceDeltaSink | None = None
     sources: tuple[str, ...] = ()
     footers: BatchFooters | None = None  # Parquet sources only: the newest event time without a pass
     figures: dict[str, int] = field(default_factory=lambda: {"state_rows_peak": 0, "open_windows_peak": 0})
+    #: the side tables its batches have rows for: rows without a key or event time, late rows
+    side_tables: ClassVar[tuple[str, ...]] = (QUARANTINE, LATE)
+
+    @classmethod
+    def for_output(cls, setup: MicroBatchSetup) -> SwaStream:
+        """The operator of one output's sink: its state beside that output's checkpoint; the
+        newest event time from the Parquet footers when every row of the input is a Parquet
+        file's row with its event time as the file holds it."""
+        swa = setup.spec.swa
+        footers = None
+        if setup.parquet_rows.get(swa.input):
+            column = field_of(setup.inputs[swa.input], swa.event_time)
+            if column is not None and "." not in swa.event_time and column.dataType.typeName() == "timestamp":
+                footers = BatchFooters(setup.checkpoint, swa.event_time)
+        return cls(
+            setup.step,
+            setup.spec,
+            setup.state_dir,
+            setup.delays[swa.input],
+            setup.run_id,
+            setup.pipeline,
+            sources=setup.sources[swa.input],
+            footers=footers,
+        )
 
     def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows:
         from pyspark.sql import Observation
@@ -122,13 +146,14 @@ class SwaStream:
         with _windows_hashed_in_memory(batch.sparkSession, swa.size):
             written = write_folders(windows, _output_and_held(current))
         turned = _observed(turned_away) or rows.agg(*counts).first().asDict()
+        side = {}
         if turned["rejected"]:
-            self._quarantine(rows.where(~is_good), batch_id)
+            side[QUARANTINE] = self._quarantined(rows.where(~is_good))
         if turned["late"]:
-            self._late(rows.where(is_late).drop(REASON), old_mark, batch_id)
+            side[LATE] = self._late(rows.where(is_late).drop(REASON), old_mark)
         state.complete(batch_id, {"max": seen, "mark": mark})
         self._measure(current, written[HELD], [field_of(good, c).name for c in swa.key_columns()], mark)
-        return WrittenRows(join(current, OUTPUT), windows.drop(FINAL, HELD).schema)
+        return WrittenRows(join(current, OUTPUT), windows.drop(FINAL, HELD).schema, side)
 
     def _newest(self, rows: DataFrame, batch_id: int) -> int | None:
         """The newest event time among the new rows, keyed or not (a quarantined row still shows
@@ -169,12 +194,10 @@ class SwaStream:
 
     # -- side tables and figures ---------------------------------------------------------------
 
-    def _quarantine(self, rejected: DataFrame, batch_id: int) -> None:
+    def _quarantined(self, rejected: DataFrame) -> DataFrame:
         from pyspark.sql import functions as F
 
-        if self.quarantine is None:
-            return
-        shaped = quarantine_shape(rejected, self.step).select(
+        return quarantine_shape(rejected, self.step).select(
             F.lit(self.run_id).alias("run_id"),
             F.lit(self.pipeline).alias("pipeline"),
             "source",
@@ -183,15 +206,12 @@ class SwaStream:
             "reason",
             F.current_timestamp().alias("quarantined_at"),
         )
-        self.quarantine(shaped, batch_id)
 
-    def _late(self, late: DataFrame, mark_micros: int, batch_id: int) -> None:
-        if self.late is None:
-            return
+    def _late(self, late: DataFrame, mark_micros: int) -> DataFrame:
         mark = datetime.fromtimestamp(mark_micros / 1_000_000, tz=UTC).replace(tzinfo=None)
         event_time = field_of(late, self.spec.swa.event_time).name
         source = ", ".join(self.sources) or self.spec.swa.input
-        self.late(late_records(late, source, (self.step,), event_time, mark, self.run_id, self.pipeline), batch_id)
+        return late_records(late, source, (self.step,), event_time, mark, self.run_id, self.pipeline)
 
     def _measure(self, folder: str, state_rows: int, keys: list[str], mark: int | None) -> None:
         """State held after this batch: its tuples (as written), and its open windows, read from

@@ -8,15 +8,16 @@ A unit is one key group inside one window. `closed_by` is `count` for a full win
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from framework.operators import StepContext, operator
+from framework.operators.context import StepContext
 from framework.operators.keyed_windows import (
     CLOSED,
     COUNT,
     END_OF_INPUT,
     MICROS,
     UNIT,
+    aggregate_problems,
     checked_input,
     spec_of,
     tuple_order,
@@ -24,16 +25,17 @@ from framework.operators.keyed_windows import (
     used_columns,
 )
 from framework.operators.ordering import global_positions
+from framework.operators.registry import StepKind, Streaming, register
+from framework.spec.steps import TumblingStep
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from framework.spec.steps import TumblingSpec
 
 POSITION = "__tributary_position"
 
 
-@operator("tumbling")
 def build_tumbling(context: StepContext):  # noqa: ANN201 - a DataFrame
     spec = spec_of(context)
     return unit_rows(context.name, spec, assign_count_windows(used_columns(checked_input(context), spec), spec), [UNIT])
@@ -51,3 +53,21 @@ def assign_count_windows(rows: DataFrame, spec: TumblingSpec) -> DataFrame:
         .withColumn(CLOSED, F.when(window < F.lit(full_windows), F.lit(COUNT)).otherwise(F.lit(END_OF_INPUT)))
         .drop(POSITION)
     )
+
+
+def units(rows: DataFrame, spec: TumblingSpec) -> tuple[DataFrame, Column, Column]:
+    """Each tuple with its unit (UNIT: its count window), open from the window's first tuple to
+    its last: the whole window is held until then (framework.integration)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    assigned = assign_count_windows(rows, spec)
+    window = Window.partitionBy(F.col(UNIT))
+    return assigned, F.min(MICROS).over(window), F.max(MICROS).over(window)
+
+
+def _batch_only(step: Any) -> Streaming:
+    return Streaming.BATCH_ONLY
+
+
+register(StepKind(TumblingStep, build=build_tumbling, streaming=_batch_only, checks=(aggregate_problems,), units=units))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from framework.errors import BadInput, Problem
-from framework.operators import StepContext, operator
+from framework.operators.context import StepContext
+from framework.operators.registry import StepKind, register
+from framework.spec.steps import UnionStep
 
 SOURCE_COLUMN = "_source"
 
 
-@operator("union")
 def build_union(context: StepContext):  # noqa: ANN201 - a DataFrame
     from pyspark.sql import functions as F
 
@@ -32,3 +33,6 @@ def build_union(context: StepContext):  # noqa: ANN201 - a DataFrame
     for frame in frames[1:]:
         result = result.unionByName(frame, allowMissingColumns=True)
     return result
+
+
+register(StepKind(UnionStep, build=build_union, passes_rows_through=True))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from framework.io.delta_store import DeltaStore
+from framework.io.delta.base import DeltaStore
 
 QUALITY_SCHEMA = pa.schema(
     [

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from framework.quality.catalog import COLUMN_ARGS, catalog
 from framework.quality.results import ExpectationResult
+from framework.spec.expectation_catalog import COLUMN_ARGS, catalog
 from framework.spec.expectations import ExpectationSpec
 
 if TYPE_CHECKING:

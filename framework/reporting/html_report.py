@@ -17,12 +17,13 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from framework.engine.results import CheckOutcome, OutputStatus, RunStatus, Tone, tone
 from framework.errors import BadInput, Problem
-from framework.io.delta_rs import DeltaRsStore
+from framework.io.delta import local_store
 from framework.io.locations import EVENTS_TABLE, INTEGRATION_TABLE, QUALITY_TABLE, QUARANTINE_TABLE, Warehouse
 
 if TYPE_CHECKING:
-    from framework.io.delta_store import DeltaStore
+    from framework.io.delta.base import DeltaStore
     from framework.profiles import Profile
     from framework.project import Project
 
@@ -96,7 +97,7 @@ class RunReport:
 
     @property
     def rows_written(self) -> int:
-        return sum(o.rows or 0 for o in self.outputs if not o.internal and o.status != "skipped")
+        return sum(o.rows or 0 for o in self.outputs if not o.internal and o.status != OutputStatus.SKIPPED)
 
     @property
     def quarantined(self) -> int:
@@ -122,7 +123,7 @@ def gather_run(
     """Everything logged about one run (default: the latest, of `pipeline` if given).
 
     Raises BadInput when there are no runs, or no run with that id."""
-    store = store or DeltaRsStore(profile.storage_options)
+    store = store or local_store(profile.storage_options)
     warehouse = Warehouse.of(project, profile)
     name, pipeline_file = _pipeline_arg(project, pipeline) if pipeline else (None, None)
     events_table = warehouse.internal(EVENTS_TABLE)
@@ -190,7 +191,7 @@ def _find_run(store: DeltaStore, table: str, run_id: str | None, pipeline: str |
 
 
 def _from_events(run_id: str, pipeline: str, events: list[dict[str, Any]]) -> RunReport:
-    report = RunReport(run_id=run_id, pipeline=pipeline, status="incomplete")
+    report = RunReport(run_id=run_id, pipeline=pipeline, status=RunStatus.INCOMPLETE)
     for e in events:
         details = _json(e.get("details"))
         details = details if isinstance(details, dict) else {}
@@ -385,18 +386,18 @@ def _cards(r: RunReport) -> str:
     if not r.quality:
         quality = ("Expectations", "–", "none declared", "neutral")
     else:
-        tone = "fail" if blocking else "warn" if failed else "pass"
-        quality = ("Expectations", f"{len(r.quality) - len(failed)}/{len(r.quality)}", f"passed · {len(failed)} failing", tone)
+        shade = Tone.FAIL if blocking else Tone.WARN if failed else Tone.PASS
+        quality = ("Expectations", f"{len(r.quality) - len(failed)}/{len(r.quality)}", f"passed · {len(failed)} failing", shade)
     written = [o for o in r.outputs if not o.internal]
     cards = [
-        ("Status", r.status, r.error.splitlines()[0][:60] if r.error else "", _tone(r.status)),
+        ("Status", r.status, r.error.splitlines()[0][:60] if r.error else "", tone(r.status)),
         (
             "Duration",
             _duration(r.duration_s),
             f"ended {_when(r.ended, short=True)}" if r.ended else "no run_end logged",
             "neutral",
         ),
-        ("Steps", f"{len(r.steps)}", f"{sum(1 for s in r.steps if _tone(s.status) == 'pass')} ok", "neutral"),
+        ("Steps", f"{len(r.steps)}", f"{sum(1 for s in r.steps if tone(s.status) is Tone.PASS)} ok", Tone.NEUTRAL),
         ("Rows written", f"{r.rows_written:,}", f"to {len(written)} output(s)", "neutral"),
         quality,
         ("Quarantined", f"{r.quarantined:,}", "rows set aside", "warn" if r.quarantined else "neutral"),
@@ -404,9 +405,9 @@ def _cards(r: RunReport) -> str:
     return (
         "<div class='cards'>"
         + "".join(
-            f"<div class='card {tone}'><div class='label'>{_e(label)}</div><div class='value'>{_e(value)}</div>"
+            f"<div class='card {shade}'><div class='label'>{_e(label)}</div><div class='value'>{_e(value)}</div>"
             f"<div class='sub'>{_e(sub)}</div></div>"
-            for label, value, sub, tone in cards
+            for label, value, sub, shade in cards
         )
         + "</div>"
     )
@@ -434,7 +435,7 @@ def _summary(r: RunReport) -> str:
     body = "<table class='kv'>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
     if r.error:
         body += f"<div class='alert fail'><strong>Error</strong><pre>{_e(r.error)}</pre></div>"
-    elif r.status == "incomplete":
+    elif r.status == RunStatus.INCOMPLETE:
         body += "<div class='alert warn'>No <code>run_end</code> was logged: the run is still going or its process died.</div>"
     for note in r.notes:
         body += f"<div class='alert warn'>{_e(note)}</div>"
@@ -528,10 +529,10 @@ def _expectation(q: dict[str, Any]) -> str:
 
 def _result(q: dict[str, Any]) -> str:
     if q.get("error"):
-        return _badge("error")
+        return _badge(CheckOutcome.ERROR)
     if q.get("success"):
-        return _badge("pass")
-    return _badge({"warn": "warn", "drop": "dropped"}.get(str(q.get("severity")), "fail"))
+        return _badge(CheckOutcome.PASS)
+    return _badge({"warn": CheckOutcome.WARN, "drop": CheckOutcome.DROPPED}.get(str(q.get("severity")), CheckOutcome.FAIL))
 
 
 def _observed(value: str | None) -> str:
@@ -661,16 +662,6 @@ def _footer(r: RunReport) -> str:
 
 # -- small pieces ------------------------------------------------------------------------------
 
-_TONES = {
-    "pass": {"ok", "written", "streamed", "pass", "passed", "success"},
-    "fail": {"failed", "fail", "error", "rolled back"},
-    "warn": {"warn", "dropped", "skipped", "interrupted", "incomplete", "running"},
-}
-
-
-def _tone(status: str | None) -> str:
-    return next((tone for tone, names in _TONES.items() if str(status) in names), "neutral")
-
 
 def _e(value: Any) -> str:
     return escape("" if value is None else str(value), quote=True)
@@ -678,7 +669,7 @@ def _e(value: Any) -> str:
 
 def _badge(status: str | None, solid: bool = False) -> str:
     text = status or "unknown"
-    return f"<span class='badge {_tone(text)}{' solid' if solid else ''}'>{_e(text)}</span>"
+    return f"<span class='badge {tone(text)}{' solid' if solid else ''}'>{_e(text)}</span>"
 
 
 def _chip(text: str, kind: str | None = None) -> str:
@@ -703,9 +694,9 @@ def _num_s(seconds: float | None) -> str:
 
 def _bar(share: float) -> str:
     width = max(0.0, min(1.0, share)) * 100
-    tone = "pass" if share >= 0.95 else "warn" if share >= 0.75 else "fail"
+    shade = Tone.PASS if share >= 0.95 else Tone.WARN if share >= 0.75 else Tone.FAIL
     return (
-        f"<span class='bar'><span class='fill {tone}' style='width:{width:.1f}%'></span></span>"
+        f"<span class='bar'><span class='fill {shade}' style='width:{width:.1f}%'></span></span>"
         f"<span class='pct'>{share * 100:.2f} %</span>"
     )
 

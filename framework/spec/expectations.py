@@ -17,10 +17,23 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from framework.quality.catalog import COLUMN_ARGS, catalog, expectation_problems, is_row_level
 from framework.spec.base import SpecModel
+from framework.spec.expectation_catalog import COLUMN_ARGS, catalog, expectation_problems, is_row_level
 
 Severity = Literal["warn", "drop", "fail"]
+
+#: Columns of the integration quality table (framework.integration.evaluation.metrics_rows), which
+#: `on: integration` expectations check.
+INTEGRATION_COLUMNS = (
+    "run_id", "pipeline", "step", "operator", "strategy", "size", "timeout_s",
+    "tuples", "instances", "units", "completeness_100", "completeness_85", "completeness_75",
+    "partial_completeness", "recall", "correct_rate",
+    "windows_open_max", "windows_open_mean", "tuples_held_max", "tuples_held_mean", "evaluated_at",
+)  # fmt: skip
+
+#: A row's failed `drop` expectations travel as the bits of one positive 64-bit number.
+MAX_DROP_EXPECTATIONS = 63
+
 
 #: What an expectation may say besides its one `expect_...` key.
 _SETTINGS = ("severity", "on", "meta")

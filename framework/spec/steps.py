@@ -1,7 +1,8 @@
 """Step kinds of the spec. A step is a mapping holding exactly one kind key (`sql:`, `union:`...).
 
-Kinds register themselves in STEP_KINDS; the pipeline model accepts any registered kind, so a new
-kind is a new class here plus an operator in framework/operators, never a new branch elsewhere.
+Kinds register themselves in STEP_KINDS; the pipeline model accepts any registered kind. What a
+kind does and can do is its entry in the step-kind registry (framework.operators.registry), which
+refuses to load when a kind here has no entry there.
 """
 
 from __future__ import annotations
@@ -41,10 +42,15 @@ class SqlStep(StepSpec):
 
     @property
     def template_file(self) -> str | None:
-        text = self.sql.strip()
-        if text.endswith(".sql") and not any(c.isspace() for c in text):
-            return text
-        return None
+        return template_file(self.sql)
+
+
+def template_file(sql: str) -> str | None:
+    """The template file a step's `sql:` names (`x.sql`), or None when it holds the query itself."""
+    text = sql.strip()
+    if text.endswith(".sql") and not any(c.isspace() for c in text):
+        return text
+    return None
 
 
 @step_kind

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from framework.errors import BadInput, Problem
 from framework.io import staging as staging_files
-from framework.io.delta_store import CommitResult, DeltaStore, StagedWrite, WriteMode
+from framework.io.delta.base import CommitResult, DeltaStore, StagedWrite, WriteMode
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from framework.io import staging as staging_files
-from framework.io.delta_store import CommitResult, DeltaStore, StagedWrite, WriteMode
+from framework.io.delta.base import CommitResult, DeltaStore, StagedWrite, WriteMode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

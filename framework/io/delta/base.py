@@ -162,18 +162,3 @@ class DeltaStore(ABC):
     @abstractmethod
     def query(self, table: str, sql: str) -> pa.Table:
         """Run a small SQL query over a table (named `t`) without a JVM, for the CLI's listings."""
-
-
-def choose_store(spark: SparkSession | None, preference: str, storage_options: dict[str, str] | None = None) -> DeltaStore:
-    """Spark's Delta writer when its jars are on the classpath (or the profile asks), else delta-rs."""
-    from framework.io.delta_rs import DeltaRsStore
-
-    if preference == "delta-rs" or spark is None:
-        return DeltaRsStore(storage_options or {})
-    from framework.engine.session import has_delta_jars
-
-    if preference == "spark" or has_delta_jars(spark):
-        from framework.io.delta_spark import SparkDeltaStore
-
-        return SparkDeltaStore(spark)
-    return DeltaRsStore(storage_options or {})

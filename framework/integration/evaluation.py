@@ -1,7 +1,7 @@
 """Integration quality of `swa:` and `tumbling:` steps that declare `truth:` (ground-truth columns).
 
-The step's tuples are assigned to units the same way the step assigns them, then measured with
-framework.quality.integration. A unit is open from its first tuple until it closes: an SWA window
+The step's tuples are assigned to units the same way the step assigns them (its kind's `units` in
+the step-kind registry), then measured with framework.integration.metrics. A unit is open from its first tuple until it closes: an SWA window
 closed by count at its n-th tuple, by timeout (or end of input) at s + t; a tumbling window's key
 groups from the window's first to its last tuple (the whole window is held until then).
 
@@ -13,20 +13,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from framework.operators import StepContext
+from framework.integration.metrics import IntegrationMetrics, integration_metrics
+from framework.operators import StepContext, kind_of
 from framework.operators.columns import field_of, quoted
-from framework.operators.keyed_windows import MICROS, UNIT, checked_input
-from framework.quality.integration import IntegrationMetrics, integration_metrics
-from framework.spec.steps import SwaStep, TumblingStep
+from framework.operators.keyed_windows import UNIT, checked_input
+from framework.spec.steps import StepSpec
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-    from framework.io.delta_store import DeltaStore
+    from framework.io.delta.base import DeltaStore
 
 
 @dataclass(frozen=True)
@@ -40,24 +38,27 @@ class StepEvaluation:
 
     @property
     def label(self) -> str:
-        if self.operator == "swa":
+        if self.timeout_s is not None:
             return f"{self.step}: swa {self.strategy} {self.size}/{self.timeout_s:g}s"
         return f"{self.step}: tumbling {self.strategy} W={self.size}"
 
 
-def evaluable(spec: Any) -> bool:
-    return isinstance(spec, (SwaStep, TumblingStep)) and getattr(spec, spec.kind).truth is not None
+def evaluable(step: StepSpec | None) -> bool:
+    """Whether the step's kind can be measured (framework.operators.registry) and it declares truth."""
+    return step is not None and kind_of(step).evaluable(step)
 
 
 def evaluate_step(context: StepContext) -> StepEvaluation:
     """Measure one step on its (static) input: the same units the step emits, with ground truth."""
     from pyspark.sql import functions as F
 
-    spec = getattr(context.spec, context.spec.kind)
+    kind = kind_of(context.spec)
+    spec = kind.settings(context.spec)
     probe = StepContext(context.spark, context.name, context.spec, context.inputs)  # its own quarantine list
     rows = checked_input(probe)
     keys = [field_of(rows, c).name for c in spec.key_columns()]
-    units, opened, closed = _units(context.spec, spec, rows, keys)
+    assert kind.units is not None
+    units, opened, closed = kind.units(rows, spec)
     rejected = probe.rejected[0].rows if probe.rejected else None
     # measured with several aggregations: computed once, not once per aggregation
     measured = units.select(
@@ -79,27 +80,6 @@ def evaluate_step(context: StepContext) -> StepEvaluation:
     measured.unpersist()
     timeout = getattr(spec, "timeout", None)
     return StepEvaluation(context.name, context.spec.kind, spec.key_label(), spec.size, timeout, metrics)
-
-
-def _units(step: Any, spec: Any, rows: DataFrame, keys: list[str]) -> tuple[DataFrame, Any, Any]:
-    """Tuples with their unit, and the unit's open and close instants (micros)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    if isinstance(step, SwaStep):
-        from framework.operators.swa import KEY_HASH, POSITION, START, assign_windows, key_columns
-
-        # a window closes at its n-th tuple, else when its timeout runs out
-        assigned = assign_windows(rows, spec)
-        each_window = Window.partitionBy(KEY_HASH, *key_columns(assigned, spec), UNIT)
-        nth_tuple = F.max(F.when(F.col(POSITION) == spec.size, F.col(MICROS))).over(each_window)
-        closed = F.coalesce(nth_tuple, F.col(START) + F.lit(spec.timeout_micros))
-        return assigned, F.col(START), closed
-    from framework.operators.tumbling import assign_count_windows
-
-    assigned = assign_count_windows(rows, spec)
-    window = Window.partitionBy(F.col(UNIT))
-    return assigned, F.min(MICROS).over(window), F.max(MICROS).over(window)
 
 
 def metrics_rows(evaluations: list[StepEvaluation], run_id: str, pipeline: str) -> pa.Table:

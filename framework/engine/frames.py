@@ -1,0 +1,205 @@
+"""A run plan's sources and steps as DataFrames, in run order; batch and streaming alike.
+
+What differs between the two is how a source is read and how a step is built, and that is all a
+Reading says: batch reads files and tables once and counts each step's rows as the run computes
+them; streaming reads sources as streams and hands steps that run per micro-batch to their
+outputs' sinks (their frame here is the stream the sink reads). The rest is the same:
+
+- each step gets its inputs' frames and its rendered SQL (StepContext), and a temporary view;
+- expectations are attached where the plan puts them (framework.quality.gate): rows a `drop`
+  expectation refuses are split off by the write of the output the plan names, or read again
+  from the cached rows for the quarantine;
+- a step several readers share is computed once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from framework.engine.context import RunContext
+from framework.engine.results import Progress, StepResult, StepStatus
+from framework.errors import BadInput
+from framework.io.sources import SourceFrame, read_source, read_source_stream
+from framework.operators.context import Rejected, StepContext
+from framework.operators.registry import Streaming
+from framework.plan.model import CheckScope, PlannedSource, PlannedStep
+from framework.quality.gate import MASK, QualityGate
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Observation
+
+    from framework.plan.model import PlannedOutput
+    from framework.spec.expectations import ExpectationSpec
+
+
+@dataclass
+class Frames:
+    """The frames of one run's sources and steps, and what the outputs need from them."""
+
+    frames: dict[str, DataFrame] = field(default_factory=dict)  # source or step -> its rows
+    sources: dict[str, SourceFrame] = field(default_factory=dict)
+    contexts: dict[str, StepContext] = field(default_factory=dict)
+    #: an output -> the frame it stages when that is not its step's (its own checks, a split write)
+    staged: dict[str, DataFrame] = field(default_factory=dict)
+    #: a step run per micro-batch -> a frame with the columns it writes (its frame is its input stream)
+    columns: dict[str, DataFrame] = field(default_factory=dict)
+    row_counts: dict[str, Observation] = field(default_factory=dict)  # batch: observed while staging
+
+    def output_frame(self, output: PlannedOutput) -> DataFrame:
+        return self.staged.get(output.name, self.frames[output.step])
+
+    def columns_of(self, step: str) -> DataFrame:
+        """A frame with the columns `step` writes to its outputs."""
+        return self.columns.get(step, self.frames[step])
+
+
+class Reading(Protocol):
+    """How a run reads its sources and builds its steps: batch or streaming."""
+
+    def source(self, run: RunContext, source: PlannedSource) -> SourceFrame: ...
+
+    def step(self, run: RunContext, frames: Frames, step: PlannedStep, context: StepContext) -> DataFrame: ...
+
+    def count_rows(self, frames: Frames, step: str, frame: DataFrame) -> DataFrame: ...
+
+    def share(self, run: RunContext, frame: DataFrame) -> DataFrame: ...
+
+
+class BatchReading:
+    def source(self, run: RunContext, source: PlannedSource) -> SourceFrame:
+        return read_source(run.spark, source.name, source.spec, source.location, run.store)
+
+    def step(self, run: RunContext, frames: Frames, step: PlannedStep, context: StepContext) -> DataFrame:
+        return step.kind.build(context)
+
+    def count_rows(self, frames: Frames, step: str, frame: DataFrame) -> DataFrame:
+        """Count the step's rows as a side effect of the run (no extra Spark job); rows a drop
+        expectation masked are not the step's."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        observation = Observation(f"tributary_step_{step}")
+        frames.row_counts[step] = observation
+        counted = F.count_if(F.col(MASK).isNull()) if MASK in frame.columns else F.count(F.lit(1))
+        return frame.observe(observation, counted.alias("rows"))
+
+    def share(self, run: RunContext, frame: DataFrame) -> DataFrame:
+        """A step read by several steps or outputs is computed once."""
+        frame = frame.persist()
+        run.on_exit(frame.unpersist)
+        return frame
+
+
+class StreamReading:
+    def source(self, run: RunContext, source: PlannedSource) -> SourceFrame:
+        return read_source_stream(run.spark, source.name, source.spec, source.location)
+
+    def step(self, run: RunContext, frames: Frames, step: PlannedStep, context: StepContext) -> DataFrame:
+        """A step that runs per micro-batch (framework.operators.micro_batch) runs in its output's
+        sink: here it is checked on empty frames, which also gives the columns it writes, and its
+        frame is the stream the sink reads."""
+        kind = step.kind
+        if kind.streaming(step.spec) is not Streaming.PER_MICRO_BATCH or kind.micro_batch is None:
+            return kind.build(context)
+        static = StepContext(context.spark, context.name, context.spec, {n: _empty_twin(f) for n, f in context.inputs.items()})
+        frames.columns[step.name] = kind.micro_batch.check(static)
+        return kind.micro_batch.stream(context)
+
+    def count_rows(self, frames: Frames, step: str, frame: DataFrame) -> DataFrame:
+        return frame  # streaming rows are counted by the sinks
+
+    def share(self, run: RunContext, frame: DataFrame) -> DataFrame:
+        return frame  # a stream cannot be cached; each output query reads its own
+
+
+def build_frames(run: RunContext, reading: Reading) -> Frames:
+    plan, built = run.plan, Frames()
+    for node in plan.order:
+        if plan.is_source(node):
+            source = reading.source(run, plan.source(node))
+            built.sources[node] = source
+            frame = source.df
+        else:
+            frame = _build_step(run, reading, built, plan.step(node))
+        built.frames[node] = frame
+        frame.createOrReplaceTempView(node)
+        run.on_exit(lambda v=node: run.spark.catalog.dropTempView(v))
+    for output in plan.outputs:
+        if output.expectations:
+            checked = _attach(run, reading, ("outputs", output.name), built.frames[output.step], output.expectations, split=True)
+            built.staged[output.name] = checked
+    return built
+
+
+def _build_step(run: RunContext, reading: Reading, built: Frames, step: PlannedStep) -> DataFrame:
+    began = time.perf_counter()
+    run.reporter.update("step", step.name, Progress.PLANNING)
+    inputs = {i: built.frames[i] for i in step.inputs}
+    context = StepContext(run.spark, step.name, step.spec, inputs, step.sql, run.rejected)
+    built.contexts[step.name] = context
+    frame = reading.step(run, built, step, context)
+    if step.expectations:
+        frame = _attach(
+            run, reading, ("steps", step.name), frame, step.expectations, split=step.split_by is not None, shared=step.shared
+        )
+    frame = reading.count_rows(built, step.name, frame)
+    if MASK in frame.columns:
+        frame = _split_masked(run, built, step, frame)
+    run.result.steps.append(StepResult(step.name, step.kind.name, StepStatus.PLANNED, plan_s=time.perf_counter() - began))
+    run.reporter.update("step", step.name, StepStatus.PLANNED)
+    if step.shared and not step.checks_rows:
+        frame = reading.share(run, frame)
+    return frame
+
+
+def _split_masked(run: RunContext, built: Frames, step: PlannedStep, frame: DataFrame) -> DataFrame:
+    """A step's rows minus those its drop expectations masked. They go to quarantine: split off
+    by the write of the output that stages them (one pass), else read again from the cache."""
+    from pyspark.sql import functions as F
+
+    masked = F.col(MASK).isNotNull()
+    if step.split_by is not None:
+        built.staged[step.split_by] = frame
+    else:
+        rows = run.quality.quarantined(step.name, CheckScope.STEP, frame.where(masked))
+        run.rejected.append(Rejected(step.name, rows, run.quality.observation(step.name, CheckScope.STEP)))
+    return frame.where(~masked).drop(MASK)
+
+
+def _attach(
+    run: RunContext,
+    reading: Reading,
+    at: tuple[str, str],
+    frame: DataFrame,
+    specs: tuple[ExpectationSpec, ...],
+    split: bool,
+    shared: bool = False,
+) -> DataFrame:
+    """The frame with its expectations attached (framework.quality.gate.QualityGate.attach)."""
+    missing = QualityGate.missing(frame, list(specs))
+    if missing:
+        raise BadInput(
+            *[
+                run.problem(
+                    f"{at[0][:-1]} '{at[1]}': {spec.name} names column(s) {columns} that it does not have",
+                    (*at, "expectations", i),
+                    hint=f"its columns: {', '.join(frame.columns)}",
+                )
+                for i, spec, columns in missing
+            ]
+        )
+    persist = lambda f: reading.share(run, f)  # noqa: E731 - the gate caches through the run
+    return run.quality.attach(at[1], at[0][:-1], frame, list(specs), persist, split=split, shared=shared)
+
+
+def static_frames(run: RunContext) -> Frames:
+    """Every planned source and step as static DataFrames, without writing anything (e.g. to
+    evaluate or measure steps): the steps' contexts stay in `contexts`."""
+    return build_frames(run, BatchReading())
+
+
+def _empty_twin(frame: DataFrame) -> DataFrame:
+    """An empty static frame with the stream's columns: lets the batch operator check the inputs."""
+    return frame.sparkSession.createDataFrame([], frame.schema)

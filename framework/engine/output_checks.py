@@ -1,0 +1,62 @@
+"""Before anything is written: does each output's step produce what its table and spec need?
+
+Partition and merge columns must exist in the step's rows; appending or merging into an
+existing table needs the table's columns and types. Both are bad input (exit 2), named at the
+output in the YAML, for batch and streaming runs alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework.engine.context import RunContext
+from framework.engine.frames import Frames
+from framework.errors import BadInput, Problem
+
+
+def check_outputs(run: RunContext, frames: Frames) -> None:
+    problems: list[Problem] = []
+    for output in run.plan.outputs:
+        produced = frames.columns_of(output.step)
+        columns = {c.lower() for c in produced.columns}
+        for setting, wanted in (("partition_by", output.partition_by), ("keys", output.keys)):
+            missing = [c for c in wanted if c.lower() not in columns]
+            if missing:
+                problems.append(
+                    run.problem(
+                        f"output '{output.name}': {setting} column(s) {missing} not in step '{output.step}'",
+                        ("outputs", output.name, setting),
+                        hint=f"step '{output.step}' has columns: {', '.join(produced.columns)}",
+                    )
+                )
+        if output.mode in ("append", "merge") and not run.plan.full_refresh:
+            existing = run.store.schema(output.table)
+            problem = _schema_problem(output.name, output.table, existing, produced.schema) if existing is not None else None
+            if problem:
+                problems.append(
+                    run.problem(
+                        problem,
+                        ("outputs", output.name),
+                        hint="change the step to produce the table's columns, or rebuild the table with --full-refresh",
+                    )
+                )
+    if problems:
+        raise BadInput(*problems)
+
+
+def _schema_problem(output: str, table: str, existing: Any, produced: Any) -> str | None:
+    have = {f.name.lower(): f.dataType.simpleString() for f in existing.fields}
+    new = {f.name.lower(): f.dataType.simpleString() for f in produced.fields}
+    missing = [c for c in have if c not in new]
+    extra = [c for c in new if c not in have]
+    changed = [f"{c} ({have[c]} → {new[c]})" for c in have if c in new and have[c] != new[c]]
+    if not (missing or extra or changed):
+        return None
+    parts = []
+    if missing:
+        parts.append(f"missing columns {missing}")
+    if extra:
+        parts.append(f"new columns {extra}")
+    if changed:
+        parts.append(f"changed types {changed}")
+    return f"output '{output}': the step's columns do not match the table at {table}: " + "; ".join(parts)

@@ -1,0 +1,145 @@
+"""What a run did: its result objects and the words for their states.
+
+The statuses are enums whose values are the words the run log stores, so the CLI's summary,
+`tributary runs` and the HTML report, which reads them back from the log, say the same thing and
+colour it the same way (`tone`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    OK = "ok"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # killed between two output commits; the next run undid its commits
+    INCOMPLETE = "incomplete"  # the log has no end for it (still running, or killed and not yet recovered)
+
+
+class StepStatus(StrEnum):
+    PENDING = "pending"
+    PLANNED = "planned"
+    OK = "ok"
+    STREAMED = "streamed"
+
+
+class OutputStatus(StrEnum):
+    PENDING = "pending"
+    WRITTEN = "written"
+    SKIPPED = "skipped"  # nothing new, or already written by an identical run
+    FAILED = "failed"
+    ROLLED_BACK = "rolled back"
+
+
+class CheckOutcome(StrEnum):
+    """An expectation's outcome as the report shows it."""
+
+    PASS = "pass"
+    WARN = "warn"
+    DROPPED = "dropped"
+    FAIL = "fail"
+    ERROR = "error"
+
+
+class Progress(StrEnum):
+    """Steps of work the CLI shows while a run goes (besides the statuses above)."""
+
+    PLANNING = "planning"
+    COMPUTING = "computing"
+    STAGED = "staged"
+    CHECKING = "checking"
+    CHECKED = "checked"
+    EVALUATING = "evaluating"
+    EVALUATED = "evaluated"
+    COMMITTING = "committing"
+    STREAMING = "streaming"
+    RECOVERED = "recovered"
+
+
+#: Work under way (the CLI draws a spinner); every other state is a result.
+UNDER_WAY = frozenset(
+    {Progress.PLANNING, Progress.COMPUTING, Progress.CHECKING, Progress.EVALUATING, Progress.COMMITTING, Progress.STREAMING}
+)
+
+
+class Tone(StrEnum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    NEUTRAL = "neutral"
+
+
+_TONES: dict[str, Tone] = {
+    RunStatus.RUNNING: Tone.WARN,
+    RunStatus.OK: Tone.PASS,
+    RunStatus.FAILED: Tone.FAIL,
+    RunStatus.INTERRUPTED: Tone.WARN,
+    RunStatus.INCOMPLETE: Tone.WARN,
+    StepStatus.STREAMED: Tone.PASS,
+    OutputStatus.WRITTEN: Tone.PASS,
+    OutputStatus.SKIPPED: Tone.WARN,
+    OutputStatus.ROLLED_BACK: Tone.FAIL,
+    CheckOutcome.PASS: Tone.PASS,
+    CheckOutcome.WARN: Tone.WARN,
+    CheckOutcome.DROPPED: Tone.WARN,
+    CheckOutcome.FAIL: Tone.FAIL,
+    CheckOutcome.ERROR: Tone.FAIL,
+}
+
+
+def tone(status: str | None) -> Tone:
+    """How good a state is, for colours: a status read back from the log is a plain string."""
+    return _TONES.get(str(status), Tone.NEUTRAL)
+
+
+@dataclass
+class StepResult:
+    name: str
+    kind: str
+    status: StepStatus = StepStatus.PENDING
+    rows: int | None = None
+    plan_s: float = 0.0
+
+
+@dataclass
+class OutputResult:
+    name: str
+    step: str
+    table: str
+    mode: str
+    status: OutputStatus = OutputStatus.PENDING
+    rows: int | None = None
+    version: int | None = None
+    previous_version: int | None = None
+    duration_s: float = 0.0
+    app_id: str = ""
+    observed: dict[str, Any] = field(default_factory=dict)  # streaming: state rows, rates, executors
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    pipeline: str
+    status: RunStatus = RunStatus.RUNNING
+    duration_s: float = 0.0
+    store: str = ""
+    steps: list[StepResult] = field(default_factory=list)
+    outputs: list[OutputResult] = field(default_factory=list)
+    quarantined: dict[str, int] = field(default_factory=dict)
+    late: dict[str, int] = field(default_factory=dict)
+    integration: list[Any] = field(default_factory=list)  # StepEvaluation of steps declaring truth:
+    quality: list[Any] = field(default_factory=list)  # ExpectationResult of every expectation checked
+    error: str | None = None
+
+    def output(self, name: str) -> OutputResult | None:
+        return next((o for o in self.outputs if o.name == name), None)
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]

@@ -1,0 +1,203 @@
+"""A batch run's writes as one unit: stage every output, then commit them all, or none stay.
+
+1. stage: Spark computes each output into Parquet under <warehouse>/_tributary/staging/<run id>
+   (nothing is visible to readers yet); rows the quality gate or the steps refused are staged for
+   the quarantine table the same way;
+2. commit: each output in one Delta transaction; if a commit fails, the outputs this run already
+   committed are restored to their previous version.
+
+Each commit carries a Delta application transaction id, tributary/<pipeline>/<output>/<run key>:
+the run key hashes the spec, the rendered SQL, the vars and the input files or versions, so an
+identical run finds its transaction in the table and writes nothing twice. Overwrite is
+idempotent by itself; its id is the run's own, so an old run never masks a newer table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from framework.engine.context import RunContext, quietly
+from framework.engine.frames import Frames
+from framework.engine.results import OutputResult, OutputStatus, Progress
+from framework.errors import RunFailed
+from framework.io import staging as staging_files
+from framework.io.locations import QUARANTINE_TABLE, is_uri
+from framework.operators.context import Rejected, quarantine_shape
+from framework.plan.model import CheckScope
+from framework.quality.gate import MASK
+from framework.spec.models import DeltaSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from framework.io.delta.base import StagedWrite
+
+QUARANTINE_OUTPUT = "_quarantine"
+
+
+@dataclass
+class Staged:
+    """An output computed and written to staging, waiting for its commit."""
+
+    result: OutputResult
+    write: StagedWrite
+    keys: tuple[str, ...] = ()
+
+
+def stage_outputs(run: RunContext, frames: Frames) -> list[Staged]:
+    """Every output of the plan in staging (an output an identical run wrote is skipped)."""
+    store, key = run.store, run_key(run)
+    staged = []
+    for output in run.plan.outputs:
+        result = OutputResult(output.name, output.step, output.table, output.mode, previous_version=store.version(output.table))
+        run.result.outputs.append(result)
+        result.app_id = f"tributary/{run.pipeline}/{output.name}/{run.run_id if output.mode == 'overwrite' else key}"
+        if output.mode != "overwrite" and store.has_transaction(output.table, result.app_id):
+            result.status, result.version = OutputStatus.SKIPPED, result.previous_version
+            run.reporter.update("output", output.name, OutputStatus.SKIPPED, "already written by an identical run")
+            continue
+        run.reporter.update("output", output.name, Progress.COMPUTING)
+        began = time.perf_counter()
+        frame = frames.output_frame(output)
+        split = MASK if MASK in frame.columns else None
+        existing = store.schema(output.table) if output.mode == "append" else None
+        if existing is not None:
+            frame = frame.select(*[_match_column(frame.columns, f.name) for f in existing.fields], *([MASK] if split else []))
+        write = store.stage(frame, output.name, output.table, run.staging(output.name), list(output.partition_by), split_by=split)
+        if split and output.split is not None:
+            target, scope = output.split.target, output.split.scope
+            rows = run.quality.quarantined(target, scope, store.read_split_off(frame.sparkSession, write, frame.schema))
+            source = target if scope is CheckScope.STEP else f"output:{target}"  # as the quarantine names it
+            run.rejected.append(Rejected(source, rows, known=write.split_rows))
+        result.rows, result.duration_s = write.rows, time.perf_counter() - began
+        if output.mode == "merge":
+            _check_unique_keys(frame.sparkSession, write, list(output.keys), output.name)
+        staged.append(Staged(result, write, output.keys))
+        run.reporter.update("output", output.name, Progress.STAGED, f"{write.rows:,} rows")
+    return staged
+
+
+def stage_quarantine(run: RunContext, frames: Frames) -> list[Staged]:
+    """Malformed source records and rows steps or expectations turned away, with the reason, for
+    <warehouse>/_tributary/quarantine. Step rows are only recomputed when the run counted some."""
+    from pyspark.sql import functions as F
+
+    bad = [(name, s) for name, s in frames.sources.items() if (s.bad_count() or 0) > 0]
+    rejected = [r for r in run.rejected if (r.count() or 0) > 0]
+    if not bad and not rejected:
+        return []
+    parts = [
+        s.bad_rows.select(F.lit(name).alias("source"), "file", "record", "reason")  # type: ignore[union-attr]
+        for name, s in bad
+    ]
+    parts += [quarantine_shape(r.rows, r.step) for r in rejected]
+    frame = parts[0]
+    for other in parts[1:]:
+        frame = frame.unionByName(other)
+    frame = frame.select(
+        F.lit(run.run_id).alias("run_id"),
+        F.lit(run.pipeline).alias("pipeline"),
+        "source",
+        "file",
+        "record",
+        "reason",
+        F.current_timestamp().alias("quarantined_at"),
+    )
+    table = run.internal(QUARANTINE_TABLE)
+    result = OutputResult(QUARANTINE_OUTPUT, "-", table, "append", previous_version=run.store.version(table))
+    result.app_id = f"tributary/{run.pipeline}/{QUARANTINE_OUTPUT}/{run.run_id}"
+    write = run.store.stage(frame, result.name, table, run.staging(result.name), [])
+    result.rows = write.rows
+    run.result.quarantined = {name: s.bad_count() or 0 for name, s in bad}
+    for r in rejected:
+        run.result.quarantined[r.step] = run.result.quarantined.get(r.step, 0) + (r.count() or 0)
+    run.result.outputs.append(result)
+    run.reporter.update("output", result.name, Progress.STAGED, f"{write.rows:,} quarantined rows")
+    return [Staged(result, write)]
+
+
+def commit_all(run: RunContext, staged: list[Staged]) -> None:
+    """Commit the staged writes in order; on a failure, restore the ones already committed."""
+    committed: list[OutputResult] = []
+    for item in staged:
+        result = item.result
+        try:
+            run.reporter.update("output", result.name, Progress.COMMITTING)
+            outcome = run.store.commit(run.spark, item.write, result.mode, list(item.keys), result.app_id, run_id=run.run_id)  # type: ignore[arg-type]
+        except BaseException:
+            result.status = OutputStatus.FAILED
+            for done in reversed(committed):
+                quietly(lambda d=done: run.store.restore(d.table, d.previous_version))
+                done.status = OutputStatus.ROLLED_BACK
+            raise
+        result.version = outcome.version
+        result.status = OutputStatus.SKIPPED if outcome.skipped else OutputStatus.WRITTEN
+        committed.append(result)
+        run.reporter.update("output", result.name, result.status, f"version {outcome.version}")
+
+
+def discard(run: RunContext, staged: list[Staged]) -> None:
+    for item in staged:
+        quietly(lambda w=item.write: run.store.discard(w))
+
+
+def run_key(run: RunContext) -> str:
+    """Identifies 'the same batch run': same spec, rendered SQL, vars and input files/versions."""
+    compiled = run.compiled
+    fingerprint: dict[str, Any] = {
+        "spec": compiled.spec.model_dump(mode="json", by_alias=True),
+        "sql": {k: v.text for k, v in sorted(compiled.sql.items())},
+        "vars": compiled.variables,
+        "inputs": {},
+    }
+    for source in sorted(run.plan.sources, key=lambda s: s.name):
+        spec = source.spec
+        if isinstance(spec, DeltaSource):
+            version = spec.version if spec.version is not None else str(spec.timestamp or run.store.version(source.location))
+            fingerprint["inputs"][source.name] = version
+        else:
+            fingerprint["inputs"][source.name] = _file_fingerprint(source.location)
+    digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
+    return digest[:20]
+
+
+def _match_column(columns: list[str], name: str) -> str:
+    for c in columns:
+        if c.lower() == name.lower():
+            return f"`{c}`"
+    return f"`{name}`"
+
+
+def _check_unique_keys(spark: SparkSession, write: StagedWrite, keys: list[str], output: str) -> None:
+    if not write.files:
+        return
+    reader = spark.read.schema(write.schema)
+    if write.partition_by:
+        reader = reader.option("basePath", write.staging)
+    dupes = reader.parquet(write.staging).groupBy(*keys).count().where("count > 1").limit(3).collect()
+    if dupes:
+        sample = ", ".join(str({k: row[k] for k in keys}) for row in dupes)
+        raise RunFailed(f"output '{output}': merge keys {keys} are not unique in the new rows (e.g. {sample})")
+
+
+def _file_fingerprint(location: str) -> Any:
+    try:
+        import glob as globbing
+
+        import pyarrow.fs as pafs
+
+        fs, root = staging_files.filesystem(location)
+        paths = globbing.glob(root) if not is_uri(location) and globbing.has_magic(root) else [root]
+        entries = []
+        for path in paths:
+            info = fs.get_file_info(path)
+            infos = fs.get_file_info(pafs.FileSelector(path, recursive=True)) if info.type == pafs.FileType.Directory else [info]
+            entries += [(i.path, i.size, i.mtime_ns) for i in infos if i.type == pafs.FileType.File]
+        return sorted(entries)
+    except Exception:  # noqa: BLE001 - unlistable input: never treat two runs as the same
+        return uuid.uuid4().hex

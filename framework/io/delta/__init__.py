@@ -1,0 +1,49 @@
+"""Delta tables: one interface (base.DeltaStore) over two writers, and the choice between them.
+
+- delta_rs: delta-rs (`deltalake`), the embedded default; needs no JVM jars.
+- delta_spark: Spark's own Delta writer, when the delta-spark jars are on the classpath (a cluster).
+
+Spark writes the Parquet files either way; the store commits them in one Delta transaction.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from framework.io.delta.base import CommitResult, DeltaStore, StagedWrite, WriteMode
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["CommitResult", "DeltaStore", "StagedWrite", "WriteMode", "choose_store", "has_delta_jars", "local_store"]
+
+
+def choose_store(spark: SparkSession | None, preference: str, storage_options: dict[str, str] | None = None) -> DeltaStore:
+    """Spark's Delta writer when its jars are on the classpath (or the profile asks), else delta-rs."""
+    if preference == "delta-rs" or spark is None:
+        return local_store(storage_options)
+    if preference == "spark" or has_delta_jars(spark):
+        from framework.io.delta.delta_spark import SparkDeltaStore
+
+        return SparkDeltaStore(spark)
+    return local_store(storage_options)
+
+
+def local_store(storage_options: dict[str, str] | None = None) -> DeltaStore:
+    """delta-rs: reads and writes tables without a JVM (the CLI's listings, the run log)."""
+    from framework.io.delta.delta_rs import DeltaRsStore
+
+    return DeltaRsStore(storage_options or {})
+
+
+def has_delta_jars(spark: SparkSession) -> bool:
+    """True when Spark's own Delta implementation is on the classpath (a cluster with delta-spark jars)."""
+    try:
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - Spark Connect has no JVM on this side; trust the server's extensions
+        return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
+    try:
+        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
+        return True
+    except Exception:  # noqa: BLE001 - ClassNotFoundException through py4j
+        return False

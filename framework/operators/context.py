@@ -1,0 +1,76 @@
+"""What an operator gets and gives back: its StepContext, and the rows it turned away (Rejected).
+
+A step's builder reads its inputs from the context and returns its DataFrame. Rows it cannot use
+(no key, no event time) leave through `context.quarantine` with a reason; the engine writes them
+to the quarantine table with the step's outputs, so a bad record is never silently dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from framework.templating import RenderedSql
+
+
+REASON = "__tributary_reason"
+
+
+@dataclass
+class Rejected:
+    """Rows a step turned away, with a `__tributary_reason` column, and the count of them observed
+    while the step ran (batch), so the rows are only recomputed when there are some."""
+
+    step: str
+    rows: DataFrame
+    observation: Any = None
+    known: int | None = None  # counted otherwise (e.g. from the files a split write made)
+
+    def count(self) -> int | None:
+        from framework.observations import observed_count
+
+        return self.known if self.known is not None else observed_count(self.observation, "rejected")
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a step gets: the session, its spec, its inputs by name and (SQL) its rendered query.
+
+    `rejected` collects rows the step quarantines; the runner writes them to the quarantine table
+    with the step's outputs, so a bad record is never silently dropped."""
+
+    spark: SparkSession
+    name: str
+    spec: Any
+    inputs: dict[str, DataFrame]
+    sql: RenderedSql | None = None
+    rejected: list[Rejected] = field(default_factory=list)
+
+    def quarantine(self, rows: DataFrame, reason: Column) -> DataFrame:
+        """Rows for which `reason` is not null leave the step (quarantined); the others are returned."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        tagged = rows.withColumn(REASON, reason)
+        observation = None
+        if not rows.isStreaming:
+            observation = Observation(f"tributary_rejected_{self.name}_{len(self.rejected)}")
+            tagged = tagged.observe(observation, F.count_if(F.col(REASON).isNotNull()).alias("rejected"))
+        self.rejected.append(Rejected(self.name, rows.withColumn(REASON, reason).where(F.col(REASON).isNotNull()), observation))
+        return tagged.where(F.col(REASON).isNull()).drop(REASON)
+
+
+def quarantine_shape(rows: DataFrame, step: str) -> DataFrame:
+    """Rejected rows as quarantine records: the step, the row as JSON and the reason."""
+    from pyspark.sql import functions as F
+
+    columns = [F.col(f"`{c}`") for c in rows.columns if not c.startswith("__tributary")]
+    return rows.select(
+        F.lit(step).alias("source"),
+        F.lit(None).cast("string").alias("file"),
+        F.to_json(F.struct(*columns), {"ignoreNullFields": "false"}).alias("record"),
+        F.col(REASON).alias("reason"),
+    )

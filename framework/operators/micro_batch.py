@@ -1,0 +1,51 @@
+"""Operators that run inside an output's sink, one micro-batch at a time (Streaming.PER_MICRO_BATCH).
+
+Some steps cannot run as Spark streaming operators and stay exact: SWA must hold tuples until
+the watermark passes them, a count-window join must see rows in their final arrival order. Such a
+step's output query hands each micro-batch to the step's operator, which carries its state between
+batches beside the output's checkpoint (framework.operators.micro_batch_state) and returns the
+rows to commit (framework.io.stream_sink.WrittenRows), with any rows for the side tables.
+
+The engine gives each output its own operator, built from a MicroBatchSetup by the kind's
+registry entry (framework.operators.registry.MicroBatch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from framework.io.stream_sink import WrittenRows
+
+#: Side tables an operator may hand rows to (WrittenRows.side), committed with its batch.
+QUARANTINE = "quarantine"  # rows the step cannot use, with the reason
+LATE = "late"  # rows older than the watermark they met
+
+
+@dataclass(frozen=True)
+class MicroBatchSetup:
+    """What the engine tells a per-micro-batch operator about its output and its inputs."""
+
+    step: str
+    spec: Any  # the step's spec
+    inputs: dict[str, DataFrame]  # the step's input streams, by name
+    state_dir: str  # beside the output's checkpoint: the state carried between batches
+    checkpoint: str  # the output query's checkpoint (its offsets name each batch's files)
+    delays: dict[str, float]  # per input: the largest watermark delay of the sources behind it (s)
+    sources: dict[str, tuple[str, ...]]  # per input: the sources behind it
+    parquet_rows: dict[str, bool]  # per input: every row is a Parquet file source's row, as read
+    run_id: str = ""
+    pipeline: str = ""
+
+
+class MicroBatchOperator(Protocol):
+    step: str
+    #: state it held, reported with its output (peaks over the run)
+    figures: dict[str, int]
+    #: side tables its batches may have rows for (QUARANTINE, LATE)
+    side_tables: tuple[str, ...]
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows: ...

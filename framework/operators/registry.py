@@ -1,0 +1,129 @@
+"""The step-kind registry: the one place that says what a kind of step is and what it can do.
+
+A kind is one entry (StepKind): its spec class (framework.spec.steps), how it builds its rows,
+how it runs on streams, whether its rows can be measured against ground truth, and the checks it
+needs before Spark starts. The compiler, the run plan, the engine, the integration figures and
+the CLI ask the registry; nothing else asks "which kind is this?".
+
+Each operator module registers its kind at its end (`register(StepKind(...))`), and
+framework/operators/__init__.py imports them all, then refuses to load when a spec kind has no
+entry or an entry has no spec kind. Importing the registry stays light (no Spark, pandas or
+Arrow): `tributary validate` asks it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from framework.spec.steps import STEP_KINDS, StepSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from framework.operators.context import StepContext
+    from framework.operators.micro_batch import MicroBatchOperator, MicroBatchSetup
+
+Builder = Callable[["StepContext"], "DataFrame"]
+
+
+class Streaming(StrEnum):
+    """How a kind runs in a streaming pipeline."""
+
+    NATIVE = "native"  # its batch builder runs on streams as it is (Spark's own streaming operators)
+    PER_MICRO_BATCH = "per micro-batch"  # its output's sink runs it on each micro-batch, carrying state
+    BATCH_ONLY = "batch only"
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """A problem found without Spark, at a path inside the step's YAML (below its name)."""
+
+    message: str
+    at: tuple[str | int, ...] = ()
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """How a kind runs per micro-batch inside its output's sink (Streaming.PER_MICRO_BATCH)."""
+
+    #: the one stream the output's sink reads (the inputs, tagged or unioned as the operator needs)
+    stream: Callable[[StepContext], DataFrame]
+    #: the operator the sink calls with each micro-batch (framework.operators.micro_batch)
+    operator: Callable[[MicroBatchSetup], MicroBatchOperator]
+    #: the step on empty static frames: checks its inputs and gives the output's columns
+    check: Builder
+
+
+class Units(Protocol):
+    """Tuples of a step's input with the unit each belongs to, and when that unit opened and
+    closed (micros): what the integration figures compare with the ground truth."""
+
+    def __call__(self, rows: DataFrame, settings: Any) -> tuple[DataFrame, Column, Column]: ...
+
+
+def native(step: Any) -> Streaming:
+    return Streaming.NATIVE
+
+
+@dataclass(frozen=True)
+class StepKind:
+    spec: type[StepSpec]
+    #: the step's rows from its inputs (batch, and streams where Spark runs it natively)
+    build: Builder
+    #: how the step runs on streams; a function of the step, since one kind may do both
+    streaming: Callable[[Any], Streaming] = native
+    micro_batch: MicroBatch | None = None
+    #: checks of the step's own settings, before Spark starts
+    checks: tuple[Callable[[Any], Iterable[SpecProblem]], ...] = ()
+    #: streaming: why the sources behind the step's declared inputs need a watermark (None: they don't)
+    needs_watermark: str | None = None
+    #: every row of the step is a row of its inputs as it was read (a union)
+    passes_rows_through: bool = False
+    #: the step's query is a template the compiler renders (its inputs are the refs it finds)
+    template: Callable[[Any], str] | None = None
+    #: measurable against ground truth: its settings declare `truth:` (framework.integration)
+    units: Units | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.kind
+
+    def settings(self, step: StepSpec) -> Any:
+        """The block under the step's kind key (e.g. `swa:`), or the step itself for plain kinds."""
+        return getattr(step, self.name, step)
+
+    def evaluable(self, step: StepSpec) -> bool:
+        return self.units is not None and getattr(self.settings(step), "truth", None) is not None
+
+
+_KINDS: dict[str, StepKind] = {}
+
+
+def register(kind: StepKind) -> StepKind:
+    if STEP_KINDS.get(kind.name) is not kind.spec:
+        raise RuntimeError(f"step kind '{kind.name}': {kind.spec.__name__} is not the spec class framework.spec.steps registers")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def kind_of(step: StepSpec) -> StepKind:
+    return _KINDS[step.kind]
+
+
+def kinds() -> dict[str, StepKind]:
+    return dict(_KINDS)
+
+
+def check_complete() -> None:
+    """Every spec kind has an operator entry and every entry a spec kind (called once all are in)."""
+    missing = sorted(set(STEP_KINDS) - set(_KINDS))
+    extra = sorted(set(_KINDS) - set(STEP_KINDS))
+    if missing or extra:
+        raise RuntimeError(
+            "the step kinds of framework.spec.steps and framework.operators differ: "
+            + "; ".join(filter(None, [missing and f"no operator for {missing}", extra and f"no spec class for {extra}"]))
+        )

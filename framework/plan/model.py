@@ -1,0 +1,140 @@
+"""The run plan: what a run will read, build, check and write, decided before Spark starts.
+
+A plan is plain data (framework.plan.planner builds it from a compiled pipeline, the engine
+executes it), so every decision about the run is made once, in one place, and can be shown
+(`tributary plan`) and tested without a JVM:
+
+- which sources and steps the selected outputs need, in run order;
+- which steps are read more than once (computed once and shared);
+- per output: its table, the mode it writes with, whether it stages the step's rows or its own
+  checked rows, and which rows its write splits off for the quarantine;
+- the expectations on each step and output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from framework.io.locations import Warehouse
+    from framework.operators.registry import StepKind
+    from framework.spec.expectations import ExpectationSpec
+    from framework.templating import RenderedSql
+
+
+class RunMode(StrEnum):
+    BATCH = "batch"
+    STREAMING = "streaming"
+
+
+class CheckScope(StrEnum):
+    """Whose expectations refused a row (the quarantine's `source` says which)."""
+
+    STEP = "step"
+    OUTPUT = "output"
+
+
+@dataclass(frozen=True)
+class PlannedSource:
+    name: str
+    spec: Any  # FileSource | DeltaSource
+    location: str  # a resolved local path or a URI
+    readers: tuple[str, ...]  # the planned steps that read it
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    name: str
+    kind: StepKind
+    spec: Any  # the step's spec (framework.spec.steps)
+    inputs: tuple[str, ...]  # sources and steps it reads
+    sql: RenderedSql | None  # the rendered query of a template kind
+    readers: int  # planned steps and outputs that read its rows
+    selected: bool = True  # chosen by --select (else built only because a chosen step reads it)
+    #: the output whose write splits off the rows this step's drop expectations refuse (its only
+    #: reader, with no row checks of its own); None: the refused rows are read again for the quarantine
+    split_by: str | None = None
+
+    @property
+    def expectations(self) -> tuple[ExpectationSpec, ...]:
+        return tuple(self.spec.expectations)
+
+    @property
+    def checks_rows(self) -> bool:
+        return any(e.on == "rows" for e in self.expectations)
+
+    @property
+    def drops_rows(self) -> bool:
+        return any(e.on == "rows" and e.severity == "drop" for e in self.expectations)
+
+    @property
+    def shared(self) -> bool:
+        """Read by several steps or outputs: computed once."""
+        return self.readers > 1
+
+
+@dataclass(frozen=True)
+class QuarantineSplit:
+    """Rows an output's write splits off: those the expectations of `target` refused."""
+
+    target: str
+    scope: CheckScope
+
+
+@dataclass(frozen=True)
+class PlannedOutput:
+    name: str
+    step: str  # the step whose rows it writes
+    table: str  # the Delta table's location
+    mode: str  # append | overwrite | merge, as this run writes (a batch full refresh overwrites)
+    keys: tuple[str, ...]
+    partition_by: tuple[str, ...]
+    expectations: tuple[ExpectationSpec, ...]
+    split: QuarantineSplit | None = None
+
+    @property
+    def checks_rows(self) -> bool:
+        """Its own row checks: it stages its own checked rows, not the step's frame."""
+        return any(e.on == "rows" for e in self.expectations)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    pipeline: str
+    mode: RunMode
+    warehouse: Warehouse
+    full_refresh: bool
+    sources: tuple[PlannedSource, ...]
+    steps: tuple[PlannedStep, ...]  # in run order: each after everything it reads
+    outputs: tuple[PlannedOutput, ...]
+    order: tuple[str, ...]  # sources and steps in run order
+
+    @property
+    def streaming(self) -> bool:
+        return self.mode is RunMode.STREAMING
+
+    def is_source(self, node: str) -> bool:
+        return any(s.name == node for s in self.sources)
+
+    def source(self, name: str) -> PlannedSource:
+        return next(s for s in self.sources if s.name == name)
+
+    def step(self, name: str) -> PlannedStep:
+        return next(s for s in self.steps if s.name == name)
+
+    def output(self, name: str) -> PlannedOutput:
+        return next(o for o in self.outputs if o.name == name)
+
+    def upstream_sources(self, node: str) -> tuple[str, ...]:
+        """The sources whose rows reach `node` (itself, if it is a source), sorted."""
+        sources = {s.name for s in self.sources}
+        seen: set[str] = set()
+        todo = [node]
+        while todo:
+            current = todo.pop()
+            if current not in seen:
+                seen.add(current)
+                todo.extend(() if current in sources else self.step(current).inputs)
+        return tuple(sorted(seen & sources))

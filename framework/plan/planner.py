@@ -1,0 +1,87 @@
+"""Compiled pipeline → run plan (framework.plan.model). No Spark: `tributary plan` shows it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from framework.compiler import CompiledPipeline
+from framework.io.locations import Warehouse, resolve_location
+from framework.io.sources import source_location
+from framework.operators.registry import kind_of
+from framework.plan.model import CheckScope, PlannedOutput, PlannedSource, PlannedStep, QuarantineSplit, RunMode, RunPlan
+
+
+def plan_run(compiled: CompiledPipeline, warehouse: Warehouse, full_refresh: bool = False) -> RunPlan:
+    spec, graph = compiled.spec, compiled.graph
+    mode = RunMode(spec.mode)
+    needed: set[str] = set()
+    for step in compiled.selected:
+        needed |= {step} | graph.upstream(step)
+    order = tuple(n for n in graph.order() if n in needed)
+    selected_outputs = compiled.selected_outputs()
+    written_by = {o: spec.output_step(o) for o in selected_outputs}
+
+    def readers(node: str) -> int:
+        return graph.readers_count(node, needed) + sum(step == node for step in written_by.values())
+
+    steps = []
+    for name in order:
+        if name in spec.sources:
+            continue
+        step = spec.steps[name]
+        planned = PlannedStep(
+            name, kind_of(step), step, graph.inputs[name], compiled.sql.get(name), readers(name), name in compiled.selected
+        )
+        if planned.drops_rows:
+            planned = replace(planned, split_by=_only_reader(compiled, name, needed))
+        steps.append(planned)
+
+    outputs = []
+    for name, step_name in written_by.items():
+        output = spec.outputs[name]
+        table = output_table(compiled, warehouse, name)
+        if any(e.on == "rows" and e.severity == "drop" for e in output.expectations):
+            split: QuarantineSplit | None = QuarantineSplit(name, CheckScope.OUTPUT)
+        elif next((s.split_by for s in steps if s.name == step_name), None) == name:
+            split = QuarantineSplit(step_name, CheckScope.STEP)
+        else:
+            split = None
+        planned_output = PlannedOutput(
+            name,
+            step_name,
+            table,
+            "overwrite" if full_refresh and mode is RunMode.BATCH else output.mode,
+            tuple(output.keys),
+            tuple(output.partition_by),
+            tuple(output.expectations),
+            split,
+        )
+        outputs.append(planned_output)
+
+    sources = tuple(
+        PlannedSource(
+            name,
+            spec.sources[name],
+            source_location(compiled.project, warehouse, spec.sources[name]),
+            tuple(s.name for s in steps if name in s.inputs),
+        )
+        for name in order
+        if name in spec.sources
+    )
+    return RunPlan(spec.name, mode, warehouse, full_refresh, sources, tuple(steps), tuple(outputs), order)
+
+
+def output_table(compiled: CompiledPipeline, warehouse: Warehouse, output: str) -> str:
+    """Where an output's Delta table lives: its `path`, else its `name` (or the output's) under the warehouse."""
+    spec = compiled.spec.outputs[output]
+    return resolve_location(compiled.project, warehouse, spec.name or output if not spec.path else None, spec.path)
+
+
+def _only_reader(compiled: CompiledPipeline, step: str, needed: set[str]) -> str | None:
+    """The output that stages the step's rows as they are, when it is their only reader and has no
+    row checks of its own: its write can split off the rows the step's expectations refuse."""
+    spec = compiled.spec
+    writers = [o for o in compiled.selected_outputs() if spec.output_step(o) == step]
+    if compiled.graph.readers_count(step, needed) or len(writers) != 1:
+        return None
+    return None if any(e.on == "rows" for e in spec.outputs[writers[0]].expectations) else writers[0]

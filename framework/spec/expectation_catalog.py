@@ -1,0 +1,95 @@
+"""What expectations exist and what arguments each takes, known without importing Great Expectations.
+
+`tributary validate` must answer in well under a second, and importing Great Expectations takes
+several. So the installed library's expectations are described once in `gx_catalog.json` (name,
+whether it judges single rows, each argument's JSON types and whether it is required), which
+framework.quality.catalog writes from the installed library (and a test keeps equal to it).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from framework.spec.base import did_you_mean
+
+CATALOG_FILE = Path(__file__).with_name("gx_catalog.json")
+
+#: Arguments every GX expectation has that are about GX itself (rendering, ids, its own
+#: severity), not about the data; Tributary sets or replaces them (see framework.quality.suite).
+FRAMEWORK_ARGS = frozenset(
+    {
+        "id",
+        "meta",
+        "notes",
+        "result_format",
+        "description",
+        "catch_exceptions",
+        "rendered_content",
+        "severity",
+        "windows",
+        "batch_id",
+    }
+)
+
+#: Arguments naming columns of the checked rows.
+COLUMN_ARGS = ("column", "column_A", "column_B", "column_list")
+
+_JSON_TYPES = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "array": (list, tuple),
+    "object": (dict,),
+    "null": (type(None),),
+}
+
+
+def type_name(value: Any) -> str:
+    for name, types in _JSON_TYPES.items():
+        if name != "integer" and isinstance(value, types) and not (name == "number" and isinstance(value, bool)):
+            return name
+    return "object"
+
+
+@lru_cache(maxsize=1)
+def catalog() -> dict[str, Any]:
+    return json.loads(CATALOG_FILE.read_text(encoding="utf-8"))["expectations"]
+
+
+def is_row_level(name: str) -> bool:
+    """Whether the expectation judges each row on its own (so failing rows can be dropped)."""
+    return bool(catalog().get(name, {}).get("row_level"))
+
+
+def expectation_problems(name: str, kwargs: dict[str, Any]) -> list[str]:
+    """What is wrong with `name: kwargs` as an expectation, in words that say what to do."""
+    known = catalog()
+    if name not in known:
+        return [f"unknown expectation '{name}'; {did_you_mean(name, set(known))}"]
+    args = known[name]["args"]
+    problems = []
+    for arg, value in kwargs.items():
+        if arg not in args:
+            problems.append(f"{name}: unknown argument '{arg}'; {did_you_mean(arg, set(args))}")
+            continue
+        allowed = set(args[arg]["types"])
+        if allowed and value is not None and not _accepts(allowed, value):
+            problems.append(
+                f"{name}: argument '{arg}' must be {' or '.join(sorted(allowed))}, not {type_name(value)} ({value!r})"
+            )
+    missing = [a for a, spec in args.items() if spec["required"] and a not in kwargs]
+    if missing:
+        problems.append(f"{name}: missing argument(s) {', '.join(missing)}")
+    return problems
+
+
+def _accepts(allowed: set[str], value: Any) -> bool:
+    if isinstance(value, bool):
+        return "boolean" in allowed
+    if isinstance(value, int) and "integer" in allowed:
+        return True
+    return type_name(value) in allowed or (type_name(value) == "string" and "date" in allowed)

@@ -1,0 +1,214 @@
+"""The foundations every step kind and run mode builds on: the step-kind registry as the only way
+in, the run plan as data, one-way layers, and light commands that start no JVM."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import Field
+
+from tests.conftest import write
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_spec_kind_has_one_registry_entry_and_every_entry_a_spec_kind():
+    from framework.operators.registry import kinds
+    from framework.spec.steps import STEP_KINDS
+
+    assert set(kinds()) == set(STEP_KINDS)
+    for name, kind in kinds().items():
+        assert kind.spec is STEP_KINDS[name] and kind.name == name
+
+
+def test_a_kind_registered_in_one_place_but_not_the_other_stops_the_registry():
+    from typing import ClassVar
+
+    from framework.operators import registry
+    from framework.spec.steps import STEP_KINDS, StepSpec
+
+    class EchoStep(StepSpec):
+        kind: ClassVar[str] = "echo"
+        echo: str = Field(min_length=1)
+
+    class OtherSql(StepSpec):
+        kind: ClassVar[str] = "sql"
+
+    STEP_KINDS["echo"] = EchoStep
+    try:
+        with pytest.raises(RuntimeError, match=r"no operator for \['echo'\]"):
+            registry.check_complete()
+    finally:
+        del STEP_KINDS["echo"]
+    registry.check_complete()
+    with pytest.raises(RuntimeError, match="OtherSql is not the spec class"):
+        registry.register(registry.StepKind(OtherSql, build=lambda context: context.inputs["x"]))
+    assert registry.kinds()["sql"].spec is STEP_KINDS["sql"]
+
+
+def test_no_module_outside_the_registry_asks_which_class_a_step_is():
+    """What a kind can do is its registry entry; `isinstance(step, SwaStep)` elsewhere would be a
+    second place to change for every new kind."""
+    from framework.spec.steps import STEP_KINDS
+
+    step_classes = {cls.__name__ for cls in STEP_KINDS.values()}
+    found = []
+    for path in (REPO / "framework").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+                names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+                if names & step_classes:
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert found == []
+
+
+def _plan(project: Path, name: str, full_refresh: bool = False, select: str | None = None):  # noqa: ANN202 - a RunPlan
+    from framework.compiler import compile_pipeline
+    from framework.io.locations import Warehouse
+    from framework.plan import plan_run
+    from framework.profiles import load_profile
+    from framework.project import Project
+
+    p = Project(project)
+    profile = load_profile(p, None)
+    compiled = compile_pipeline(p, p.pipeline_path(name), profile, select=select)
+    return plan_run(compiled, Warehouse.of(p, profile), full_refresh)
+
+
+def test_the_plan_says_what_is_shared_what_each_output_writes_and_where(project):
+    from framework.plan import RunMode
+
+    plan = _plan(project, "service_calls")
+    assert plan.mode is RunMode.BATCH
+    position = {node: i for i, node in enumerate(plan.order)}
+    assert set(position) == {"static_calls", "image_calls", "all_calls", "service_stats", "daily_head_stats"}
+    assert max(position["static_calls"], position["image_calls"]) < position["all_calls"]
+    assert position["all_calls"] < min(position["service_stats"], position["daily_head_stats"])
+    assert plan.step("all_calls").shared and plan.step("all_calls").readers == 2
+    assert not plan.step("service_stats").shared
+    modes = {o.name: o.mode for o in plan.outputs}
+    assert modes == {"service_stats": "overwrite", "daily_head_stats": "merge"}
+    assert plan.output("daily_head_stats").keys == ("day", "head_service")
+    assert plan.output("service_stats").table == str(project / "warehouse" / "service_stats")
+    assert plan.upstream_sources("daily_head_stats") == ("image_calls", "static_calls")
+    # a batch full refresh rewrites every output
+    assert {o.mode for o in _plan(project, "service_calls", full_refresh=True).outputs} == {"overwrite"}
+    # --select: the selected step, the steps it needs, and only its outputs
+    selected = _plan(project, "service_calls", select="service_stats")
+    assert [s.name for s in selected.steps] == ["all_calls", "service_stats"]
+    assert [s.selected for s in selected.steps] == [False, True]
+    assert [o.name for o in selected.outputs] == ["service_stats"]
+
+
+def test_the_plan_names_who_splits_off_the_rows_expectations_refuse(project):
+    """A step whose only reader is one output without checks of its own: that output's write
+    splits the refused rows off. An output with its own drop expectations splits its own."""
+    from framework.plan import CheckScope, QuarantineSplit
+
+    write(
+        project / "pipelines" / "checked.yaml",
+        """
+name: checked
+sources:
+  calls: {format: json, path: data/samples/service_calls/static, schema: "ts TIMESTAMP, client_ip STRING, head_service STRING, requested_service STRING, response_ms INT"}
+steps:
+  kept:
+    sql: select * from {{ source('calls') }}
+    expectations:
+      - expect_column_values_to_not_be_null: {column: head_service}
+        severity: drop
+  shared:
+    sql: select * from {{ source('calls') }}
+    expectations:
+      - expect_column_values_to_not_be_null: {column: head_service}
+        severity: drop
+  counted:
+    sql: select count(*) as n from {{ ref('shared') }}
+outputs:
+  kept: {mode: overwrite}
+  shared:
+    mode: overwrite
+    expectations:
+      - expect_column_values_to_be_between: {column: response_ms, min_value: 0}
+        severity: drop
+  counted: {mode: overwrite}
+""",
+    )
+    plan = _plan(project, "checked")
+    assert plan.step("kept").split_by == "kept"
+    assert plan.output("kept").split == QuarantineSplit("kept", CheckScope.STEP)
+    assert plan.step("shared").split_by is None  # read by a step too: its refused rows are read again
+    assert plan.output("shared").split == QuarantineSplit("shared", CheckScope.OUTPUT)
+    assert plan.output("counted").split is None
+
+
+def test_a_streaming_plan_keeps_each_outputs_mode_and_says_how_each_step_runs(project):
+    from framework.operators.registry import Streaming
+
+    plan = _plan(project, "contact_join", full_refresh=True)
+    assert plan.streaming and [o.mode for o in plan.outputs] == ["append"]
+    step = plan.step("contacts")
+    assert step.kind.streaming(step.spec) is Streaming.NATIVE  # a time window: Spark's stream-stream join
+
+
+def test_what_a_kind_cannot_do_in_streaming_is_bad_input_before_spark_starts(cli, project):
+    """The tumbling baseline is batch only; a step that runs per micro-batch feeds outputs
+    directly. Both are known from the registry, so `validate` says so, without a JVM."""
+    head = """
+name: {name}
+mode: streaming
+sources:
+  calls: {{format: json, path: data/samples/service_calls/static, event_time: ts, watermark: 10s,
+          schema: "ts TIMESTAMP, client_ip STRING, head_service STRING, requested_service STRING, response_ms INT"}}
+"""
+    write(
+        project / "pipelines" / "tumbling_stream.yaml",
+        head.format(name="tumbling_stream")
+        + """steps:
+  windows:
+    tumbling: {input: calls, key: [head_service], size: 100, event_time: ts}
+outputs:
+  windows: {mode: append}
+""",
+    )
+    write(
+        project / "pipelines" / "swa_read.yaml",
+        head.format(name="swa_read")
+        + """steps:
+  windows:
+    swa: {input: calls, key: [head_service], size: 5, timeout: 10s, event_time: ts}
+  counted:
+    sql: select head_service, tuple_count from {{ ref('windows') }}
+outputs:
+  counted: {mode: append}
+""",
+    )
+    code, out, err = cli("validate", "pipelines/tumbling_stream.yaml")
+    assert code == 2 and "pipelines/tumbling_stream.yaml:8" in err and "tumbling steps run in batch pipelines only" in err
+    code, out, err = cli("validate", "pipelines/swa_read.yaml")
+    assert code == 2 and "pipelines/swa_read.yaml:10" in err
+    assert "step 'counted' reads the swa step 'windows'; in streaming such a step feeds outputs directly" in err
+
+
+def test_plan_shows_the_run_without_starting_spark(cli):
+    code, out, err = cli("plan", "service_calls")
+    assert code == 0, err
+    assert "computed once for 2 readers" in out and "merge" in out and "day head_service, by day" in out
+
+
+@pytest.mark.parametrize("command", [["validate"], ["compile", "service_instances"], ["plan", "service_instances"]])
+def test_light_commands_import_neither_spark_nor_great_expectations(project, command):
+    code = (
+        "import sys\nfrom framework.cli import main\n"
+        f"sys.argv = ['tributary', *{command!r}]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "heavy = [m for m in ('pyspark', 'great_expectations', 'pandas', 'pyarrow') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY []" in done.stdout
