@@ -49,11 +49,16 @@ def main() -> int:
     allowed = read_baseline()
     worse = {f: n for f, n in found.items() if n > allowed.get(f, 0)}
     if worse:
-        print("mypy: more errors than the baseline allows in " + ", ".join(f"{f} ({n} > {allowed.get(f, 0)})" for f, n in worse.items()))
+        print(
+            "mypy: more errors than the baseline allows in "
+            + ", ".join(f"{f} ({n} > {allowed.get(f, 0)})" for f, n in worse.items())
+        )
         print("\n".join(line for line in lines if ERROR.match(line)["file"] in worse))  # type: ignore[index]
         return 1
     if found != allowed:
-        print(f"mypy: {sum(allowed.values()) - sum(found.values())} fewer error(s) than the baseline: run python .ci/mypy_baseline.py --update")
+        print(
+            f"mypy: {sum(allowed.values()) - sum(found.values())} fewer error(s) than the baseline: run python .ci/mypy_baseline.py --update"
+        )
         return 1
     print(f"mypy: {sum(found.values())} error(s), as the baseline records")
     return 0

@@ -85,7 +85,9 @@ def plan_tables(plan: RunPlan) -> list[Table]:
     for column in ("output", "from", "mode", "keys / partitions", "checks", "table"):
         outputs.add_column(column)
     for output in plan.outputs:
-        layout = ", ".join(filter(None, [" ".join(output.keys), output.partition_by and "by " + " ".join(output.partition_by)]))
+        layout = " ".join(output.keys)
+        if output.partition_by:
+            layout += f"{', ' if layout else ''}by {' '.join(output.partition_by)}"
         checks = f"{len(output.expectations)} expectation(s)" if output.expectations else ""
         if output.split is not None:
             checks += f"{', ' if checks else ''}quarantines rows {output.split.target}'s checks refuse"

@@ -127,7 +127,7 @@ class PipelineGraph:
         for node, col in layer.items():
             columns.setdefault(col, []).append(node)
         box_w, box_h, gap_x, gap_y, pad = 170, 46, 70, 22, 20
-        pos: dict[str, tuple[int, int]] = {}
+        pos: dict[str, tuple[float, float]] = {}
         for col, nodes in sorted(columns.items()):
             for row, node in enumerate(nodes):
                 pos[node] = (pad + col * (box_w + gap_x), pad + row * (box_h + gap_y))

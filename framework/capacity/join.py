@@ -75,6 +75,7 @@ def measure_join(
         row = frame.agg(
             F.count(F.lit(1)).alias("n"), F.min(spec.event_time).alias("lo"), F.max(spec.event_time).alias("hi")
         ).first()
+        assert row is not None  # an aggregate has one row
         span = (row["hi"] - row["lo"]).total_seconds() if row["n"] and row["hi"] and row["lo"] else 0.0
         rates.append(row["n"] / span if span > 0 else float(row["n"]))
     if spec.last is not None:

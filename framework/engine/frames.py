@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from framework.engine.context import RunContext
@@ -101,8 +102,9 @@ class StreamReading:
         sink: here it is checked on empty frames, which also gives the columns it writes, and its
         frame is the stream the sink reads."""
         kind = step.kind
-        if kind.streaming(step.spec) is not Streaming.PER_MICRO_BATCH or kind.micro_batch is None:
+        if kind.streaming(step.spec) is not Streaming.PER_MICRO_BATCH:
             return kind.build(context)
+        assert kind.micro_batch is not None, f"step kind '{kind.name}' runs per micro-batch but has no MicroBatch"
         static = StepContext(context.spark, context.name, context.spec, {n: _empty_twin(f) for n, f in context.inputs.items()})
         frames.columns[step.name] = kind.micro_batch.check(static)
         return kind.micro_batch.stream(context)
@@ -125,7 +127,7 @@ def build_frames(run: RunContext, reading: Reading) -> Frames:
             frame = _build_step(run, reading, built, plan.step(node))
         built.frames[node] = frame
         frame.createOrReplaceTempView(node)
-        run.on_exit(lambda v=node: run.spark.catalog.dropTempView(v))
+        run.on_exit(partial(run.spark.catalog.dropTempView, node))
     for output in plan.outputs:
         if output.expectations:
             checked = _attach(run, reading, ("outputs", output.name), built.frames[output.step], output.expectations, split=True)
@@ -190,8 +192,7 @@ def _attach(
                 for i, spec, columns in missing
             ]
         )
-    persist = lambda f: reading.share(run, f)  # noqa: E731 - the gate caches through the run
-    return run.quality.attach(at[1], at[0][:-1], frame, list(specs), persist, split=split, shared=shared)
+    return run.quality.attach(at[1], at[0][:-1], frame, list(specs), partial(reading.share, run), split=split, shared=shared)
 
 
 def static_frames(run: RunContext) -> Frames:

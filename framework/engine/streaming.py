@@ -92,6 +92,7 @@ class StreamingRun:
         from pyspark.errors import AnalysisException
 
         jvm = self.run.spark.sparkContext._jvm  # type: ignore[attr-defined]
+        assert jvm is not None, "a local or cluster session (Spark Connect has no JVM on this side)"
         checker = getattr(getattr(jvm.org.apache.spark.sql.catalyst.analysis, "UnsupportedOperationChecker$"), "MODULE$")
         append = jvm.org.apache.spark.sql.streaming.OutputMode.Append()
         for step in self.run.plan.steps:
@@ -139,7 +140,7 @@ class StreamingRun:
         beside the output's checkpoint."""
         plan, step = self.run.plan, self.run.plan.step(output.step)
         micro_batch = step.kind.micro_batch
-        if step.name not in frames.columns or micro_batch is None:
+        if step.name not in frames.columns or micro_batch is None:  # not run per micro-batch
             return None
         folder, _ = self._checkpoint(output.name)
         setup = MicroBatchSetup(
@@ -380,7 +381,7 @@ def _executors(spark: Any) -> int:
 def _install_stop_handlers(stop: threading.Event) -> dict[int, Any]:
     if threading.current_thread() is not threading.main_thread():
         return {}
-    previous = {}
+    previous: dict[int, Any] = {}
     for signum in (signal.SIGINT, signal.SIGTERM):
         previous[signum] = signal.signal(signum, lambda *_: stop.set())
     return previous

@@ -19,6 +19,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from framework.engine.context import RunContext, quietly
@@ -27,7 +28,7 @@ from framework.engine.results import OutputResult, OutputStatus, Progress
 from framework.errors import RunFailed
 from framework.io import staging as staging_files
 from framework.io.locations import QUARANTINE_TABLE, is_uri
-from framework.operators.context import Rejected, quarantine_shape
+from framework.operators.context import Rejected, quarantine_records, quarantine_shape
 from framework.plan.model import CheckScope
 from framework.quality.gate import MASK
 from framework.spec.models import DeltaSource
@@ -99,15 +100,7 @@ def stage_quarantine(run: RunContext, frames: Frames) -> list[Staged]:
     frame = parts[0]
     for other in parts[1:]:
         frame = frame.unionByName(other)
-    frame = frame.select(
-        F.lit(run.run_id).alias("run_id"),
-        F.lit(run.pipeline).alias("pipeline"),
-        "source",
-        "file",
-        "record",
-        "reason",
-        F.current_timestamp().alias("quarantined_at"),
-    )
+    frame = quarantine_records(frame, run.run_id, run.pipeline)
     table = run.internal(QUARANTINE_TABLE)
     result = OutputResult(QUARANTINE_OUTPUT, "-", table, "append", previous_version=run.store.version(table))
     result.app_id = f"tributary/{run.pipeline}/{QUARANTINE_OUTPUT}/{run.run_id}"
@@ -132,7 +125,7 @@ def commit_all(run: RunContext, staged: list[Staged]) -> None:
         except BaseException:
             result.status = OutputStatus.FAILED
             for done in reversed(committed):
-                quietly(lambda d=done: run.store.restore(d.table, d.previous_version))
+                quietly(partial(run.store.restore, done.table, done.previous_version))
                 done.status = OutputStatus.ROLLED_BACK
             raise
         result.version = outcome.version
@@ -143,7 +136,7 @@ def commit_all(run: RunContext, staged: list[Staged]) -> None:
 
 def discard(run: RunContext, staged: list[Staged]) -> None:
     for item in staged:
-        quietly(lambda w=item.write: run.store.discard(w))
+        quietly(partial(run.store.discard, item.write))
 
 
 def run_key(run: RunContext) -> str:

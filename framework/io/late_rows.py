@@ -64,7 +64,8 @@ class LateRowMonitor:
         from pyspark.sql import functions as F
 
         before = self.max_before(batch_id)
-        batch_max = batch.agg(F.max(self.event_time).alias("m")).first()["m"]
+        newest = batch.agg(F.max(self.event_time).alias("m")).first()
+        batch_max = newest["m"] if newest is not None else None
         after = max([t for t in (before, _utc(batch_max)) if t is not None], default=None)
         self._write_state(
             {"batch": batch_id, "before": before.isoformat() if before else None, "after": after.isoformat() if after else None}

@@ -30,8 +30,8 @@ class SourceFrame:
     bad_counter: Observation | None = None
     #: streaming: the source as read (before its watermark)
     raw: DataFrame | None = None
-    #: streaming file sources: read given files again as (good rows, malformed records)
-    read_files: Callable[[list[str]], tuple[DataFrame, DataFrame]] | None = None
+    #: streaming file sources: read given files again as (good rows, malformed records; None for Parquet)
+    read_files: Callable[[list[str]], tuple[DataFrame, DataFrame | None]] | None = None
 
     def bad_count(self) -> int | None:
         """Malformed records seen while the run read this source (None: the source was not read)."""
@@ -146,6 +146,7 @@ def read_source_stream(spark: SparkSession, name: str, spec: FileSource | DeltaS
     if spec.watermark is not None:
         from framework.spec.durations import spark_interval
 
+        assert spec.event_time is not None  # the spec refuses a watermark without one
         frame.df = frame.df.withWatermark(spec.event_time, spark_interval(spec.watermark))
     if frame.raw is None:
         frame.raw = frame.df

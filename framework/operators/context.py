@@ -74,3 +74,18 @@ def quarantine_shape(rows: DataFrame, step: str) -> DataFrame:
         F.to_json(F.struct(*columns), {"ignoreNullFields": "false"}).alias("record"),
         F.col(REASON).alias("reason"),
     )
+
+
+def quarantine_records(rows: DataFrame, run_id: str, pipeline: str) -> DataFrame:
+    """Rows shaped as (source, file, record, reason) as the quarantine table holds them."""
+    from pyspark.sql import functions as F
+
+    return rows.select(
+        F.lit(run_id).alias("run_id"),
+        F.lit(pipeline).alias("pipeline"),
+        "source",
+        "file",
+        "record",
+        "reason",
+        F.current_timestamp().alias("quarantined_at"),
+    )

@@ -81,6 +81,7 @@ class CountJoinStream:
         previous = self._load(spark, batch_id, new_a, new_b)
         meta = previous["meta"]
         seen = batch.select(F.max(f"__a.`{ts}`").alias("a"), F.max(f"__b.`{ts}`").alias("b")).first()
+        assert seen is not None  # an aggregate has one row
         max_a = _later(meta.get("max_a"), seen["a"])
         max_b = _later(meta.get("max_b"), seen["b"])
         old_mark, mark = meta.get("mark"), _watermark(max_a, self.delay_a, max_b, self.delay_b)

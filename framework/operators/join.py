@@ -37,6 +37,8 @@ name, e.g. `phones_ts` and `emails_ts`.
 from __future__ import annotations
 
 import datetime
+import functools
+import operator
 from typing import TYPE_CHECKING
 
 from framework.errors import BadInput, Problem
@@ -150,11 +152,8 @@ def _key_condition(context: StepContext, left: DataFrame, right: DataFrame) -> C
     from pyspark.sql import functions as F
 
     spec = context.spec.join
-    condition = None
-    for key in spec.on:
-        equal = F.col(f"__a{_index(left, key)}") == F.col(f"__b{_index(right, key)}")
-        condition = equal if condition is None else condition & equal
-    return condition
+    equalities = [F.col(f"__a{_index(left, key)}") == F.col(f"__b{_index(right, key)}") for key in spec.on]
+    return functools.reduce(operator.and_, equalities)
 
 
 # ---------------------------------------------------------------------------------------------

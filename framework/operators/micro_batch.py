@@ -42,10 +42,17 @@ class MicroBatchSetup:
 
 
 class MicroBatchOperator(Protocol):
-    step: str
-    #: state it held, reported with its output (peaks over the run)
-    figures: dict[str, int]
-    #: side tables its batches may have rows for (QUARANTINE, LATE)
-    side_tables: tuple[str, ...]
+    @property
+    def step(self) -> str: ...
+
+    @property
+    def figures(self) -> dict[str, int]:
+        """State it held, reported with its output (peaks over the run)."""
+        ...
+
+    @property
+    def side_tables(self) -> tuple[str, ...]:
+        """Side tables its batches may have rows for (QUARANTINE, LATE)."""
+        ...
 
     def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows: ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from framework.spec.steps import STEP_KINDS, StepSpec
 
@@ -58,11 +58,9 @@ class MicroBatch:
     check: Builder
 
 
-class Units(Protocol):
-    """Tuples of a step's input with the unit each belongs to, and when that unit opened and
-    closed (micros): what the integration figures compare with the ground truth."""
-
-    def __call__(self, rows: DataFrame, settings: Any) -> tuple[DataFrame, Column, Column]: ...
+#: Tuples of a step's input with the unit each belongs to, and when that unit opened and closed
+#: (micros), given the step's settings: what the integration figures compare with the ground truth.
+Units = Callable[["DataFrame", Any], tuple["DataFrame", "Column", "Column"]]
 
 
 def native(step: Any) -> Streaming:
@@ -120,10 +118,10 @@ def kinds() -> dict[str, StepKind]:
 
 def check_complete() -> None:
     """Every spec kind has an operator entry and every entry a spec kind (called once all are in)."""
-    missing = sorted(set(STEP_KINDS) - set(_KINDS))
-    extra = sorted(set(_KINDS) - set(STEP_KINDS))
-    if missing or extra:
-        raise RuntimeError(
-            "the step kinds of framework.spec.steps and framework.operators differ: "
-            + "; ".join(filter(None, [missing and f"no operator for {missing}", extra and f"no spec class for {extra}"]))
-        )
+    differences = []
+    if missing := sorted(set(STEP_KINDS) - set(_KINDS)):
+        differences.append(f"no operator for {missing}")
+    if extra := sorted(set(_KINDS) - set(STEP_KINDS)):
+        differences.append(f"no spec class for {extra}")
+    if differences:
+        raise RuntimeError("the step kinds of framework.spec.steps and framework.operators differ: " + "; ".join(differences))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from framework.errors import BadInput, Problem
 from framework.operators.context import StepContext
@@ -26,7 +27,7 @@ def build_sql(context: StepContext):  # noqa: ANN201 - a DataFrame
         match = _POSITION.search(message)
         if match:
             line = sql.locate(int(match.group(1)), int(match.group(2)) + 1)[1]
-        context_info = getattr(e, "getQueryContext", lambda: [])()
+        context_info: list[Any] = getattr(e, "getQueryContext", lambda: [])()
         if line is None and context_info:
             fragment_start = context_info[0].startIndex() if hasattr(context_info[0], "startIndex") else None
             if fragment_start is not None and fragment_start >= 0:

@@ -58,7 +58,7 @@ START = "__tributary_start"  # event time (micros) of the first tuple of the tup
 
 
 def build_swa(context: StepContext):  # noqa: ANN201 - a DataFrame
-    spec = spec_of(context)
+    spec = context.spec.swa
     rows = used_columns(checked_input(context), spec)
     return unit_rows(context.name, spec, assign_windows(rows, spec), [KEY_HASH, UNIT], closed=closed_in_place(spec))
 

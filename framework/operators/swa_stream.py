@@ -55,7 +55,7 @@ from framework.io.stream_sink import WrittenRows
 from framework.io.task_parquet import Folder, write_folders
 from framework.observations import has_run
 from framework.operators.columns import field_of, quoted
-from framework.operators.context import REASON, quarantine_shape
+from framework.operators.context import REASON, quarantine_records, quarantine_shape
 from framework.operators.keyed_windows import (
     COUNT,
     MICROS,
@@ -145,12 +145,12 @@ class SwaStream:
         windows = self.windows(work, mark)
         with _windows_hashed_in_memory(batch.sparkSession, swa.size):
             written = write_folders(windows, _output_and_held(current))
-        turned = _observed(turned_away) or rows.agg(*counts).first().asDict()
+        turned = _observed(turned_away) or _one_row(rows.agg(*counts))
         side = {}
         if turned["rejected"]:
             side[QUARANTINE] = self._quarantined(rows.where(~is_good))
-        if turned["late"]:
-            side[LATE] = self._late(rows.where(is_late).drop(REASON), old_mark)
+        if turned["late"]:  # late: older than the previous batch's mark, so there was one
+            side[LATE] = self._late(rows.where(is_late).drop(REASON), old_mark)  # type: ignore[arg-type]
         state.complete(batch_id, {"max": seen, "mark": mark})
         self._measure(current, written[HELD], [field_of(good, c).name for c in swa.key_columns()], mark)
         return WrittenRows(join(current, OUTPUT), windows.drop(FINAL, HELD).schema, side)
@@ -164,7 +164,7 @@ class SwaStream:
         if self.footers is not None:
             with suppress(NoStatistics):
                 return self.footers.newest(batch_id)
-        return rows.agg(F.max(MICROS)).first()[0]
+        return _one_row(rows.agg(F.max(MICROS).alias("newest")))["newest"]
 
     def windows(self, tuples: DataFrame, mark: int | None) -> DataFrame:
         """One row per window of `tuples`: the output's columns, FINAL (module docstring), and HELD:
@@ -195,17 +195,7 @@ class SwaStream:
     # -- side tables and figures ---------------------------------------------------------------
 
     def _quarantined(self, rejected: DataFrame) -> DataFrame:
-        from pyspark.sql import functions as F
-
-        return quarantine_shape(rejected, self.step).select(
-            F.lit(self.run_id).alias("run_id"),
-            F.lit(self.pipeline).alias("pipeline"),
-            "source",
-            "file",
-            "record",
-            "reason",
-            F.current_timestamp().alias("quarantined_at"),
-        )
+        return quarantine_records(quarantine_shape(rejected, self.step), self.run_id, self.pipeline)
 
     def _late(self, late: DataFrame, mark_micros: int) -> DataFrame:
         mark = datetime.fromtimestamp(mark_micros / 1_000_000, tz=UTC).replace(tzinfo=None)
@@ -247,6 +237,12 @@ def _output_and_held(folder: str) -> dict[str, Folder]:
     return {OUTPUT: Folder(join(folder, OUTPUT), output), HELD: Folder(join(folder, HELD), held_tuples)}
 
 
+def _one_row(aggregate: DataFrame) -> dict[str, Any]:
+    row = aggregate.first()
+    assert row is not None  # an aggregate without grouping has one row
+    return row.asDict()
+
+
 def _observed(observation: Observation) -> dict[str, int] | None:
     """An observation's figures, or None when the job skipped the observed rows (Spark saw they
     were empty and left them out of the plan, so nothing was counted)."""
@@ -285,8 +281,10 @@ class _SharedSetting:
         finally:
             with self._lock:
                 self._users -= 1
-                if self._users == 0:
+                if self._users == 0 and self._before is not None:
                     spark.conf.set(self.key, self._before)
+                elif self._users == 0:
+                    spark.conf.unset(self.key)
 
 
 _HASH_FALLBACK = _SharedSetting("spark.sql.objectHashAggregate.sortBased.fallbackThreshold")

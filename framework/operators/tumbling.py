@@ -19,7 +19,6 @@ from framework.operators.keyed_windows import (
     UNIT,
     aggregate_problems,
     checked_input,
-    spec_of,
     tuple_order,
     unit_rows,
     used_columns,
@@ -37,7 +36,7 @@ POSITION = "__tributary_position"
 
 
 def build_tumbling(context: StepContext):  # noqa: ANN201 - a DataFrame
-    spec = spec_of(context)
+    spec = context.spec.tumbling
     return unit_rows(context.name, spec, assign_count_windows(used_columns(checked_input(context), spec), spec), [UNIT])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,8 @@ def validation_problems(error: ValidationError, doc: LocatedDocument) -> list[Pr
 
 def _keys_on_path(doc: LocatedDocument, loc: tuple[Any, ...]) -> set[Any]:
     """The parts of a pydantic loc that are real YAML keys (not union tags)."""
-    keys, path = set(), ()
+    keys: set[Any] = set()
+    path: tuple[Any, ...] = ()
     for i, part in enumerate(loc):
         following = loc[i + 1] if i + 1 < len(loc) else None
         if following is not None and (*path, following) in doc.positions and (*path, part, following) not in doc.positions:
@@ -97,7 +99,7 @@ def _keys_on_path(doc: LocatedDocument, loc: tuple[Any, ...]) -> set[Any]:
     return keys
 
 
-def _describe(err: dict[str, Any], loc: tuple[Any, ...]) -> tuple[str, str | None, tuple[Any, ...]]:
+def _describe(err: Mapping[str, Any], loc: tuple[Any, ...]) -> tuple[str, str | None, tuple[Any, ...]]:
     kind = err["type"]
     ctx = err.get("ctx") or {}
     if kind == "unknown_key":

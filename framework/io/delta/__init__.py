@@ -42,6 +42,8 @@ def has_delta_jars(spark: SparkSession) -> bool:
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - Spark Connect has no JVM on this side; trust the server's extensions
         return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
+    if jvm is None:
+        return False
     try:
         jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
         return True

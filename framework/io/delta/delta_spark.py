@@ -40,7 +40,8 @@ class SparkDeltaStore(DeltaStore):
 
         if not self._exists(table):
             return None
-        return int(DeltaTable.forPath(self.spark, table).history(1).select("version").first()[0])
+        latest = DeltaTable.forPath(self.spark, table).history(1).select("version").first()
+        return int(latest[0]) if latest is not None else None
 
     def schema(self, table: str) -> StructType | None:
         return self.spark.read.format("delta").load(table).schema if self._exists(table) else None
