@@ -377,14 +377,16 @@ def evaluate(
         from framework.integration.evaluation import evaluable, evaluate_step, record
         from framework.io.delta import choose_store
         from framework.io.locations import INTEGRATION_TABLE, Warehouse
+        from framework.operators import kinds
 
         compiled, prof = _compile(pipeline, profile, var, ",".join(f"+{s}" for s in step) if step else None)
         chosen = [n for n in compiled.selected if evaluable(compiled.spec.steps.get(n)) and (not step or n in step)]
         if not chosen:
             named = f"step(s) {', '.join(step)} of {compiled.name}" if step else f"the steps of {compiled.name}"
+            measured = " or ".join(f"{k.name}:" for k in kinds().values() if k.units is not None)
             raise BadInput(
                 Problem(
-                    f"nothing to evaluate in {named}: evaluation needs a swa: or tumbling: step declaring truth:",
+                    f"nothing to evaluate in {named}: evaluation needs a {measured} step declaring truth:",
                     hint="add truth: {instance: <instance id column>, primary: <is-head column>} to the step",
                 )
             )

@@ -78,6 +78,8 @@ def plan_tables(plan: RunPlan) -> list[Table]:
         if not step.selected:
             runs += ", needed by a selected step"
         checks = f"{len(step.expectations)} expectation(s)" if step.expectations else ""
+        if step.kind.evaluable(step.spec):
+            checks += f"{', ' if checks else ''}integration figures against truth"
         if step.split_by:
             checks += f", refused rows split off by output {step.split_by}"
         nodes.add_row(str(i), name, step.kind.name, ", ".join(step.inputs), runs, checks)
