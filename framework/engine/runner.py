@@ -50,6 +50,7 @@ def run_pipeline(
 ) -> RunResult:
     """Run the pipeline's selected steps and outputs; raises BadInput or RunFailed on failure,
     with every output table at its previous version."""
+    started = time.perf_counter()
     plan = plan_run(compiled, Warehouse.of(compiled.project, profile), full_refresh)
     check_inputs_exist(plan, profile)
     from framework.engine.session import spark_session
@@ -64,7 +65,6 @@ def run_pipeline(
     events.flush()
     local = plan.warehouse.is_local()
     lock = RunLock(Path(run.internal(f"{LOCKS_DIR}/{plan.pipeline}.lock")), run.run_id) if local else nullcontext()
-    started = time.perf_counter()
     try:
         with run.cleanup, lock:
             run.on_exit(lambda: _remove_staging(run))
