@@ -6,6 +6,9 @@ Everything here runs without a JVM, so `tributary validate` answers in well unde
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ import sqlglot.errors
 from sqlglot import exp
 
 from framework.errors import BadInput, Problem
-from framework.graph import PipelineGraph
+from framework.graph import PipelineGraph, StepCycle
 from framework.operators.registry import SpecProblem, StepKind, Streaming, kind_of, kinds
 from framework.profiles import Profile
 from framework.project import Project
@@ -94,10 +97,29 @@ def compile_pipeline(
 
     kinds = {name: "source" for name in spec.sources} | {name: step.kind for name, step in spec.steps.items()}
     outputs = {o: spec.output_step(o) for o in spec.outputs}
-    graph = PipelineGraph.build(inputs, kinds, outputs)
+    try:
+        graph = PipelineGraph.build(inputs, kinds, outputs)
+    except StepCycle as e:
+        raise BadInput(*_cycle_problems(loaded, e.cycle)) from None
     if spec.mode == "streaming":
         _check_streaming_spec(loaded, graph)
     return CompiledPipeline(project, loaded, variables, rendered, graph, graph.select(select))
+
+
+def _cycle_problems(loaded: LoadedPipeline, cycle: list[str]) -> list[Problem]:
+    """The cycle at the line of each step in it, so every read that closes the loop is found."""
+    loop = " → ".join(cycle)
+    steps = list(dict.fromkeys(cycle))
+    return [
+        loaded.problem(
+            f"the steps form a cycle: {loop}"
+            if i == 0
+            else f"step '{step}' is in the cycle: it reads '{cycle[cycle.index(step) - 1]}'",
+            ("steps", step),
+            hint="each step reads the one before it; break the loop by removing one of those reads" if i == 0 else None,
+        )
+        for i, step in enumerate(steps)
+    ]
 
 
 def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
@@ -228,6 +250,14 @@ def _render_step(renderer: TemplateRenderer, loaded: LoadedPipeline, name: str, 
     text = kind.template(step)
     file = template_file(text)
     if file:
+        if not renderer.has_template(file):
+            raise BadInput(
+                loaded.problem(
+                    f"step '{name}': template '{file}' not found under sql/",
+                    ("steps", name, kind.name),
+                    hint=renderer.template_hint(file),
+                )
+            )
         return renderer.render_file(name, file)
     first_line = loaded.doc.value_lines.get(("steps", name, kind.name), 1)
     return renderer.render_inline(name, text, loaded.shown_as, first_line)
@@ -252,7 +282,32 @@ def _check_declared_inputs(loaded: LoadedPipeline, step: str, declared: list[str
 def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str]) -> None:
     """Spark-dialect syntax check; one query per step; pipeline nodes only through ref()/source()."""
     try:
-        statements = [s for s in sqlglot.parse(_for_sqlglot(sql.text), read="spark") if s is not None]
+        with _deeper_recursion():
+            statements = [s for s in sqlglot.parse(_for_sqlglot(sql.text), read="spark") if s is not None]
+    except RecursionError:
+        line = _deepest_line(sql.text)
+        raise BadInput(
+            Problem(
+                f"step '{sql.step}': the SQL is nested too deeply to check (more than {_MAX_NESTING} levels of parentheses)",
+                file=sql.template,
+                line=sql.locate(line)[1],
+                hint="split the query with WITH clauses or steps of their own",
+            )
+        ) from None
+    except sqlglot.errors.TokenError:
+        offset = _unterminated(sql.text)
+        what = (
+            "a quote or comment" if offset is None else f"the {_OPENERS.get(sql.text[offset : offset + 2], sql.text[offset])!s}"
+        )
+        line = sql.text.count("\n", 0, offset) + 1 if offset is not None else 1
+        raise BadInput(
+            Problem(
+                f"step '{sql.step}': SQL has {what} that is never closed",
+                file=sql.template,
+                line=sql.locate(line)[1],
+                hint="close it on the line where it should end",
+            )
+        ) from None
     except sqlglot.errors.ParseError as e:
         err = e.errors[0] if e.errors else {}
         line, col, token = err.get("line", 1), err.get("col", 1), err.get("highlight") or ""
@@ -267,7 +322,7 @@ def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str]) -
             )
         ) from None
     except sqlglot.errors.SqlglotError as e:
-        raise BadInput(Problem(f"step '{sql.step}': SQL error: {e}", file=sql.template)) from None
+        raise BadInput(Problem(f"step '{sql.step}': SQL error: {e}", file=sql.template, line=sql.locate(1)[1])) from None
     if len(statements) != 1 or not isinstance(statements[0], _QUERY_TYPES):
         what = (
             "no statement"
@@ -298,6 +353,66 @@ def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str]) -
                     hint=f"write {{{{ {kind}('{name}') }}}} so Tributary knows the order of the steps",
                 )
             )
+
+
+_MAX_NESTING = 200  # parentheses: what the syntax check supports with a raised recursion limit
+_OPENERS = {"'": "quote (')", '"': 'quote (")', "`": "back-quote (`)", "/*": "comment (/*)"}
+
+
+@contextmanager
+def _deeper_recursion(limit: int = 20_000) -> Iterator[None]:
+    """sqlglot's parser recurses about twenty frames per level of parentheses, so Python's default
+    limit stops it near 48 levels; generated SQL may nest deeper. (Python 3.11 keeps these frames
+    off the C stack, so a higher limit is safe.)"""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
+
+def _deepest_line(text: str) -> int:
+    """The 1-based line where parentheses first nest past _MAX_NESTING (else the deepest point)."""
+    depth, deepest, line, at = 0, 0, 1, 1
+    for char in text:
+        if char == "\n":
+            line += 1
+        elif char == "(":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, line
+            if depth > _MAX_NESTING:
+                return line
+        elif char == ")":
+            depth -= 1
+    return at
+
+
+def _unterminated(text: str) -> int | None:
+    """Offset of the quote, back-quote or /* comment in `text` that is never closed (Spark SQL's
+    rules: backslash escapes in quotes, doubled back-quotes, -- comments to the end of the line)."""
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
+        if text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            if end < 0:
+                return i
+            i = end + 2
+        elif char in "'\"`":
+            j = i + 1
+            while j < n and text[j] != char:
+                j += 2 if text[j] == "\\" and char != "`" else 1
+            if j >= n:
+                return i
+            i = j + 1
+        else:
+            i += 1
+    return None
 
 
 _WINDOW_CALL = re.compile(r"\bwindow(\s*\()", re.IGNORECASE)

@@ -10,6 +10,19 @@ from framework.errors import BadInput, Problem
 from framework.spec.base import did_you_mean
 
 
+class StepCycle(BadInput):
+    """The steps read each other in a loop; `cycle` lists them, each read by the next."""
+
+    def __init__(self, cycle: list[str]):
+        super().__init__(
+            Problem(
+                f"the steps form a cycle: {' → '.join(cycle)}",
+                hint="each step reads the one before it; break the loop by removing one of those reads",
+            )
+        )
+        self.cycle = cycle
+
+
 @dataclass(frozen=True)
 class PipelineGraph:
     """`inputs[step]` = the sources and steps it reads; `kinds[node]` = 'source' or a step kind."""
@@ -34,13 +47,7 @@ class PipelineGraph:
         try:
             return list(sorter.static_order())
         except graphlib.CycleError as e:
-            cycle = list(e.args[1])  # each node is read by the next one
-            raise BadInput(
-                Problem(
-                    f"the steps form a cycle: {' → '.join(cycle)}",
-                    hint="each step reads the one before it; break the loop by removing one of those reads",
-                )
-            ) from None
+            raise StepCycle(list(e.args[1])) from None  # each node is read by the next one
 
     def upstream(self, node: str) -> set[str]:
         seen: set[str] = set()

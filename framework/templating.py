@@ -5,6 +5,10 @@ a safe SQL literal), the `ident` filter (a safe identifier) and every macro in s
 
 Rendering keeps a map from each character of the output back to the template line that emitted
 it, so a SQL syntax error found in rendered text is reported at the template's own file:line.
+
+A template cannot hang or exhaust the machine: Jinja's sandbox caps `range`, this one also caps
+what `*` and `**` may build, a render stops after RENDER_SECONDS or MAX_RENDERED characters, and
+endless macro recursion is reported as such. Templates are read as UTF-8, with a located error.
 """
 
 from __future__ import annotations
@@ -12,7 +16,13 @@ from __future__ import annotations
 import bisect
 import contextvars
 import math
+import operator
+import signal
+import threading
+import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -24,9 +34,56 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from framework.errors import BadInput, Problem
 from framework.spec.base import did_you_mean
+from framework.spec.text import decode
 
 _MISSING = object()
 _INLINE = "<inline>"
+
+RENDER_SECONDS = 2.0  # one template's render, macros included
+MAX_RENDERED = 10_000_000  # characters of SQL one template may render
+_MAX_BUILT = 1_000_000  # items or characters one `*` may build in a template
+_MAX_EXPONENT = 256
+
+
+class TemplateLimit(Exception):
+    """A template went past what a SQL template needs (time, size, recursion)."""
+
+
+class _BoundedSandbox(SandboxedEnvironment):
+    """Jinja's sandbox (no attribute access to internals, `range` capped), with `*` and `**`
+    bounded: `'x' * 10**9` or `10 ** 10 ** 10` would run in C, where no time limit can stop it."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Any, op: str, left: Any, right: Any) -> Any:
+        if op == "**":
+            if (
+                isinstance(right, (int, float))
+                and abs(right) > _MAX_EXPONENT
+                and isinstance(left, (int, float))
+                and abs(left) > 1
+            ):
+                raise TemplateLimit(f"{left} ** {right} is larger than a SQL template needs")
+            return operator.pow(left, right)
+        for seq, times in ((left, right), (right, left)):
+            if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > _MAX_BUILT:
+                raise TemplateLimit(f"repeating a value {times:,} times builds more than {_MAX_BUILT:,} items")
+        return operator.mul(left, right)
+
+
+class _SqlLoader(jinja2.FileSystemLoader):
+    """Templates under sql/, read as UTF-8 with a located error for any other encoding."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
+        pieces = jinja2.loaders.split_template_path(template)  # refuses '..'
+        for folder in self.searchpath:
+            path = Path(folder, *pieces)
+            if path.is_file():
+                shown = str(Path("sql", *pieces))
+                text = decode(path.read_bytes(), shown)
+                mtime = path.stat().st_mtime
+                return text, str(path), lambda p=path, m=mtime: p.is_file() and p.stat().st_mtime == m
+        raise jinja2.TemplateNotFound(template)
 
 
 class TemplateUserError(Exception):
@@ -159,8 +216,8 @@ class TemplateRenderer:
         self.sql_dir = sql_dir
         self.shown_root = shown_root
         self.steps, self.sources, self.variables = steps, sources, variables
-        self.env = SandboxedEnvironment(
-            loader=jinja2.FileSystemLoader(str(sql_dir)),
+        self.env = _BoundedSandbox(
+            loader=_SqlLoader(str(sql_dir)),
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
             autoescape=False,
@@ -168,6 +225,16 @@ class TemplateRenderer:
         self.env.filters.update(lit=sql_literal, quote=sql_literal, ident=sql_identifier)
         self.env.globals.update(ref=_ref, source=_source, var=_var)
         self._macros_loaded = False
+
+    def has_template(self, relative: str) -> bool:
+        try:
+            pieces = jinja2.loaders.split_template_path(relative)  # refuses '..'
+        except jinja2.TemplateNotFound:
+            return False
+        return Path(self.sql_dir, *pieces).is_file()
+
+    def template_hint(self, relative: str) -> str:
+        return _template_hint(self.sql_dir, relative)
 
     def _shown(self, filename: str | None) -> str:
         if not filename:
@@ -185,7 +252,7 @@ class TemplateRenderer:
         macro_dir = self.sql_dir / "macros"
         for path in sorted(macro_dir.glob("*.sql")) if macro_dir.is_dir() else []:
             rel = path.relative_to(self.sql_dir).as_posix()
-            module = self._guarded(lambda rel=rel: self.env.get_template(rel).module, state, inline=None)
+            module = self._guarded(lambda rel=rel: self.env.get_template(rel).module, state, inline=None, file=f"sql/{rel}")
             for name in dir(module):
                 if not name.startswith("_"):
                     self.env.globals[name] = getattr(module, name)
@@ -203,8 +270,9 @@ class TemplateRenderer:
                         hint=_template_hint(self.sql_dir, relative),
                     )
                 )
-            template = self._guarded(lambda: self.env.get_template(relative), state, inline=None)
-            return self._render(template, state, self._shown(str(path)), inline=None)
+            shown = self._shown(str(path))
+            template = self._guarded(lambda: self.env.get_template(relative), state, inline=None, file=shown)
+            return self._render(template, state, shown, inline=None)
         finally:
             _state.reset(token)
 
@@ -231,12 +299,13 @@ class TemplateRenderer:
         source: str | None = None,
     ) -> RenderedSql:
         if source is None:
-            source = Path(template.filename).read_text(encoding="utf-8") if template.filename else ""
+            source = decode(Path(template.filename).read_bytes(), shown) if template.filename else ""
 
         def run() -> tuple[str, SourceMap]:
-            return _render_with_map(template, shown, inline, source)
+            with _deadline(RENDER_SECONDS):
+                return _render_with_map(template, shown, inline, source)
 
-        text, source_map = self._guarded(run, state, inline)
+        text, source_map = self._guarded(run, state, inline, file=shown)
         return RenderedSql(
             step=state.step,
             text=text,
@@ -247,8 +316,9 @@ class TemplateRenderer:
             vars_used=frozenset(state.vars_used),
         )
 
-    def _guarded(self, fn: Any, state: _RenderState, inline: tuple[str, int] | None) -> Any:
-        """Run fn; turn any template error into a BadInput at the template's own file:line."""
+    def _guarded(self, fn: Any, state: _RenderState, inline: tuple[str, int] | None, file: str | None = None) -> Any:
+        """Run fn; turn any template error into a BadInput at the template's own file:line (at its
+        first line when no frame of the template says where, e.g. while parsing it)."""
         try:
             return fn()
         except BadInput:
@@ -264,12 +334,25 @@ class TemplateRenderer:
                 )
             ) from None
         except jinja2.TemplateNotFound as e:
+            file, line = self._where_in_traceback(e, inline)
             raise BadInput(
-                Problem(f"step '{state.step}': template '{e.name}' not found", hint=_template_hint(self.sql_dir, str(e.name)))
+                Problem(
+                    f"step '{state.step}': template '{e.name}' not found",
+                    file=file,
+                    line=line,
+                    hint=_template_hint(self.sql_dir, str(e.name)),
+                )
             ) from None
         except Exception as e:  # noqa: BLE001 - every render error is the user's template's
-            file, line = self._where_in_traceback(e, inline)
-            if isinstance(e, TemplateUserError):
+            where, line = self._where_in_traceback(e, inline)
+            if where is None and file is not None:
+                where, line = file, 1
+            if isinstance(e, TemplateLimit):
+                message, hint = str(e), "a template builds SQL text; compute data in SQL, not in the template"
+            elif isinstance(e, RecursionError):
+                message = "recursion too deep: a macro that calls itself without end, or expressions nested too deeply"
+                hint = "give the macro a case where it stops calling itself"
+            elif isinstance(e, TemplateUserError):
                 message, hint = str(e), e.hint
             elif isinstance(e, jinja2.UndefinedError):
                 message = f"{e.message}"
@@ -278,7 +361,7 @@ class TemplateRenderer:
                 message, hint = f"not allowed in a template: {e}", "templates may only build SQL text"
             else:
                 message, hint = f"{type(e).__name__}: {e}", None
-            raise BadInput(Problem(f"step '{state.step}': {message}", file=file, line=line, hint=hint)) from None
+            raise BadInput(Problem(f"step '{state.step}': {message}", file=where, line=line, hint=hint)) from None
 
     def _where(self, filename: str | None, lineno: int | None, inline: tuple[str, int] | None) -> tuple[str, int | None]:
         if inline and (filename is None or filename == "<template>"):
@@ -311,6 +394,8 @@ def _render_with_map(template: jinja2.Template, shown: str, inline: tuple[str, i
     position = 0
     try:
         for chunk in generator:
+            if position + len(chunk) > MAX_RENDERED:
+                raise TemplateLimit(f"the template renders more than {MAX_RENDERED:,} characters of SQL")
             reported = template.get_corresponding_lineno(generator.gi_frame.f_lineno) if generator.gi_frame else 1
             line, literal = _chunk_line(chunk, reported, source, line_starts)
             starts.append(position)
@@ -322,6 +407,29 @@ def _render_with_map(template: jinja2.Template, shown: str, inline: tuple[str, i
     if not pieces:
         starts, pieces = [0], [(shown, 1 + offset_base, True, "")]
     return "".join(out), SourceMap(starts, pieces)
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Stop a render that runs longer than `seconds` (loops that build nothing, or too much). On a
+    thread other than the main one, where signals cannot be used, only the size limit applies."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    began = time.monotonic()
+
+    def expired(signum: int, frame: Any) -> None:
+        raise TemplateLimit(f"the template took more than {seconds:g} s to render (a loop too long?)")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    remaining = signal.setitimer(signal.ITIMER_REAL, seconds)[0]
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if remaining:  # an outer timer was running: give it back what is left of it
+            signal.setitimer(signal.ITIMER_REAL, max(remaining - (time.monotonic() - began), 0.001))
 
 
 def _chunk_line(chunk: str, reported: int, source: str, line_starts: list[int]) -> tuple[int, bool]:

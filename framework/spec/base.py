@@ -5,11 +5,27 @@ from __future__ import annotations
 import difflib
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, StringConstraints, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
 #: Names of sources, steps and outputs: they become SQL view names, so plain identifiers.
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+#: Window lengths and counts reach Spark as Java ints.
+MAX_COUNT = 2**31 - 1
+
+
+def _whole_number(value: Any) -> Any:
+    """YAML's true/false are not numbers (pydantic would read true as 1)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a whole number, not true/false")
+    return value
+
+
+#: A positive count that fits a Java int (window sizes, files per trigger).
+Count = Annotated[int, BeforeValidator(_whole_number), Field(ge=1, le=MAX_COUNT)]
+#: A Delta table version (a Java long).
+Version = Annotated[int, BeforeValidator(_whole_number), Field(ge=0, le=2**63 - 1)]
 
 
 def closest(word: str, choices: list[str] | set[str]) -> str | None:

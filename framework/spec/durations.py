@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any
 
@@ -14,7 +15,9 @@ _UNITS = {
     "h": 3600, "hour": 3600, "hours": 3600,
     "d": 86400, "day": 86400, "days": 86400,
 }  # fmt: skip
-_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)?\s*$")
+_PATTERN = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,9})?)\s*([a-zA-Z]+)?\s*$")
+#: Longer than this is surely a mistake, and longer still overflows Spark's intervals.
+MAX_SECONDS = 10 * 366 * 86400
 
 
 def parse_seconds(value: Any) -> float:
@@ -22,15 +25,19 @@ def parse_seconds(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("a duration is a number with a unit, e.g. 30s")
     if isinstance(value, (int, float)):
-        seconds = float(value)
+        seconds = float(value) if abs(value) <= MAX_SECONDS else math.inf
     else:
         match = _PATTERN.match(str(value))
         unit = (match.group(2) or "s").lower() if match else None
         if not match or unit not in _UNITS:
             raise ValueError(f"'{value}' is not a duration; write e.g. 500ms, 30s, 5min, 2h")
         seconds = float(match.group(1)) * _UNITS[unit]
+    if math.isnan(seconds):
+        raise ValueError("a duration must be a number of seconds, not NaN")
     if seconds < 0:
         raise ValueError("a duration cannot be negative")
+    if seconds > MAX_SECONDS:
+        raise ValueError("a duration longer than 10 years is surely a mistake; write e.g. 30s, 5min, 2h, 7d")
     return seconds
 
 

@@ -34,6 +34,8 @@ class LoadedPipeline:
 def load_pipeline(path: Path, shown_as: str | None = None) -> LoadedPipeline:
     shown = shown_as or str(path)
     doc = load_yaml_file(path, shown)
+    if doc.data is None:
+        raise BadInput(Problem("the file is empty", file=shown, line=1, hint="a pipeline needs at least name, steps and outputs"))
     if not isinstance(doc.data, dict):
         raise BadInput(Problem("a pipeline file must be a mapping (name:, steps:, outputs: ...)", file=shown, line=1))
     try:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, model_validator
 
-from framework.spec.base import Name, SpecModel
+from framework.spec.base import Count, Name, SpecModel, Version
 from framework.spec.durations import Duration
 from framework.spec.expectations import Expectations, expectations_field
 from framework.spec.steps import any_step_type
@@ -28,7 +28,7 @@ class FileSource(SpecModel):
     options: dict[str, Scalar] = Field(default_factory=dict, description="Spark reader options.")
     event_time: str | None = Field(None, description="Timestamp column giving each row's event time.")
     watermark: Duration | None = Field(None, description="How late rows may arrive (streaming), e.g. 30s.")
-    max_files_per_trigger: int | None = Field(None, ge=1, description="Streaming: at most this many new files per micro-batch.")
+    max_files_per_trigger: Count | None = Field(None, description="Streaming: at most this many new files per micro-batch.")
     description: str = ""
 
     @model_validator(mode="after")
@@ -53,7 +53,7 @@ class DeltaSource(SpecModel):
     format: Literal["delta"]
     path: str | None = Field(None, description="Table location (relative paths start at the project root).")
     table: str | None = Field(None, description="Table name under the warehouse (see outputs' name).")
-    version: int | None = Field(None, ge=0, description="Time travel: read this table version.")
+    version: Version | None = Field(None, description="Time travel: read this table version.")
     timestamp: datetime | None = Field(None, description="Time travel: read the table as of this time.")
     event_time: str | None = Field(None, description="Timestamp column giving each row's event time.")
     watermark: Duration | None = Field(None, description="How late rows may arrive (streaming), e.g. 30s.")

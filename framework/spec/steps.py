@@ -11,7 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
-from framework.spec.base import Name, SpecModel
+from framework.spec.base import Count, Name, SpecModel
 from framework.spec.durations import Duration
 from framework.spec.expectations import Expectations, expectations_field
 
@@ -75,8 +75,8 @@ class CountWindow(SpecModel):
     """Each row meets the matching rows among the last `left` rows of the left input and the last
     `right` rows of the right input, counted when the later row of a pair arrived."""
 
-    left: int = Field(ge=1, description="W_A: window length of the left input, in rows.")
-    right: int = Field(ge=1, description="W_B: window length of the right input, in rows.")
+    left: Count = Field(description="W_A: window length of the left input, in rows.")
+    right: Count = Field(description="W_B: window length of the right input, in rows.")
 
 
 class JoinSpec(SpecModel):
@@ -176,7 +176,7 @@ class KeyedWindowSpec(SpecModel):
 
 
 class SwaSpec(KeyedWindowSpec):
-    size: int = Field(ge=1, description="n: a window closes when it holds this many tuples.")
+    size: Count = Field(description="n: a window closes when it holds this many tuples.")
     timeout: Duration = Field(gt=0, description="t: a tuple more than t after the window's first tuple opens a new window.")
 
     @property
@@ -197,7 +197,7 @@ class SwaStep(StepSpec):
 
 
 class TumblingSpec(KeyedWindowSpec):
-    size: int = Field(ge=1, description="W: tuples per count window (advance = W) over the whole input.")
+    size: Count = Field(description="W: tuples per count window (advance = W) over the whole input.")
 
 
 @step_kind

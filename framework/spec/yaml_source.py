@@ -2,6 +2,15 @@
 
 PyYAML keeps duplicate keys silently (the last wins); a pipeline with two steps of the same
 name is a mistake we report instead.
+
+Whatever the text, loading ends in data or in a located BadInput, in bounded time and memory:
+- only plain YAML values are read (text, numbers, true/false, null, dates, lists, mappings); a
+  tag such as `!!python/object` or `!foo` is refused, and a value its tag cannot construct
+  (`2026-13-45` read as a date, `!!int abc`) is named at its line;
+- aliases repeat what they refer to, so an alias of an alias of ... (a "billion laughs" document)
+  grows exponentially: loading stops past MAX_VALUES values or MAX_DEPTH levels of nesting, which
+  also ends an alias that refers to the mapping holding it;
+- control characters PyYAML refuses are named at their line and column.
 """
 
 from __future__ import annotations
@@ -13,9 +22,15 @@ from typing import Any
 import yaml
 
 from framework.errors import BadInput, Problem
+from framework.spec.text import read_text
 
 Location = tuple[int, int]  # 1-based line, column
 PathKey = tuple[Any, ...]
+
+MAX_DEPTH = 64  # levels of nesting in a document
+MAX_VALUES = 100_000  # values a document may expand to (aliases included)
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "timestamp", "map", "seq")}
+_TAG_WORDS = {"int": "a whole number", "float": "a number", "bool": "true or false", "timestamp": "a date", "null": "null"}
 
 
 @dataclass
@@ -46,6 +61,7 @@ class LocatedDocument:
 
 
 def load_yaml(text: str, file: str) -> LocatedDocument:
+    """The document in `text` (data None when it holds no document: an empty file)."""
     try:
         loader = yaml.SafeLoader(text)
         try:
@@ -58,70 +74,156 @@ def load_yaml(text: str, file: str) -> LocatedDocument:
             Problem(
                 f"malformed YAML: {e.problem or e.context}",
                 file=file,
-                line=mark.line + 1 if mark else None,
+                line=mark.line + 1 if mark else 1,
                 col=mark.column + 1 if mark else None,
                 hint="check indentation and that every key ends with ':'",
             )
         ) from None
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        col = e.position - (text.rfind("\n", 0, e.position) + 1) + 1
+        raise BadInput(
+            Problem(
+                f"character #x{e.character:04x} is not allowed in YAML"
+                if isinstance(e.character, int)
+                else f"malformed YAML: {e}",
+                file=file,
+                line=line,
+                col=col,
+                hint='remove it, or write it as an escape inside double quotes (e.g. "\\t")',
+            )
+        ) from None
     except yaml.YAMLError as e:
-        raise BadInput(Problem(f"malformed YAML: {e}", file=file)) from None
-    if root is None:
-        raise BadInput(Problem("the file is empty", file=file, hint="a pipeline needs at least name, steps and outputs"))
+        raise BadInput(Problem(f"malformed YAML: {e}", file=file, line=1)) from None
+    except RecursionError:
+        raise BadInput(
+            Problem(
+                f"the YAML is nested more than {MAX_DEPTH} levels deep",
+                file=file,
+                line=_too_deep_line(text),
+                hint="flatten the lists or mappings",
+            )
+        ) from None
     doc = LocatedDocument(file=file, data=None)
+    if root is None:
+        return doc
     doc.positions[()] = (root.start_mark.line + 1, root.start_mark.column + 1)
-    doc.data = _construct(root, (), doc)
+    doc.data = _Builder(doc).construct(root, ())
     return doc
 
 
 def load_yaml_file(path: Path, shown_as: str | None = None) -> LocatedDocument:
     shown = shown_as or str(path)
+    return load_yaml(read_text(path, shown), shown)
+
+
+def _too_deep_line(text: str) -> int:
+    """The line where nesting first goes past MAX_DEPTH (PyYAML's own parser recursed too deep)."""
+    depth = 0
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise BadInput(Problem(f"cannot read file: {e.strerror}", file=shown)) from None
-    return load_yaml(text, shown)
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(token, (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockMappingStartToken,
+                                  yaml.BlockSequenceStartToken)):  # fmt: skip
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return token.start_mark.line + 1
+            elif isinstance(token, (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)):
+                depth -= 1
+    except yaml.YAMLError:
+        pass
+    return 1
 
 
-def _construct(node: yaml.Node, path: PathKey, doc: LocatedDocument) -> Any:
-    if isinstance(node, yaml.MappingNode):
-        result: dict[Any, Any] = {}
+class _Builder:
+    """Python values from YAML nodes, recording positions, within MAX_DEPTH and MAX_VALUES."""
+
+    def __init__(self, doc: LocatedDocument) -> None:
+        self.doc = doc
+        self.values = 0
+
+    def construct(self, node: yaml.Node, path: PathKey) -> Any:
+        self._count(node, len(path))
+        if node.tag not in _PLAIN_TAGS:
+            raise self._problem(
+                node,
+                f"YAML tag '{node.tag.replace('tag:yaml.org,2002:', '!!')}' is not allowed",
+                "write a plain value (text, a number, true/false, a date, a list or a mapping); quote text that starts with '!'",
+            )
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            items = []
+            for i, item in enumerate(node.value):
+                self.doc.positions[(*path, i)] = (item.start_mark.line + 1, item.start_mark.column + 1)
+                items.append(self.construct(item, (*path, i)))
+            return items
+        return self._scalar(node)
+
+    def _mapping(self, node: yaml.MappingNode, path: PathKey) -> dict[Any, Any]:
+        doc, result = self.doc, {}
         for key_node, value_node in node.value:
             # Keys are names: `on:` is the key "on", not YAML 1.1's boolean true.
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else _scalar(key_node, doc)
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise self._problem(key_node, "a key must be a plain value")
+            key = key_node.value
             if key in result:
                 first = doc.positions.get((*path, key))
-                raise BadInput(
-                    Problem(
-                        f"duplicate key '{key}'" + (f" (first defined on line {first[0]})" if first else ""),
-                        file=doc.file,
-                        line=key_node.start_mark.line + 1,
-                        col=key_node.start_mark.column + 1,
-                        hint="each name may appear once; rename or merge the two entries",
-                    )
+                raise self._problem(
+                    key_node,
+                    f"duplicate key '{key}'" + (f" (first defined on line {first[0]})" if first else ""),
+                    "each name may appear once; rename or merge the two entries",
                 )
             doc.positions[(*path, key)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             if isinstance(value_node, yaml.ScalarNode):
                 block = value_node.style in ("|", ">")
                 doc.value_lines[(*path, key)] = value_node.start_mark.line + 1 + (1 if block else 0)
-            result[key] = _construct(value_node, (*path, key), doc)
+            result[key] = self.construct(value_node, (*path, key))
         return result
-    if isinstance(node, yaml.SequenceNode):
-        items = []
-        for i, item in enumerate(node.value):
-            doc.positions[(*path, i)] = (item.start_mark.line + 1, item.start_mark.column + 1)
-            items.append(_construct(item, (*path, i), doc))
-        return items
-    return _scalar(node, doc)
+
+    def _scalar(self, node: yaml.Node) -> Any:
+        if node.tag == "tag:yaml.org,2002:str":
+            return node.value
+        try:
+            return _SCALARS.construct_object(node, deep=True)
+        except Exception:  # noqa: BLE001 - PyYAML's constructors raise ValueError, KeyError, TypeError...
+            kind = node.tag.rsplit(":", 1)[-1]
+            raise self._problem(
+                node,
+                f"'{node.value}' looks like {_TAG_WORDS.get(kind, kind)} but is not one",
+                f'write a valid {kind} value, or quote it to keep it as text: "{node.value}"',
+            ) from None
+
+    def _count(self, node: yaml.Node, depth: int) -> None:
+        self.values += 1
+        if depth > MAX_DEPTH:
+            raise self._problem(
+                node,
+                f"nested more than {MAX_DEPTH} levels deep",
+                "flatten the lists or mappings; an alias (*name) inside the mapping it names repeats forever",
+            )
+        if self.values > MAX_VALUES:
+            raise self._problem(
+                node,
+                f"the document expands to more than {MAX_VALUES:,} values",
+                "each alias (*name) repeats everything it names: aliases of aliases grow very fast; write the values out",
+            )
+
+    def _problem(self, node: yaml.Node, message: str, hint: str | None = None) -> BadInput:
+        mark = node.start_mark
+        return BadInput(Problem(message, file=self.doc.file, line=mark.line + 1, col=mark.column + 1, hint=hint))
 
 
-def _scalar(node: yaml.Node, doc: LocatedDocument) -> Any:
-    if not isinstance(node, yaml.ScalarNode):
-        raise BadInput(
-            Problem("a key must be a plain value", file=doc.file, line=node.start_mark.line + 1, col=node.start_mark.column + 1)
-        )
-    if node.tag == "tag:yaml.org,2002:str":
-        return node.value
-    return _SCALARS.construct_object(node, deep=True)
+def plain_value(text: str) -> Any:
+    """One plain YAML scalar as YAML reads it (`3` a number, `true` a bool, `2026-01-31` a date,
+    anything else text), for values typed on the command line. ValueError says what is wrong."""
+    tag = _SCALARS.resolve(yaml.ScalarNode, text, (True, False))
+    if tag == "tag:yaml.org,2002:str":
+        return text
+    try:
+        return _SCALARS.construct_object(yaml.ScalarNode(tag, text), deep=True)
+    except Exception:  # noqa: BLE001 - PyYAML's constructors raise ValueError, KeyError, TypeError...
+        kind = tag.rsplit(":", 1)[-1]
+        raise ValueError(f"'{text}' looks like {_TAG_WORDS.get(kind, kind)} but is not one") from None
 
 
-_SCALARS = yaml.SafeLoader("")  # only its scalar constructors are used (ints, floats, bools, dates)
+_SCALARS = yaml.SafeLoader("")  # only its resolver and scalar constructors are used (ints, floats, bools, dates)
