@@ -19,13 +19,15 @@ from sqlglot import exp
 
 from framework.errors import BadInput, Problem
 from framework.graph import PipelineGraph, StepCycle
+from framework.io.locations import INTERNAL_DIR, Warehouse, is_uri, output_location, overlap, within
+from framework.io.sources import source_location
 from framework.operators.registry import SpecProblem, StepKind, Streaming, kind_of, kinds
 from framework.profiles import Profile
 from framework.project import Project
 from framework.spec.base import did_you_mean
 from framework.spec.expectations import INTEGRATION_COLUMNS, MAX_DROP_EXPECTATIONS
 from framework.spec.loader import LoadedPipeline, load_pipeline
-from framework.spec.models import FileSource
+from framework.spec.models import DeltaSource, FileSource
 from framework.spec.steps import StepSpec, template_file
 from framework.templating import RenderedSql, TemplateRenderer
 from framework.variables import resolve_vars
@@ -92,6 +94,7 @@ def compile_pipeline(
         except BadInput as e:
             problems.extend(e.problems)
     problems.extend(_unused_cli_vars(cli_vars, spec.vars, rendered))
+    problems.extend(_location_problems(loaded, project, profile))
     if problems:
         raise BadInput(*problems)
 
@@ -104,6 +107,60 @@ def compile_pipeline(
     if spec.mode == "streaming":
         _check_streaming_spec(loaded, graph)
     return CompiledPipeline(project, loaded, variables, rendered, graph, graph.select(select))
+
+
+def _location_problems(loaded: LoadedPipeline, project: Project, profile: Profile) -> list[Problem]:
+    """Where outputs write: never into the warehouse's own folder (the run log, the quarantine,
+    checkpoints), by `path:` only inside the warehouse or under the profile's external_roots, not
+    two outputs into one table, and never into what a source of the pipeline reads unless that
+    Delta source says it reads its own output on purpose."""
+    spec, warehouse = loaded.spec, Warehouse.of(project, profile)
+    internal = warehouse.internal(INTERNAL_DIR)
+    roots = [warehouse.root, *(r if is_uri(r) else str(project.resolve(r).resolve()) for r in profile.external_roots)]
+    sources = {name: source_location(project, warehouse, source) for name, source in spec.sources.items()}
+    problems: list[Problem] = []
+    written: dict[str, str] = {}  # table -> the first output writing it
+    for name, output in spec.outputs.items():
+        table = output_location(project, warehouse, name, output)
+        at = (
+            ("outputs", name, "path")
+            if output.path is not None
+            else ("outputs", name, "name")
+            if output.name
+            else ("outputs", name)
+        )
+        if overlap(table, internal):
+            problems.append(
+                loaded.problem(
+                    f"output '{name}' would write {table}, over the warehouse's own folder {INTERNAL_DIR}/ (run log, quarantine, checkpoints)",
+                    at,
+                    hint=f"names and paths under {INTERNAL_DIR} are reserved: choose another name",
+                )
+            )
+            continue
+        if output.path is not None and not any(within(table, root) for root in roots):
+            problems.append(
+                loaded.problem(
+                    f"output '{name}': path '{output.path}' is outside the warehouse ({warehouse.root})",
+                    at,
+                    hint="use name: to write under the warehouse, or list the folder under external_roots: in the profile",
+                )
+            )
+        if table in written:
+            problems.append(loaded.problem(f"outputs '{written[table]}' and '{name}' write the same table {table}", at))
+        written.setdefault(table, name)
+        for source, location in sources.items():
+            read = spec.sources[source]
+            if overlap(table, location) and not (isinstance(read, DeltaSource) and read.own_output):
+                problems.append(
+                    loaded.problem(
+                        f"output '{name}' would write {table}, which source '{source}' reads",
+                        at,
+                        hint="write it elsewhere; to read a table this pipeline writes on purpose (its previous version), "
+                        "make the source format: delta with own_output: true",
+                    )
+                )
+    return problems
 
 
 def _cycle_problems(loaded: LoadedPipeline, cycle: list[str]) -> list[Problem]:

@@ -153,11 +153,11 @@ def test_a_failed_commit_restores_the_outputs_already_committed(spark, cli, proj
     assert cli("run", "service_calls")[0] == 0
     warehouse = project / "warehouse"
     before = delta_rows(warehouse / "service_stats", "1")
-    write(project / "blocker", "a file where the second table's folder should be\n")
+    write(warehouse / "blocker", "a file where the second table's folder should be\n")
     pipeline = project / "pipelines" / "service_calls.yaml"
     pipeline.write_text(
         pipeline.read_text()
-        .replace("    mode: merge\n", "    mode: merge\n    path: blocker/daily\n")
+        .replace("    mode: merge\n", "    mode: merge\n    path: warehouse/blocker/daily\n")
         .replace('since: "2026-01-01 00:00:00"', 'since: "2026-11-02 08:04:00"')
     )
     code, _, err = cli("run", "service_calls")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from framework.profiles import Profile
 from framework.project import Project
 
+INTERNAL_DIR = "_tributary"  # the warehouse's own folder: no pipeline may write into it
 EVENTS_TABLE = "_tributary/events"
 QUARANTINE_TABLE = "_tributary/quarantine"
 STAGING_DIR = "_tributary/staging"
@@ -26,6 +29,24 @@ def is_uri(location: str) -> bool:
 def from_spark_path(path: str) -> str:
     """A path as Spark writes it in its logs: a local file is a percent-encoded file: URI."""
     return unquote(urlparse(path).path) if path.startswith("file:") else path
+
+
+def within(location: str, root: str) -> bool:
+    """Whether `location` is `root` or lies under it (local paths resolved, URIs compared by prefix)."""
+    if is_uri(location) or is_uri(root):
+        return location.rstrip("/") == root.rstrip("/") or location.startswith(root.rstrip("/") + "/")
+    return Path(location).resolve().is_relative_to(Path(root).resolve())
+
+
+def overlap(a: str, b: str) -> bool:
+    """Whether one location holds the other (a glob counts from the folder before its first wildcard)."""
+    a, b = _before_glob(a), _before_glob(b)
+    return within(a, b) or within(b, a)
+
+
+def _before_glob(location: str) -> str:
+    cut = min((location.find(c) for c in "*?[" if c in location), default=-1)
+    return location if cut < 0 else location[:cut].rsplit("/", 1)[0] or "/"
 
 
 def join(base: str, *parts: str) -> str:
@@ -55,6 +76,11 @@ class Warehouse:
 
     def is_local(self) -> bool:
         return not is_uri(self.root)
+
+
+def output_location(project: Project, warehouse: Warehouse, output: str, spec: Any) -> str:
+    """Where an output's Delta table lives: its `path`, else its `name` (or the output's) under the warehouse."""
+    return resolve_location(project, warehouse, spec.name or output if not spec.path else None, spec.path)
 
 
 def resolve_location(project: Project, warehouse: Warehouse, name: str | None, path: str | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from framework.compiler import CompiledPipeline
-from framework.io.locations import Warehouse, resolve_location
+from framework.io.locations import Warehouse, output_location
 from framework.io.sources import source_location
 from framework.operators.registry import kind_of
 from framework.plan.model import CheckScope, PlannedOutput, PlannedSource, PlannedStep, QuarantineSplit, RunMode, RunPlan
@@ -72,9 +72,7 @@ def plan_run(compiled: CompiledPipeline, warehouse: Warehouse, full_refresh: boo
 
 
 def output_table(compiled: CompiledPipeline, warehouse: Warehouse, output: str) -> str:
-    """Where an output's Delta table lives: its `path`, else its `name` (or the output's) under the warehouse."""
-    spec = compiled.spec.outputs[output]
-    return resolve_location(compiled.project, warehouse, spec.name or output if not spec.path else None, spec.path)
+    return output_location(compiled.project, warehouse, output, compiled.spec.outputs[output])
 
 
 def _only_reader(compiled: CompiledPipeline, step: str, needed: set[str]) -> str | None:

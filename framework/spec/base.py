@@ -11,6 +11,9 @@ from pydantic_core import PydanticCustomError
 #: Names of sources, steps and outputs: they become SQL view names, so plain identifiers.
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
+#: Table names under the warehouse: `daily` or `sales.daily` (<warehouse>/sales/daily).
+TableName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")]
+
 #: Window lengths and counts reach Spark as Java ints.
 MAX_COUNT = 2**31 - 1
 

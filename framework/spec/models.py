@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, model_validator
 
-from framework.spec.base import Count, Name, SpecModel, Version
+from framework.spec.base import Count, Name, SpecModel, TableName, Version
 from framework.spec.durations import Duration
 from framework.spec.expectations import Expectations, expectations_field
 from framework.spec.steps import any_step_type
@@ -52,11 +52,15 @@ class DeltaSource(SpecModel):
 
     format: Literal["delta"]
     path: str | None = Field(None, description="Table location (relative paths start at the project root).")
-    table: str | None = Field(None, description="Table name under the warehouse (see outputs' name).")
+    table: TableName | None = Field(None, description="Table name under the warehouse (see outputs' name).")
     version: Version | None = Field(None, description="Time travel: read this table version.")
     timestamp: datetime | None = Field(None, description="Time travel: read the table as of this time.")
     event_time: str | None = Field(None, description="Timestamp column giving each row's event time.")
     watermark: Duration | None = Field(None, description="How late rows may arrive (streaming), e.g. 30s.")
+    own_output: bool = Field(
+        False,
+        description="This pipeline also writes the table: read it on purpose (e.g. its previous version, for an incremental build).",
+    )
     description: str = ""
 
     @model_validator(mode="after")
@@ -75,12 +79,12 @@ class Output(SpecModel):
     """A Delta table written from a step."""
 
     from_: Name | None = Field(None, alias="from", description="The step to write (default: the output's own name).")
-    name: str | None = Field(
+    name: TableName | None = Field(None, description="Table name under the warehouse (default: the output's own name).")
+    path: str | None = Field(
         None,
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$",
-        description="Table name under the warehouse (default: the output's own name).",
+        description="Explicit table location instead of a name under the warehouse: inside the warehouse, or under "
+        "one of the profile's external_roots.",
     )
-    path: str | None = Field(None, description="Explicit table location instead of a name under the warehouse.")
     mode: Literal["append", "overwrite", "merge"] = "overwrite"
     keys: list[str] = Field(default_factory=list, description="Columns identifying a row (required for merge).")
     partition_by: list[str] = Field(default_factory=list)
