@@ -73,6 +73,12 @@ def _context(pipeline: str | None, profile_name: str | None):  # noqa: ANN202
     return project, profile
 
 
+def _print_warnings(warnings: list[Problem]) -> None:
+    for warning in warnings:
+        err.print("  [yellow]warning:[/] ", end="")
+        err.print(str(warning).replace("\n", "\n  "), markup=False, soft_wrap=True)
+
+
 def _compile(pipeline: str, profile_name: str | None, variables: list[str] | None, select: str | None = None):  # noqa: ANN202
     from framework.compiler import compile_pipeline
     from framework.variables import parse_cli_vars
@@ -103,6 +109,7 @@ def validate(
             try:
                 compiled = compile_pipeline(project, path, prof)
                 out.print(f"[green]✓[/] {shown}  ({len(compiled.spec.steps)} steps, {len(compiled.spec.outputs)} outputs)")
+                _print_warnings(compiled.warnings)
             except BadInput as e:
                 failures.append(e)
                 out.print(f"[red]✗[/] {shown}")
@@ -122,6 +129,7 @@ def compile_cmd(
 
     def body() -> None:
         compiled, _ = _compile(pipeline, profile, var, select)
+        _print_warnings(compiled.warnings)
         for step in compiled.selected:
             spec = compiled.spec.steps[step]
             out.rule(f"[bold]{step}[/] ({spec.kind})", align="left")

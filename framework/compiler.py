@@ -53,6 +53,11 @@ class CompiledPipeline:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def warnings(self) -> list[Problem]:
+        """What validate reports without failing (e.g. each raw_sql in a template)."""
+        return [w for sql in self.sql.values() for w in sql.warnings]
+
     def selected_outputs(self) -> list[str]:
         chosen = set(self.selected)
         return [o for o in self.spec.outputs if self.spec.output_step(o) in chosen]
@@ -82,7 +87,7 @@ def compile_pipeline(
             _check_expectations(loaded, ("steps", name), step)
             if kind.template is not None:
                 sql = _render_step(renderer, loaded, name, kind, step)
-                _check_sql(loaded, sql, set(spec.steps) | set(spec.sources))
+                _check_sql(loaded, sql, set(spec.steps) | set(spec.sources), strict=profile.sql_policy == "strict")
                 rendered[name] = sql
                 declared = [*declared, *sql.sources, *sql.refs]
             inputs[name] = tuple(dict.fromkeys(declared))
@@ -336,8 +341,9 @@ def _check_declared_inputs(loaded: LoadedPipeline, step: str, declared: list[str
     return declared
 
 
-def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str]) -> None:
-    """Spark-dialect syntax check; one query per step; pipeline nodes only through ref()/source()."""
+def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str], strict: bool = False) -> None:
+    """Spark-dialect syntax check; one query per step; pipeline nodes only through ref()/source();
+    with the strict SQL policy, no JVM calls and no reads of files by path."""
     try:
         with _deeper_recursion():
             statements = [s for s in sqlglot.parse(_for_sqlglot(sql.text), read="spark") if s is not None]
@@ -410,6 +416,39 @@ def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str]) -
                     hint=f"write {{{{ {kind}('{name}') }}}} so Tributary knows the order of the steps",
                 )
             )
+    if strict:
+        _check_strict(sql, statements[0])
+
+
+#: Spark SQL functions that call any Java method: they run arbitrary code on the cluster.
+_JVM_CALLS = frozenset({"reflect", "java_method", "try_reflect"})
+#: `format.`path`` reads files that are not declared sources.
+_PATH_READERS = frozenset({"text", "json", "csv", "parquet", "orc", "avro", "delta", "binaryfile", "xml", "jdbc"})
+
+
+def _check_strict(sql: RenderedSql, statement: exp.Expression) -> None:
+    """The profile's strict SQL policy (sql_policy: strict): what a step may not do, from the tree."""
+    for node in statement.walk():
+        if isinstance(node, exp.Anonymous) and node.name.lower() in _JVM_CALLS:
+            why, hint = f"{node.name}() calls Java methods", "compute it with Spark SQL functions, or in a user function"
+        elif isinstance(node, (exp.Table, exp.Anonymous)) and node.name.lower() in {"read_files"}:
+            why, hint = (
+                "read_files() reads files that are not a source",
+                "declare the files as a source and read it with source()",
+            )
+        elif isinstance(node, exp.Table) and node.text("db").lower() in _PATH_READERS:
+            why = f"{node.text('db')}.`{node.name}` reads files by path"
+            hint = "declare the files as a source and read it with source()"
+        else:
+            continue
+        raise BadInput(
+            Problem(
+                f"step '{sql.step}': {why}, which the strict SQL policy refuses",
+                file=sql.template,
+                line=sql.locate(node.meta.get("line", 1) if hasattr(node, "meta") else 1)[1],
+                hint=hint + " (the profile's sql_policy: strict)",
+            )
+        )
 
 
 _MAX_NESTING = 200  # parentheses: what the syntax check supports with a raised recursion limit

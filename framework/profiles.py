@@ -39,6 +39,10 @@ class Profile(SpecModel):
     )
     vars: dict[str, Any] = Field(default_factory=dict, description="Values for var(), over the pipeline's defaults.")
     storage_options: dict[str, str] = Field(default_factory=dict, description="Object-store options for delta-rs.")
+    sql_policy: Literal["default", "strict"] = Field(
+        "default",
+        description="strict: validate refuses SQL that calls Java methods (reflect, java_method) or reads files by path.",
+    )
     external_roots: list[str] = Field(
         default_factory=list,
         description="Folders or URIs outside the warehouse that outputs may write to with path: (nothing else is allowed).",

@@ -1,7 +1,15 @@
 """Render a step's SQL template: sandboxed Jinja2, StrictUndefined, and the user's vocabulary.
 
 Vocabulary: `ref('step')`, `source('name')`, `var('x', default)`, the `lit` filter (a value as
-a safe SQL literal), the `ident` filter (a safe identifier) and every macro in sql/macros/*.sql.
+a safe SQL literal), the `ident` filter (a safe identifier), `raw_sql` (text as written) and every
+macro in sql/macros/*.sql.
+
+Variables are safe by default: a var's value is data, so `{{ var('since') }}` renders as a typed
+SQL literal ('2026-01-01', 5, TRUE, DATE '2026-01-31'), as `| lit` does, and a value typed on the
+command line cannot add SQL of its own. `| ident` makes it a quoted name; `| raw_sql` splices it
+as written, which `validate` reports as a warning at its line. Joining a var into text (`~`, `%`,
+`format`, `join`) would lose track of it, so that is refused unless the result says which of the
+three it is.
 
 Rendering keeps a map from each character of the output back to the template line that emitted
 it, so a SQL syntax error found in rendered text is reported at the template's own file:line.
@@ -86,6 +94,14 @@ class _SqlLoader(jinja2.FileSystemLoader):
         raise jinja2.TemplateNotFound(template)
 
 
+class VarText(str):
+    """A var's text value: rendered as a SQL string literal unless a filter says otherwise."""
+
+
+#: Filters that say how a value goes into the SQL
+_EXPLICIT = frozenset({"lit", "quote", "ident", "raw_sql"})
+
+
 class TemplateUserError(Exception):
     """Raised by ref()/source()/var()/lit inside a template; located by the renderer."""
 
@@ -117,6 +133,21 @@ def sql_literal(value: Any) -> str:
         return "(" + ", ".join(sql_literal(v) for v in items) + ")"
     text = str(value).replace("\\", "\\\\").replace("'", "\\'")
     return f"'{text}'"
+
+
+def raw_sql(value: Any) -> str:
+    """The value as written, spliced into the SQL unchecked (validate warns at each use)."""
+    return str(value)
+
+
+def _finalize(value: Any) -> Any:
+    """What `{{ ... }}` prints: a var's text, and values that are not text, as SQL literals;
+    text the template itself built (a macro's output, ref() and source()) as it is."""
+    if isinstance(value, VarText):
+        return sql_literal(str(value))
+    if isinstance(value, (bool, date, Decimal)) or value is None:
+        return sql_literal(value)
+    return value
 
 
 def sql_identifier(value: Any) -> str:
@@ -168,13 +199,17 @@ def _var(name: str, default: Any = _MISSING) -> Any:
     state = _state.get()
     state.vars_used.add(name)
     if name in state.variables:
-        return state.variables[name]
+        return _as_var(state.variables[name])
     if default is not _MISSING:
-        return default
+        return _as_var(default)
     raise TemplateUserError(
         f"var('{name}') is not defined",
         hint=f"add it under 'vars:' in the pipeline or the profile, pass --var {name}=..., or give a default: var('{name}', ...)",
     )
+
+
+def _as_var(value: Any) -> Any:
+    return VarText(value) if isinstance(value, str) and not isinstance(value, Relation) else value
 
 
 @dataclass(frozen=True)
@@ -201,6 +236,7 @@ class RenderedSql:
     refs: tuple[str, ...]
     sources: tuple[str, ...]
     vars_used: frozenset[str]
+    warnings: tuple[Problem, ...] = ()  # uses of raw_sql, at their line
 
     def locate(self, line: int, col: int = 1) -> tuple[str, int]:
         """Template file and line of a 1-based (line, col) in the rendered text."""
@@ -221,8 +257,9 @@ class TemplateRenderer:
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
             autoescape=False,
+            finalize=_finalize,
         )
-        self.env.filters.update(lit=sql_literal, quote=sql_literal, ident=sql_identifier)
+        self.env.filters.update(lit=sql_literal, quote=sql_literal, ident=sql_identifier, raw_sql=raw_sql)
         self.env.globals.update(ref=_ref, source=_source, var=_var)
         self._macros_loaded = False
 
@@ -305,6 +342,7 @@ class TemplateRenderer:
             with _deadline(RENDER_SECONDS):
                 return _render_with_map(template, shown, inline, source)
 
+        warnings = self._guarded(lambda: self._var_uses(state, source, shown, inline), state, inline, file=shown)
         text, source_map = self._guarded(run, state, inline, file=shown)
         return RenderedSql(
             step=state.step,
@@ -314,7 +352,34 @@ class TemplateRenderer:
             refs=tuple(state.refs),
             sources=tuple(state.source_refs),
             vars_used=frozenset(state.vars_used),
+            warnings=tuple(warnings),
         )
+
+    def _var_uses(self, state: _RenderState, source: str, shown: str, inline: tuple[str, int] | None) -> list[Problem]:
+        """Warnings for each `raw_sql`; an error where a var is joined into text without saying
+        how the result goes into the SQL (see the module docstring)."""
+        warnings = []
+        for node, parents in _walk(self.env.parse(source)):
+            file, line = self._where(None if inline else shown, getattr(node, "lineno", 1), inline)
+            if isinstance(node, jinja2.nodes.Filter) and node.name == "raw_sql":
+                warnings.append(
+                    Problem(
+                        f"step '{state.step}': raw_sql splices a value into the SQL as written",
+                        file=file,
+                        line=line,
+                        hint="only for SQL text you trust; a var passed on the command line can change the query",
+                    )
+                )
+            if _joins_text(node) and _has_var(node) and not any(_explicit(p) for p in parents):
+                raise BadInput(
+                    Problem(
+                        f"step '{state.step}': a var is joined into SQL text here, so Tributary cannot keep it a value",
+                        file=file,
+                        line=line,
+                        hint="say what the result is: ( ... ) | lit for a value, | ident for a name, | raw_sql for SQL as written",
+                    )
+                )
+        return warnings
 
     def _guarded(self, fn: Any, state: _RenderState, inline: tuple[str, int] | None, file: str | None = None) -> Any:
         """Run fn; turn any template error into a BadInput at the template's own file:line (at its
@@ -375,6 +440,45 @@ class TemplateRenderer:
             if name == "<template>" or (name and Path(name).suffix == ".sql"):
                 return self._where(name, frame.lineno, inline)
         return (inline[0], inline[1]) if inline else (None, None)
+
+
+def _walk(node: jinja2.nodes.Node, parents: tuple[jinja2.nodes.Node, ...] = ()) -> Iterator[tuple[Any, tuple[Any, ...]]]:
+    yield node, parents
+    for child in node.iter_child_nodes():
+        yield from _walk(child, (*parents, node))
+
+
+def _explicit(node: jinja2.nodes.Node) -> bool:
+    return isinstance(node, jinja2.nodes.Filter) and node.name in _EXPLICIT
+
+
+def _joins_text(node: jinja2.nodes.Node) -> bool:
+    """`a ~ b`, `'%s' % x`, `x | format(...)`, `x | join`, `'{}'.format(x)`, `s.join(x)`, `s.replace(...)`."""
+    if isinstance(node, (jinja2.nodes.Concat, jinja2.nodes.Mod)):
+        return True
+    if isinstance(node, jinja2.nodes.Filter):
+        return node.name in ("format", "join", "replace")
+    return (
+        isinstance(node, jinja2.nodes.Call)
+        and isinstance(node.node, jinja2.nodes.Getattr)
+        and node.node.attr in ("format", "join", "replace")
+    )
+
+
+def _has_var(node: jinja2.nodes.Node) -> bool:
+    """Whether a var's text feeds this node: a var() call, or a method called on one. A filter that
+    says what its value is, and a macro's output (the template's own text, where the var renders as
+    a literal), stop the search."""
+    for child in node.iter_child_nodes():
+        if _explicit(child):
+            continue
+        if isinstance(child, jinja2.nodes.Call) and isinstance(child.node, jinja2.nodes.Name):
+            if child.node.name == "var":
+                return True
+            continue
+        if _has_var(child):
+            return True
+    return False
 
 
 def _template_hint(sql_dir: Path, relative: str) -> str:
