@@ -426,7 +426,7 @@ _JVM_CALLS = frozenset({"reflect", "java_method", "try_reflect"})
 _PATH_READERS = frozenset({"text", "json", "csv", "parquet", "orc", "avro", "delta", "binaryfile", "xml", "jdbc"})
 
 
-def _check_strict(sql: RenderedSql, statement: exp.Expression) -> None:
+def _check_strict(sql: RenderedSql, statement: Any) -> None:
     """The profile's strict SQL policy (sql_policy: strict): what a step may not do, from the tree."""
     for node in statement.walk():
         if isinstance(node, exp.Anonymous) and node.name.lower() in _JVM_CALLS:
