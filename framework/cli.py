@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.syntax import Syntax
 
-from framework.errors import BadInput, Problem, TributaryError
+from framework.errors import BadInput, Problem, RunFailed, TributaryError
 
 app = typer.Typer(
     name="tributary",
@@ -71,6 +71,18 @@ def _context(pipeline: str | None, profile_name: str | None):  # noqa: ANN202
     project = find_project(start)
     profile = load_profile(project, profile_name)
     return project, profile
+
+
+def _show_spark_log(log: Path, verbose: bool, lines: int = 400) -> None:
+    """Spark's log of a failed run: its last lines with --verbose, else where it is."""
+    if not log.is_file() or log.stat().st_size == 0:
+        return
+    if verbose:
+        text = log.read_text(encoding="utf-8", errors="replace").splitlines()
+        err.print(f"Spark's log, {log} (last {min(lines, len(text))} lines):", markup=False)
+        err.print("\n".join(text[-lines:]), markup=False, highlight=False, soft_wrap=True)
+    else:
+        err.print(f"Spark's log: {log} (run again with --verbose to print it)", markup=False, soft_wrap=True)
 
 
 def _print_warnings(warnings: list[Problem]) -> None:
@@ -179,6 +191,9 @@ def run(
         bool, typer.Option("--continuous", help="Streaming: keep running every trigger.processing_time until Ctrl-C/SIGTERM.")
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before --full-refresh clears streaming state.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="On failure, print Spark's log (its errors with Java stacks).")
+    ] = False,
     debug: DebugOpt = False,
 ) -> None:
     """Run a pipeline: build every step, write the outputs to Delta, log the run.
@@ -211,6 +226,8 @@ def run(
             except TributaryError as e:
                 if e.result is not None and e.result.quality:  # show what stopped the run
                     out.print(quality_table(e.result.quality))
+                if isinstance(e, RunFailed) and e.result is not None and e.result.log_file:
+                    _show_spark_log(Path(e.result.log_file), verbose)
                 raise
         out.print(run_summary(result))
         if show:

@@ -26,6 +26,12 @@ def _style(status: str) -> str:
     return _STYLE[tone(status)]
 
 
+def _row(*cells: Any) -> list[Any]:
+    """Table cells as plain text: data and spec values (`regex=^[a-z]+$`, a path with brackets)
+    must not be read as rich markup."""
+    return [cell if isinstance(cell, Text) else Text(str(cell)) for cell in cells]
+
+
 class LiveProgress:
     """One line per step and output, updated in place on a terminal, printed line by line elsewhere."""
 
@@ -69,7 +75,7 @@ def plan_tables(plan: RunPlan) -> list[Table]:
     for i, name in enumerate(plan.order, 1):
         if plan.is_source(name):
             source = plan.source(name)
-            nodes.add_row(str(i), name, f"source ({getattr(source.spec, 'format', 'delta')})", source.location, "", "")
+            nodes.add_row(*_row(i, name, f"source ({getattr(source.spec, 'format', 'delta')})", source.location, "", ""))
             continue
         step = plan.step(name)
         runs = step.kind.streaming(step.spec).value if plan.streaming else "batch"
@@ -82,7 +88,7 @@ def plan_tables(plan: RunPlan) -> list[Table]:
             checks += f"{', ' if checks else ''}integration figures against truth"
         if step.split_by:
             checks += f", refused rows split off by output {step.split_by}"
-        nodes.add_row(str(i), name, step.kind.name, ", ".join(step.inputs), runs, checks)
+        nodes.add_row(*_row(i, name, step.kind.name, ", ".join(step.inputs), runs, checks))
     outputs = Table(title="outputs", title_justify="left", header_style="bold")
     for column in ("output", "from", "mode", "keys / partitions", "checks", "table"):
         outputs.add_column(column)
@@ -93,7 +99,7 @@ def plan_tables(plan: RunPlan) -> list[Table]:
         checks = f"{len(output.expectations)} expectation(s)" if output.expectations else ""
         if output.split is not None:
             checks += f"{', ' if checks else ''}quarantines rows {output.split.target}'s checks refuse"
-        outputs.add_row(output.name, output.step, output.mode, layout, checks, output.table)
+        outputs.add_row(*_row(output.name, output.step, output.mode, layout, checks, output.table))
     return [nodes, outputs]
 
 
@@ -107,19 +113,21 @@ def run_summary(result: RunResult) -> Group:
         outputs.add_column(column, justify="right" if column in ("rows written", "delta version", "seconds") else "left")
     for out in result.outputs:
         outputs.add_row(
-            out.name,
-            out.mode,
-            _n(out.rows if out.status != OutputStatus.SKIPPED else 0),
-            _n(out.version),
-            Text(out.status, style=_style(out.status)),
-            f"{out.duration_s:.2f}",
-            out.table,
+            *_row(
+                out.name,
+                out.mode,
+                _n(out.rows if out.status != OutputStatus.SKIPPED else 0),
+                _n(out.version),
+                Text(out.status, style=_style(out.status)),
+                f"{out.duration_s:.2f}",
+                out.table,
+            )
         )
     steps = Table(header_style="bold", title="steps", title_justify="left")
     for column in ("step", "kind", "rows", "status"):
         steps.add_column(column, justify="right" if column == "rows" else "left")
     for step in result.steps:
-        steps.add_row(step.name, step.kind, _n(step.rows), step.status)
+        steps.add_row(*_row(step.name, step.kind, _n(step.rows), step.status))
     parts: list[Any] = [steps, outputs]
     if result.quarantined:
         counts = ", ".join(f"{n:,} from {s}" for s, n in result.quarantined.items())
@@ -149,12 +157,14 @@ def quality_table(results: list[Any]) -> Table:
             verdict = Text("pass", style="green") if r.success else Text("FAIL", style=_SEVERITY_STYLE[r.severity])
             seen = _observed(r)
         view.add_row(
-            r.target if r.scope != "integration" else f"{r.target} (integration)",
-            _short_call(r.expectation, r.kwargs),
-            r.severity,
-            verdict,
-            seen,
-            r.threshold or "–",
+            *_row(
+                r.target if r.scope != "integration" else f"{r.target} (integration)",
+                _short_call(r.expectation, r.kwargs),
+                r.severity,
+                verdict,
+                seen,
+                r.threshold or "–",
+            )
         )
     return view
 
@@ -187,7 +197,7 @@ def arrow_table(title: str, table: pa.Table) -> Table:
     for name in table.column_names:
         view.add_column(name)
     for row in table.to_pylist():
-        view.add_row(*[_cell(v) for v in row.values()])
+        view.add_row(*_row(*[_cell(v) for v in row.values()]))
     return view
 
 

@@ -136,6 +136,7 @@ class RunResult:
     integration: list[Any] = field(default_factory=list)  # StepEvaluation of steps declaring truth:
     quality: list[Any] = field(default_factory=list)  # ExpectationResult of every expectation checked
     error: str | None = None
+    log_file: str | None = None  # Spark's log (errors with their Java stacks)
 
     def output(self, name: str) -> OutputResult | None:
         return next((o for o in self.outputs if o.name == name), None)

@@ -21,6 +21,7 @@ from framework.compiler import CompiledPipeline
 from framework.engine.batch import run_batch
 from framework.engine.context import Reporter, RunContext, Silent
 from framework.engine.events import EventLog, record_result
+from framework.engine.failures import is_spark_error, spark_failure
 from framework.engine.frames import Frames, static_frames
 from framework.engine.lock import RunLock
 from framework.engine.results import RunResult, RunStatus, new_run_id
@@ -53,11 +54,12 @@ def run_pipeline(
     started = time.perf_counter()
     plan = plan_run(compiled, Warehouse.of(compiled.project, profile), full_refresh)
     check_inputs_exist(plan, profile)
-    from framework.engine.session import spark_session
+    from framework.engine.session import default_log_file, spark_log_file, spark_session
 
-    spark = spark or spark_session(profile)
+    run_id = new_run_id()
+    spark = spark or spark_session(profile, default_log_file().with_name(f"{plan.pipeline}-{run_id}.log"))
     store = choose_store(spark, profile.delta_writer, profile.storage_options)
-    result = RunResult(new_run_id(), plan.pipeline, store=store.name)
+    result = RunResult(run_id, plan.pipeline, store=store.name, log_file=spark_log_file(spark))
     run = RunContext(compiled, plan, profile, spark, store, result, reporter or Silent(), continuous, stop or threading.Event())
     drive = run_streaming if plan.streaming else run_batch
     events = EventLog(store, run.internal(EVENTS_TABLE), run.run_id, plan.pipeline)
@@ -72,8 +74,8 @@ def run_pipeline(
         result.status = RunStatus.OK
     except BaseException as e:
         result.status = RunStatus.FAILED
-        result.error = one_line(e)
-        error = _as_run_error(e)
+        error = RunFailed(spark_failure(run, e)) if is_spark_error(e) else _as_run_error(e)
+        result.error = one_line(error)
         if isinstance(error, TributaryError):
             error.result = result
         raise error from (None if isinstance(e, TributaryError) else e)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,12 +37,22 @@ DEFAULT_CONF: dict[str, str] = {
     # messages: four more round trips to the JVM per call (6100 vs 2730 calls to plan the SWA
     # benchmark's four micro-batches). Tributary's errors name the spec's file and line instead.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()}",
 }
 
+#: PySpark's own loggers that print an error's query context to stderr as JSON
+_PYSPARK_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
-def spark_session(profile: Profile) -> SparkSession:
-    """Start (or reuse) the session. Python workers use this interpreter, not `python3` on PATH."""
+
+def default_log_file() -> Path:
+    """Where Spark's log goes when the caller names no file (a session shared by several runs)."""
+    return Path(tempfile.gettempdir()) / "tributary-logs" / f"spark-{os.getpid()}.log"
+
+
+def spark_session(profile: Profile, log_file: Path | None = None) -> SparkSession:
+    """Start (or reuse) the session. Python workers use this interpreter, not `python3` on PATH.
+
+    Spark's errors and their Java stacks go to `log_file` (framework/engine/log4j2.properties),
+    not the console: a failed run says what failed in one line and names the file."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -54,7 +66,14 @@ def spark_session(profile: Profile) -> SparkSession:
         builder = builder.remote(profile.spark.remote)
     elif profile.spark.master:
         builder = builder.master(profile.spark.master)
-    conf = {**DEFAULT_CONF, **{k: _conf_value(v) for k, v in profile.spark.conf.items()}}
+    log = log_file or default_log_file()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    logging_options = f"-Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()} -Dtributary.log.file={_java_option(str(log))}"
+    conf = {
+        **DEFAULT_CONF,
+        "spark.driver.extraJavaOptions": logging_options,
+        **{k: _conf_value(v) for k, v in profile.spark.conf.items()},
+    }
     if profile.spark.remote:
         conf = {k: v for k, v in conf.items() if not k.startswith(("spark.driver.", "spark.ui."))}
     elif jvm.enabled() and (functions_jar := jvm.jar()) is not None:
@@ -65,7 +84,32 @@ def spark_session(profile: Profile) -> SparkSession:
     started_here = spark
     if not profile.spark.remote:
         spark.sparkContext.setLogLevel("ERROR")
+    _log_pyspark_to(log)
     return spark
+
+
+def spark_log_file(spark: SparkSession) -> str | None:
+    """The file the session's JVM logs to (None on Spark Connect, or a session started elsewhere)."""
+    try:
+        return spark.sparkContext._jvm.java.lang.System.getProperty("tributary.log.file")  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - Spark Connect has no JVM on this side
+        return None
+
+
+def _log_pyspark_to(log: Path) -> None:
+    from pyspark.logger import PySparkLogger
+
+    for name in _PYSPARK_LOGGERS:
+        logger = PySparkLogger.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.addHandler(logging.FileHandler(log))
+        logger.propagate = False
+
+
+def _java_option(value: str) -> str:
+    """A -D value Spark splits correctly even with spaces in it."""
+    return f'"{value}"' if any(c.isspace() for c in value) else value
 
 
 def stop_started_session() -> None:

@@ -23,6 +23,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from framework.engine.context import RunContext, quietly
+from framework.engine.failures import is_spark_error, spark_failure
 from framework.engine.frames import Frames
 from framework.engine.results import OutputResult, OutputStatus, Progress
 from framework.errors import RunFailed
@@ -69,7 +70,14 @@ def stage_outputs(run: RunContext, frames: Frames) -> list[Staged]:
         existing = store.schema(output.table) if output.mode == "append" else None
         if existing is not None:
             frame = frame.select(*[_match_column(frame.columns, f.name) for f in existing.fields], *([MASK] if split else []))
-        write = store.stage(frame, output.name, output.table, run.staging(output.name), list(output.partition_by), split_by=split)
+        try:
+            write = store.stage(
+                frame, output.name, output.table, run.staging(output.name), list(output.partition_by), split_by=split
+            )
+        except Exception as e:
+            if is_spark_error(e):
+                raise RunFailed(spark_failure(run, e, output.step)) from e
+            raise
         if split and output.split is not None:
             target, scope = output.split.target, output.split.scope
             rows = run.quality.quarantined(target, scope, store.read_split_off(frame.sparkSession, write, frame.schema))

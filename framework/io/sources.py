@@ -1,4 +1,8 @@
-"""Sources as Spark DataFrames. Malformed JSON/CSV records are split off for quarantine, never dropped."""
+"""Sources as Spark DataFrames. Malformed JSON/CSV records are split off for quarantine, never dropped.
+
+A record is malformed when it does not parse, does not fit the declared schema, or holds a number
+too large for its DOUBLE or FLOAT column (JSON's 1e400 would otherwise become Infinity silently).
+"""
 
 from __future__ import annotations
 
@@ -90,7 +94,7 @@ def _read_files(spark: SparkSession, name: str, spec: FileSource, location: str)
     declared = _parse_schema(name, ddl)
     raw = _with_corrupt_column(reader, declared).load(location)
     counter = Observation(f"tributary_source_{name}")
-    observed = raw.observe(counter, F.count(F.when(F.col(CORRUPT_COLUMN).isNotNull(), 1)).alias("bad"))
+    observed = raw.observe(counter, F.count(F.when(_malformed(declared), 1)).alias("bad"))
     good, bad = _split_corrupt(observed, raw, spec, declared)
     return SourceFrame(name, good, bad, counter)
 
@@ -126,7 +130,7 @@ def read_source_stream(spark: SparkSession, name: str, spec: FileSource | DeltaS
 
             raw = _with_corrupt_column(reader, declared).load(location)
             # counted as the main query reads; the files are read again only when this is > 0
-            counted = raw.observe(f"tributary_bad_{name}", F.count(F.when(F.col(CORRUPT_COLUMN).isNotNull(), 1)).alias("bad"))
+            counted = raw.observe(f"tributary_bad_{name}", F.count(F.when(_malformed(declared), 1)).alias("bad"))
             good, bad = _split_corrupt(counted, raw, spec, declared)
             frame = SourceFrame(name, good, bad, raw=raw)
             batch_options = {k: v for k, v in options.items() if k != "maxFilesPerTrigger"}
@@ -160,17 +164,39 @@ def _with_corrupt_column(reader: Any, declared: Any) -> Any:
     return reader.schema(with_corrupt).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
 
 
+def _overflowed(declared: Any) -> Any:
+    """The first DOUBLE or FLOAT column holding ±Infinity (a number too large for it), else null."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, FloatType
+
+    columns = [f.name for f in declared.fields if isinstance(f.dataType, (DoubleType, FloatType))]
+    infinite = [F.when(F.abs(F.col(f"`{c}`")) == float("inf"), F.lit(c)) for c in columns]
+    return F.coalesce(*infinite) if infinite else F.lit(None).cast("string")
+
+
+def _malformed(declared: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col(CORRUPT_COLUMN).isNotNull() | _overflowed(declared).isNotNull()
+
+
 def _split_corrupt(counted: DataFrame, raw: DataFrame, spec: FileSource, declared: Any) -> tuple[DataFrame, DataFrame]:
     """Good rows (without the corrupt column) and bad rows as (file, record, reason)."""
     from pyspark.sql import functions as F
 
-    corrupt = F.col(CORRUPT_COLUMN)
-    good = counted.where(corrupt.isNull()).drop(CORRUPT_COLUMN)
-    bad = raw.where(corrupt.isNotNull()).select(
+    corrupt, overflowed = F.col(CORRUPT_COLUMN), _overflowed(declared)
+    good = counted.where(~_malformed(declared)).drop(CORRUPT_COLUMN)
+    bad = raw.where(_malformed(declared)).select(
         F.col("_metadata.file_path").alias("file"),
         # Spark refuses queries that read only the corrupt column, so the data columns come along.
         F.coalesce(corrupt, F.to_json(F.struct(*[F.col(f"`{c}`") for c in declared.fieldNames()]))).alias("record"),
-        F.lit(f"malformed {spec.format} record: does not parse or does not fit the declared schema").alias("reason"),
+        F.when(corrupt.isNotNull(), F.lit(f"malformed {spec.format} record: does not parse or does not fit the declared schema"))
+        .otherwise(
+            F.concat(
+                F.lit(f"malformed {spec.format} record: the number in column "), overflowed, F.lit(" is too large for its type")
+            )
+        )
+        .alias("reason"),
     )
     return good, bad
 

@@ -1,0 +1,56 @@
+"""A run that fails inside Spark, said in one line: the step, where in its template Spark's error
+points (when it does), and Spark's own message. The Java stack is in Spark's log file
+(framework.engine.session), which the CLI names and `run --verbose` prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework.engine.context import RunContext
+
+
+def is_spark_error(error: BaseException) -> bool:
+    """Raised by Spark: a JVM error PySpark converted (pyspark.errors) or one it passed through (py4j)."""
+    module = type(error).__module__
+    return module.startswith(("pyspark.errors", "py4j"))
+
+
+def spark_failure(run: RunContext, error: BaseException, step: str | None = None) -> str:
+    """`step 'x' (sql/x.sql:7): [ERROR_CLASS] message`; the step from Spark's query context when
+    it points into a step's SQL, else `step` (what the run was computing)."""
+    located = _in_template(run, error)
+    if located is not None:
+        step, file, line = located
+        where = f"step '{step}' ({file}:{line}): "
+    else:
+        where = f"step '{step}': " if step else ""
+    return where + spark_message(error)
+
+
+def spark_message(error: BaseException) -> str:
+    """Spark's message, first line only, without its SQLSTATE code."""
+    text = str(getattr(error, "java_exception", None) or error).strip()
+    if hasattr(error, "java_exception"):  # Py4JJavaError: "org.apache...Exception: message"
+        text = text.split(": ", 1)[-1]
+    first = text.splitlines()[0] if text else type(error).__name__
+    return first.split(" SQLSTATE:")[0].strip()
+
+
+def _in_template(run: RunContext, error: BaseException) -> tuple[str, str, int] | None:
+    """(step, template file, line) of the fragment Spark's query context names, if it is in a step's SQL."""
+    contexts: list[Any] = []
+    try:
+        contexts = list(error.getQueryContext()) if hasattr(error, "getQueryContext") else []  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - an error without contexts
+        return None
+    for context in contexts:
+        try:
+            fragment, start = context.fragment(), context.startIndex()
+        except Exception:  # noqa: BLE001 - a DataFrame context has no SQL text
+            continue
+        for step, sql in run.compiled.sql.items():
+            if fragment and start >= 0 and sql.text[start : start + len(fragment)] == fragment:
+                file, line = sql.source_map.locate(start)
+                return step, file, line
+    return None

@@ -1,0 +1,73 @@
+"""A run that fails, or meets a value it cannot hold, says so plainly: one line naming the step and
+the template line Spark points at, Spark's Java stack in a log file, nothing silently changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import delta_rows, write
+
+PIPELINE = """\
+name: failing
+sources:
+  calls:
+    format: json
+    path: incoming
+    schema: head_service STRING, response_ms DOUBLE
+steps:
+  parsed:
+    sql: parsed.sql
+outputs:
+  parsed: {mode: overwrite}
+"""
+
+TEMPLATE = """\
+-- one row per call
+select head_service,
+       response_ms,
+       cast(head_service as int) as page_number
+from {{ source('calls') }}
+"""
+
+
+def test_a_spark_failure_is_one_line_naming_the_step_and_its_template_line(spark, cli, project):
+    write(project / "pipelines" / "failing.yaml", PIPELINE)
+    write(project / "sql" / "parsed.sql", TEMPLATE)
+    write(project / "incoming" / "a.json", '{"head_service": "/index.html", "response_ms": 12.5}\n')
+    code, out, err = cli("run", "failing")
+    assert code == 1
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("WARNING: Using incubator")]
+    assert lines[-1].startswith("run failed: step 'parsed' (sql/parsed.sql:4): [CAST_INVALID_INPUT]"), err
+    assert "\tat org.apache" not in err and len(lines) <= 3, err
+    log = next(line for line in lines if line.startswith("Spark's log: ")).removeprefix("Spark's log: ").split(" (")[0]
+    assert "CAST_INVALID_INPUT" in Path(log).read_text() and "\tat org.apache.spark" in Path(log).read_text()
+    assert not (project / "warehouse" / "parsed").exists()
+
+
+def test_a_number_too_large_for_its_column_is_quarantined_not_infinity(spark, cli, project):
+    write(project / "pipelines" / "failing.yaml", PIPELINE.replace("sql: parsed.sql", "sql: select * from {{ source('calls') }}"))
+    write(
+        project / "incoming" / "a.json",
+        '{"head_service": "/a.html", "response_ms": 12.5}\n{"head_service": "/b.html", "response_ms": 1e400}\n',
+    )
+    code, out, err = cli("run", "failing")
+    assert code == 0, err
+    assert delta_rows(project / "warehouse" / "parsed") == [{"head_service": "/a.html", "response_ms": 12.5}]
+    [bad] = delta_rows(project / "warehouse" / "_tributary" / "quarantine")
+    assert bad["source"] == "calls" and "/b.html" in bad["record"]
+    assert bad["reason"] == "malformed json record: the number in column response_ms is too large for its type"
+
+
+def test_check_arguments_are_shown_as_written_not_as_markup():
+    from rich.console import Console
+
+    from framework.display import quality_table
+    from framework.quality.results import ExpectationResult
+
+    result = ExpectationResult(
+        "calls", "step", "expect_column_values_to_match_regex", {"column": "page", "regex": "^[a-z]+$"}, "warn", False,
+        threshold="regex=^[a-z]+$",
+    )  # fmt: skip
+    console = Console(width=200, record=True)
+    console.print(quality_table([result]))
+    assert "regex=^[a-z]+$" in console.export_text()
