@@ -348,12 +348,10 @@ def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str], s
         with _deeper_recursion():
             statements = [s for s in sqlglot.parse(_for_sqlglot(sql.text), read="spark") if s is not None]
     except RecursionError:
-        line = _deepest_line(sql.text)
         raise BadInput(
-            Problem(
-                f"step '{sql.step}': the SQL is nested too deeply to check (more than {_MAX_NESTING} levels of parentheses)",
-                file=sql.template,
-                line=sql.locate(line)[1],
+            sql.problem(
+                f"the SQL is nested too deeply to check (more than {_MAX_NESTING} levels of parentheses)",
+                _deepest_line(sql.text),
                 hint="split the query with WITH clauses or steps of their own",
             )
         ) from None
@@ -364,12 +362,7 @@ def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str], s
         )
         line = sql.text.count("\n", 0, offset) + 1 if offset is not None else 1
         raise BadInput(
-            Problem(
-                f"step '{sql.step}': SQL has {what} that is never closed",
-                file=sql.template,
-                line=sql.locate(line)[1],
-                hint="close it on the line where it should end",
-            )
+            sql.problem(f"SQL has {what} that is never closed", line, hint="close it on the line where it should end")
         ) from None
     except sqlglot.errors.ParseError as e:
         err = e.errors[0] if e.errors else {}
@@ -385,7 +378,7 @@ def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str], s
             )
         ) from None
     except sqlglot.errors.SqlglotError as e:
-        raise BadInput(Problem(f"step '{sql.step}': SQL error: {e}", file=sql.template, line=sql.locate(1)[1])) from None
+        raise BadInput(sql.problem(f"SQL error: {e}")) from None
     if len(statements) != 1 or not isinstance(statements[0], _QUERY_TYPES):
         what = (
             "no statement"
@@ -395,10 +388,8 @@ def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str], s
             else statements[0].key.upper()
         )
         raise BadInput(
-            Problem(
-                f"step '{sql.step}': a SQL step holds one query (SELECT/WITH/VALUES), found {what}",
-                file=sql.template,
-                line=sql.locate(1)[1],
+            sql.problem(
+                f"a SQL step holds one query (SELECT/WITH/VALUES), found {what}",
                 hint="write the query that defines the step's rows; outputs do the writing",
             )
         )
@@ -441,13 +432,9 @@ def _check_strict(sql: RenderedSql, statement: Any) -> None:
             hint = "declare the files as a source and read it with source()"
         else:
             continue
+        line = node.meta.get("line", 1) if hasattr(node, "meta") else 1
         raise BadInput(
-            Problem(
-                f"step '{sql.step}': {why}, which the strict SQL policy refuses",
-                file=sql.template,
-                line=sql.locate(node.meta.get("line", 1) if hasattr(node, "meta") else 1)[1],
-                hint=hint + " (the profile's sql_policy: strict)",
-            )
+            sql.problem(f"{why}, which the strict SQL policy refuses", line, hint=hint + " (the profile's sql_policy: strict)")
         )
 
 

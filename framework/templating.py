@@ -238,6 +238,11 @@ class RenderedSql:
     vars_used: frozenset[str]
     warnings: tuple[Problem, ...] = ()  # uses of raw_sql, at their line
 
+    def problem(self, message: str, line: int = 1, hint: str | None = None) -> Problem:
+        """A problem at the template line that emitted `line` of the rendered SQL."""
+        file, template_line = self.locate(line)
+        return Problem(f"step '{self.step}': {message}", file=file, line=template_line, hint=hint)
+
     def locate(self, line: int, col: int = 1) -> tuple[str, int]:
         """Template file and line of a 1-based (line, col) in the rendered text."""
         lines = self.text.split("\n")
