@@ -94,11 +94,6 @@ class PlannedOutput:
     expectations: tuple[ExpectationSpec, ...]
     split: QuarantineSplit | None = None
 
-    @property
-    def checks_rows(self) -> bool:
-        """Its own row checks: it stages its own checked rows, not the step's frame."""
-        return any(e.on == "rows" for e in self.expectations)
-
 
 @dataclass(frozen=True)
 class RunPlan:
