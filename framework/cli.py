@@ -454,6 +454,29 @@ def generate_contacts_cmd(
     out.print(f"wrote {counts['phones']:,} phone rows and {counts['emails']:,} e-mail rows under {out_dir}/")
 
 
+@generate_app.command("ticks")
+def generate_ticks_cmd(
+    requests: Annotated[int, typer.Option("--requests", help="Requests (contexts): each gets every stock's tick list.")] = 10,
+    stocks: Annotated[int, typer.Option("--stocks", help="Stocks per request (2-10).")] = 5,
+    ticks: Annotated[int, typer.Option("--ticks", help="Ticks per stock and request (the paper: 30,000).")] = 30_000,
+    first: Annotated[int, typer.Option("--first", help="Id of the first request (to add requests later).")] = 0,
+    seed: Annotated[int, typer.Option("--seed")] = 1,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write one folder per stock into.")] = Path(
+        "data/samples/ticks"
+    ),
+) -> None:
+    """Stock tick lists per request for the trading example (one Parquet file per stock and request)."""
+    from framework.generators.ticks import generate_ticks
+
+    def body() -> None:
+        if not 2 <= stocks <= 10 or requests < 1 or ticks < 2 or first < 0:
+            raise BadInput("--stocks must be 2-10, --requests at least 1, --ticks at least 2, --first at least 0")
+        counts = generate_ticks(out_dir, requests=requests, stocks=stocks, ticks=ticks, seed=seed, first=first)
+        out.print(f"wrote {requests:,} request(s) × {len(counts)} stocks × {ticks:,} ticks under {out_dir}/")
+
+    _guard(False, body)
+
+
 @generate_app.command("service-trace")
 def generate_service_trace_cmd(
     instances: Annotated[int, typer.Option("--instances", help="Page instances (about 11.4 tuples each).")] = 15000,

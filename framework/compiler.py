@@ -18,13 +18,16 @@ import sqlglot.errors
 from sqlglot import exp
 
 from framework.errors import BadInput, Problem
+from framework.functions.builtins import spark_functions
+from framework.functions.loader import NONE as NO_FUNCTIONS
+from framework.functions.loader import Functions, load_functions
 from framework.graph import PipelineGraph, StepCycle
 from framework.io.locations import INTERNAL_DIR, Warehouse, is_uri, output_location, overlap, within
 from framework.io.sources import source_location
 from framework.operators.registry import SpecProblem, StepKind, Streaming, kind_of, kinds
 from framework.profiles import Profile
 from framework.project import Project
-from framework.spec.base import did_you_mean
+from framework.spec.base import closest, did_you_mean
 from framework.spec.expectations import INTEGRATION_COLUMNS, MAX_DROP_EXPECTATIONS
 from framework.spec.loader import LoadedPipeline, load_pipeline
 from framework.spec.models import DeltaSource, FileSource
@@ -44,6 +47,7 @@ class CompiledPipeline:
     sql: dict[str, RenderedSql]  # step -> rendered SQL (sql steps only)
     graph: PipelineGraph
     selected: list[str]  # steps chosen by --select, in run order
+    functions: Functions = NO_FUNCTIONS  # what udfs/ registered
 
     @property
     def spec(self):  # noqa: ANN201 - the Pipeline model
@@ -75,6 +79,7 @@ def compile_pipeline(
     spec = loaded.spec
     variables = resolve_vars(spec.vars, profile.vars, cli_vars)
     renderer = TemplateRenderer(project.sql_dir, project.root, set(spec.steps), set(spec.sources), variables)
+    functions = load_functions(project)
 
     problems: list[Problem] = []
     rendered: dict[str, RenderedSql] = {}
@@ -84,10 +89,12 @@ def compile_pipeline(
         try:
             declared = _check_declared_inputs(loaded, name, step.declared_inputs())
             _raise_problems(loaded, name, [problem for check in kind.checks for problem in check(step)])
+            if kind.function_checks is not None:
+                _raise_problems(loaded, name, list(kind.function_checks(step, functions)))
             _check_expectations(loaded, ("steps", name), step)
             if kind.template is not None:
                 sql = _render_step(renderer, loaded, name, kind, step)
-                _check_sql(loaded, sql, set(spec.steps) | set(spec.sources), strict=profile.sql_policy == "strict")
+                _check_sql(loaded, sql, set(spec.steps) | set(spec.sources), functions, strict=profile.sql_policy == "strict")
                 rendered[name] = sql
                 declared = [*declared, *sql.sources, *sql.refs]
             inputs[name] = tuple(dict.fromkeys(declared))
@@ -111,7 +118,7 @@ def compile_pipeline(
         raise BadInput(*_cycle_problems(loaded, e.cycle)) from None
     if spec.mode == "streaming":
         _check_streaming_spec(loaded, graph)
-    return CompiledPipeline(project, loaded, variables, rendered, graph, graph.select(select))
+    return CompiledPipeline(project, loaded, variables, rendered, graph, graph.select(select), functions)
 
 
 def _location_problems(loaded: LoadedPipeline, project: Project, profile: Profile) -> list[Problem]:
@@ -235,7 +242,11 @@ def _streaming_problems(loaded: LoadedPipeline, graph: PipelineGraph, name: str,
                 hint="run it in a pipeline with mode: batch (e.g. a second pipeline over the same files)",
             )
         ]
-    problems = []
+    problems = [
+        loaded.problem(f"step '{name}': {p.message}", ("steps", name, *p.at), hint=p.hint)
+        for check in kind.streaming_checks
+        for p in check(step)
+    ]
     if mode is Streaming.PER_MICRO_BATCH:
         readers = [s for s in graph.steps if name in graph.inputs.get(s, ())]
         if readers:
@@ -341,7 +352,9 @@ def _check_declared_inputs(loaded: LoadedPipeline, step: str, declared: list[str
     return declared
 
 
-def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str], strict: bool = False) -> None:
+def _check_sql(
+    loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str], functions: Functions, strict: bool = False
+) -> None:
     """Spark-dialect syntax check; one query per step; pipeline nodes only through ref()/source();
     with the strict SQL policy, no JVM calls and no reads of files by path."""
     try:
@@ -407,8 +420,38 @@ def _check_sql(loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str], s
                     hint=f"write {{{{ {kind}('{name}') }}}} so Tributary knows the order of the steps",
                 )
             )
+    _check_functions(sql, statements[0], functions)
     if strict:
         _check_strict(sql, statements[0])
+
+
+def _check_functions(sql: RenderedSql, statement: Any, functions: Functions) -> None:
+    """Every function the query calls is Spark's or a udf from udfs/, with the udf's argument count.
+    sqlglot parses the functions it knows into their own nodes; the rest are Anonymous."""
+    known = spark_functions()
+    udfs = {name.lower(): f for name, f in functions.sql.items()}
+    problems = []
+    for call in statement.find_all(exp.Anonymous):
+        name = str(call.name)
+        lowered = name.lower()
+        line = call.meta.get("line", 1) if hasattr(call, "meta") else 1
+        if lowered in udfs:
+            udf = udfs[lowered]
+            if udf.arity is not None and len(call.expressions) != udf.arity:
+                message = f"udf '{udf.name}' takes {udf.arity} argument(s), called with {len(call.expressions)}"
+                problems.append(sql.problem(message, line, hint=f"see its definition at udfs/{Path(udf.file).name}:{udf.line}"))
+        elif lowered not in known and not isinstance(call.parent, exp.Dot):
+            names = known | set(udfs)
+            hint = did_you_mean(lowered, names) if closest(lowered, names) else None
+            problems.append(
+                sql.problem(
+                    f"unknown function '{name}'",
+                    line,
+                    hint=hint or "it is not a Spark function, and udfs/ registers no @udf of that name",
+                )
+            )
+    if problems:
+        raise BadInput(*problems)
 
 
 #: Spark SQL functions that call any Java method: they run arbitrary code on the cluster.

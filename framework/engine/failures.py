@@ -5,9 +5,13 @@ points (when it does), and Spark's own message. The Java stack is in Spark's log
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from framework.engine.context import RunContext
+
+#: the line a group step's runner raises in a task (framework.operators.group_runner.GroupFailure)
+_GROUP_FAILURE = re.compile(r"GroupFailure: ([^\n]+)")
 
 
 def is_spark_error(error: BaseException) -> bool:
@@ -29,8 +33,12 @@ def spark_failure(run: RunContext, error: BaseException, step: str | None = None
 
 
 def spark_message(error: BaseException) -> str:
-    """Spark's message, first line only, without its SQLSTATE code."""
+    """Spark's message, first line only, without its SQLSTATE code; for a group function that
+    failed in a task, the runner's own line (step, key, the udfs/ line, the error)."""
     text = str(getattr(error, "java_exception", None) or error).strip()
+    failure = _GROUP_FAILURE.search(text)
+    if failure:
+        return failure.group(1).strip()
     if hasattr(error, "java_exception"):  # Py4JJavaError: "org.apache...Exception: message"
         text = text.split(": ", 1)[-1]
     first = text.splitlines()[0] if text else type(error).__name__

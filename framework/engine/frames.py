@@ -105,7 +105,13 @@ class StreamReading:
         if kind.streaming(step.spec) is not Streaming.PER_MICRO_BATCH:
             return kind.build(context)
         assert kind.micro_batch is not None, f"step kind '{kind.name}' runs per micro-batch but has no MicroBatch"
-        static = StepContext(context.spark, context.name, context.spec, {n: _empty_twin(f) for n, f in context.inputs.items()})
+        static = StepContext(
+            context.spark,
+            context.name,
+            context.spec,
+            {n: _empty_twin(f) for n, f in context.inputs.items()},
+            functions=context.functions,
+        )
         frames.columns[step.name] = kind.micro_batch.check(static)
         return kind.micro_batch.stream(context)
 
@@ -139,7 +145,7 @@ def _build_step(run: RunContext, reading: Reading, built: Frames, step: PlannedS
     began = time.perf_counter()
     run.reporter.update("step", step.name, Progress.PLANNING)
     inputs = {i: built.frames[i] for i in step.inputs}
-    context = StepContext(run.spark, step.name, step.spec, inputs, step.sql, run.rejected)
+    context = StepContext(run.spark, step.name, step.spec, inputs, step.sql, run.rejected, run.compiled.functions)
     built.contexts[step.name] = context
     frame = reading.step(run, built, step, context)
     if step.expectations:

@@ -58,6 +58,7 @@ def run_pipeline(
 
     run_id = new_run_id()
     spark = spark or spark_session(profile, default_log_file().with_name(f"{plan.pipeline}-{run_id}.log"))
+    compiled.functions.use(spark)
     store = choose_store(spark, profile.delta_writer, profile.storage_options)
     result = RunResult(run_id, plan.pipeline, store=store.name, log_file=spark_log_file(spark))
     run = RunContext(compiled, plan, profile, spark, store, result, reporter or Silent(), continuous, stop or threading.Event())
@@ -91,6 +92,7 @@ def plan_frames(compiled: CompiledPipeline, profile: Profile, spark: SparkSessio
     measure steps: their contexts are in `contexts`)."""
     plan = plan_run(compiled, Warehouse.of(compiled.project, profile))
     check_inputs_exist(plan, profile)
+    compiled.functions.use(spark)
     store = choose_store(spark, profile.delta_writer, profile.storage_options)
     run = RunContext(compiled, plan, profile, spark, store, RunResult(new_run_id(), plan.pipeline, store=store.name))
     return static_frames(run)

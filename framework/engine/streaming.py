@@ -154,6 +154,7 @@ class StreamingRun:
             parquet_rows={i: self._parquet_rows(i) for i in step.inputs},
             run_id=self.run.run_id,
             pipeline=self.run.pipeline,
+            functions=self.run.compiled.functions,
         )
         operator = micro_batch.operator(setup)
         self.operators[output.name] = operator

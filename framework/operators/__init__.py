@@ -25,6 +25,6 @@ def build_step(kind: str, context: StepContext) -> DataFrame:
     return kinds()[kind].build(context)
 
 
-from framework.operators import join, sql, swa, tumbling, union  # noqa: E402,F401  (each registers its kind)
+from framework.operators import group, join, sql, swa, tumbling, union  # noqa: E402,F401  (each registers its kind)
 
 check_complete()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from framework.functions.loader import Functions
     from framework.templating import RenderedSql
 
 
@@ -48,6 +49,7 @@ class StepContext:
     inputs: dict[str, DataFrame]
     sql: RenderedSql | None = None
     rejected: list[Rejected] = field(default_factory=list)
+    functions: Functions | None = None  # the project's udfs/ (framework.functions.loader)
 
     def quarantine(self, rows: DataFrame, reason: Column) -> DataFrame:
         """Rows for which `reason` is not null leave the step (quarantined); the others are returned."""

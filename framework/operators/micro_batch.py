@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from framework.functions.loader import Functions
     from framework.io.stream_sink import WrittenRows
 
 #: Side tables an operator may hand rows to (WrittenRows.side), committed with its batch.
@@ -39,6 +40,7 @@ class MicroBatchSetup:
     parquet_rows: dict[str, bool]  # per input: every row is a Parquet file source's row, as read
     run_id: str = ""
     pipeline: str = ""
+    functions: Functions | None = None  # the project's udfs/ (framework.functions.loader)
 
 
 class MicroBatchOperator(Protocol):

@@ -23,6 +23,7 @@ from framework.spec.steps import STEP_KINDS, StepSpec
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from framework.functions.loader import Functions
     from framework.operators.context import StepContext
     from framework.operators.micro_batch import MicroBatchOperator, MicroBatchSetup
 
@@ -77,6 +78,10 @@ class StepKind:
     micro_batch: MicroBatch | None = None
     #: checks of the step's own settings, before Spark starts
     checks: tuple[Callable[[Any], Iterable[SpecProblem]], ...] = ()
+    #: checks of the step's own settings in a streaming pipeline, before Spark starts
+    streaming_checks: tuple[Callable[[Any], Iterable[SpecProblem]], ...] = ()
+    #: checks of the step against the project's udfs/ (framework.functions.loader.Functions), before Spark starts
+    function_checks: Callable[[Any, Functions], Iterable[SpecProblem]] | None = None
     #: streaming: why the sources behind the step's declared inputs need a watermark (None: they don't)
     needs_watermark: str | None = None
     #: every row of the step is a row of its inputs as it was read (a union)

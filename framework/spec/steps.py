@@ -211,6 +211,79 @@ class TumblingStep(StepSpec):
         return [self.tumbling.input]
 
 
+class CloseRule(SpecModel):
+    """When a group of a key is complete and its function runs: the PE buffer's flush strategy of
+    Satzger et al. (ESC), §4; see docs/references.md."""
+
+    count: Count | None = Field(None, description="Close after this many events (with timeout: whichever comes first).")
+    timeout: Duration | None = Field(
+        None, gt=0, description="Close when event time passes the group's first event + timeout (with all_inputs: give up)."
+    )
+    every: Duration | None = Field(None, gt=0, description="Close every interval of event time (aligned to the epoch).")
+    all_inputs: bool = Field(False, description="Close when an event of the key (context) has come from every input.")
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> CloseRule:
+        if self.count is None and self.timeout is None and self.every is None and not self.all_inputs:
+            raise ValueError("say when a group closes: count, timeout, every or all_inputs")
+        if self.every is not None and (self.count is not None or self.timeout is not None or self.all_inputs):
+            raise ValueError("'every' closes groups by event time alone: drop count, timeout and all_inputs")
+        if self.all_inputs and self.count is not None:
+            raise ValueError("'all_inputs' closes a context when every input has come: drop count (timeout gives up on it)")
+        return self
+
+    @property
+    def name(self) -> str:
+        if self.all_inputs:
+            return "all_inputs"
+        if self.every is not None:
+            return "every"
+        return "+".join(rule for rule in ("count", "timeout") if getattr(self, rule) is not None)
+
+
+class GroupSpec(SpecModel):
+    """A keyed stateful user function: events grouped per key until the close rule says the group
+    is complete, then f(events, state, args) from udfs/ (framework.operators.group)."""
+
+    inputs: list[Name] = Field(min_length=1, description="Sources or steps whose events are grouped (tagged by _input).")
+    key: list[str] | None = Field(None, min_length=1, description="Columns grouping the events (the function's key).")
+    context: str | list[str] | None = Field(None, description="The context join's key: another name for key.")
+    event_time: str = Field(description="Timestamp column ordering the events.")
+    tiebreak: list[str] = Field(default_factory=list, description="Columns ordering events with equal event times.")
+    close: CloseRule = Field(description="When a group is complete: count, timeout, every or all_inputs.")
+    function: str = Field(min_length=1, description="A @group_function from udfs/.")
+    args: dict[str, Any] = Field(default_factory=dict, description="Passed to the function as its third argument.")
+    returns: str | dict[str, str] | None = Field(
+        None, description="Spark DDL of the function's rows (default: the decorator's returns=)."
+    )
+    partitions: Count | None = Field(None, description="Spread keys over this many tasks (hash N).")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GroupSpec:
+        if (self.key is None) == (self.context is None):
+            raise ValueError("give the grouping columns as 'key' (or, for a context join, 'context'), exactly one of them")
+        if self.close.all_inputs and len(self.inputs) < 2:
+            raise ValueError("'all_inputs' joins the contexts of two or more inputs; list them under inputs")
+        if len(set(self.inputs)) != len(self.inputs):
+            raise ValueError("an input is listed twice under inputs")
+        return self
+
+    def key_columns(self) -> list[str]:
+        chosen = self.key if self.key is not None else self.context
+        return [chosen] if isinstance(chosen, str) else list(chosen or [])
+
+
+@step_kind
+class GroupStep(StepSpec):
+    """Per key, groups of events closed by a rule and handed to a user function with per-key state."""
+
+    kind: ClassVar[str] = "group"
+    group: GroupSpec
+
+    def declared_inputs(self) -> list[str]:
+        return list(self.group.inputs)
+
+
 def kind_of(raw: Any) -> str | None:
     """The step's kind: the one registered kind key it holds (None if zero or several)."""
     if isinstance(raw, StepSpec):

@@ -1,0 +1,150 @@
+"""Import a project's udfs/ and take the functions its decorators registered.
+
+Tributary imports udfs/ itself, as a package named `udfs` (so one module can import another:
+`from udfs.prices import homogenize`), for `validate` and before a run starts Spark. An error
+while importing is bad input at the module's file and line, never a traceback. The result is kept
+per process until a file under udfs/ changes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from framework.errors import BadInput, Problem
+from framework.functions.builtins import spark_functions
+from framework.functions.ddl import DdlError, check_type, columns
+from framework.functions.registry import GroupFunction, SqlFunction, collecting
+from framework.project import Project
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PACKAGE = "udfs"
+
+
+@dataclass(frozen=True)
+class Functions:
+    """The functions a project's udfs/ registered, and the modules that hold them."""
+
+    sql: dict[str, SqlFunction] = field(default_factory=dict)
+    group: dict[str, GroupFunction] = field(default_factory=dict)
+    modules: tuple[str, ...] = ()
+    root: str = ""  # the project's root: a failure names udfs/ files relative to it
+
+    def use(self, spark: SparkSession) -> None:
+        """Before a run: ship udfs/ to the executors and register its @udf functions by name.
+
+        Shipping is pickling the code by value, so executors run it without the project's files
+        (local and cluster profiles alike); cloudpickle would otherwise pickle a module's function
+        by its import path, which executors cannot import."""
+        if not self.modules:
+            return
+        from pyspark import cloudpickle
+        from pyspark.sql.functions import pandas_udf
+
+        for name in self.modules:
+            if name in sys.modules:
+                cloudpickle.register_pickle_by_value(sys.modules[name])
+        for function in self.sql.values():
+            spark.udf.register(function.name, pandas_udf(function.fn, function.returns))  # type: ignore[call-overload]
+
+
+NONE = Functions()
+_loaded: dict[Path, tuple[tuple, Functions]] = {}
+
+
+def load_functions(project: Project) -> Functions:
+    folder = project.udfs_dir
+    files = sorted(folder.glob("*.py")) if folder.is_dir() else []
+    if not files:
+        return NONE
+    stamp = tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+    cached = _loaded.get(folder.resolve())
+    if cached is not None and cached[0] == stamp and all(m in sys.modules for m in cached[1].modules):
+        return cached[1]
+    functions = _import(project, folder, files)
+    _loaded[folder.resolve()] = (stamp, functions)
+    return functions
+
+
+def _import(project: Project, folder: Path, files: list[Path]) -> Functions:
+    for name in [m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")]:
+        del sys.modules[name]  # another project's udfs/, or an older version of this one
+    package = ModuleType(PACKAGE)
+    package.__path__ = [str(folder)]
+    package.__package__ = PACKAGE
+    sys.modules[PACKAGE] = package
+    importlib.invalidate_caches()
+    problems: list[Problem] = []
+    with collecting() as collected:
+        for file in files:
+            if file.stem == "__init__":
+                continue
+            try:
+                importlib.import_module(f"{PACKAGE}.{file.stem}")
+            except BaseException as error:  # noqa: BLE001 - the analyst's code may raise anything
+                if isinstance(error, KeyboardInterrupt):
+                    raise
+                problems.append(_import_problem(project, folder, file, error))
+    for message, file_name, line in collected.problems:
+        problems.append(Problem(message, file=project.relative(Path(file_name)), line=line))
+    problems += _declaration_problems(project, collected.sql, collected.group)
+    if problems:
+        raise BadInput(*problems)
+    modules = tuple(m for m in sys.modules if m.startswith(PACKAGE + "."))
+    return Functions(dict(collected.sql), dict(collected.group), modules, str(project.root.resolve()))
+
+
+def _import_problem(project: Project, folder: Path, file: Path, error: BaseException) -> Problem:
+    """The module and the line of the udfs/ file where importing it failed."""
+    where, line = file, None
+    if isinstance(error, SyntaxError) and error.filename:
+        where, line = Path(error.filename), error.lineno
+    else:
+        for frame in traceback.extract_tb(error.__traceback__):
+            if Path(frame.filename).resolve().is_relative_to(folder.resolve()):
+                where, line = Path(frame.filename), frame.lineno
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    message = f"importing udfs module '{file.stem}' failed: {type(error).__name__}" + (f": {text}" if text else "")
+    hint = f"udfs/ modules are imported by Tributary; fix the module so `python -c 'import udfs.{file.stem}'` works"
+    if isinstance(error, ModuleNotFoundError):
+        hint = f"install '{error.name}' in the project's environment, or import it inside the function that needs it"
+    return Problem(message, file=project.relative(where), line=line, hint=hint)
+
+
+def _declaration_problems(project: Project, sql: dict[str, SqlFunction], group: dict[str, GroupFunction]) -> list[Problem]:
+    problems = []
+    builtin = spark_functions()
+    for f in sql.values():
+        at = {"file": project.relative(Path(f.file)), "line": f.line}
+        if not f.name.isidentifier():
+            problems.append(Problem(f"udf name '{f.name}' is not a SQL identifier", **at, hint="use letters, digits and _"))
+        elif f.name.lower() in builtin:
+            problems.append(
+                Problem(
+                    f"udf '{f.name}' has the name of a Spark function", **at, hint="give it another name: @udf(..., name=...)"
+                )
+            )
+        try:
+            check_type(f.returns)
+        except DdlError as e:
+            problems.append(Problem(f"udf '{f.name}': returns: {e}", **at, hint='a Spark type, e.g. returns="double"'))
+    for g in group.values():
+        if g.returns is not None:
+            try:
+                columns(g.returns)
+            except DdlError as e:
+                at = {"file": project.relative(Path(g.file)), "line": g.line}
+                problems.append(
+                    Problem(
+                        f"group function '{g.name}': returns: {e}", **at, hint='e.g. returns="pair string, correlation double"'
+                    )
+                )
+    return problems
