@@ -23,13 +23,16 @@ def is_spark_error(error: BaseException) -> bool:
 def spark_failure(run: RunContext, error: BaseException, step: str | None = None) -> str:
     """`step 'x' (sql/x.sql:7): [ERROR_CLASS] message`; the step from Spark's query context when
     it points into a step's SQL, else `step` (what the run was computing)."""
+    message = spark_message(error)
+    if message.startswith("step '"):  # a group function's failure names its step itself
+        return message
     located = _in_template(run, error)
     if located is not None:
         step, file, line = located
         where = f"step '{step}' ({file}:{line}): "
     else:
         where = f"step '{step}': " if step else ""
-    return where + spark_message(error)
+    return where + message
 
 
 def spark_message(error: BaseException) -> str:
@@ -39,6 +42,12 @@ def spark_message(error: BaseException) -> str:
     failure = _GROUP_FAILURE.search(text)
     if failure:
         return failure.group(1).strip()
+    if "Traceback (most recent call last)" in text:  # Python code in a task: the error it raised
+        raised = [
+            line for line in text.splitlines() if line.strip() and not line[0].isspace() and not line.startswith("Traceback")
+        ]
+        if raised:
+            return "Python code in a task failed: " + raised[-1].strip()
     if hasattr(error, "java_exception"):  # Py4JJavaError: "org.apache...Exception: message"
         text = text.split(": ", 1)[-1]
     first = text.splitlines()[0] if text else type(error).__name__

@@ -251,7 +251,7 @@ class GroupRunner:
             parts.append(
                 {ROLE: pa.array([STATE_OUT] * len(state_keys)), KEY: pa.array(state_keys), STATE: pa.array(state_values)}
             )
-        for role, rows, extra in ((HELD, held, {}), (QUARANTINED, quarantined, {REASON: reasons})):
+        for role, rows, extra in ((HELD, held, {}), (QUARANTINED, quarantined, {REASON: pa.array(reasons, pa.string())})):
             index = np.concatenate(rows) if rows else np.array([], dtype=np.int64)
             if len(index):
                 picked = table.select(list(self.event_columns)).take(pa.array(index))
