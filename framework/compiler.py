@@ -441,7 +441,7 @@ def _check_functions(sql: RenderedSql, statement: Any, functions: Functions) -> 
                 message = f"udf '{udf.name}' takes {udf.arity} argument(s), called with {len(call.expressions)}"
                 problems.append(sql.problem(message, line, hint=f"see its definition at udfs/{Path(udf.file).name}:{udf.line}"))
         elif lowered not in known and not isinstance(call.parent, exp.Dot):
-            names = known | set(udfs)
+            names = set(known) | set(udfs)
             hint = did_you_mean(lowered, names) if closest(lowered, names) else None
             problems.append(
                 sql.problem(

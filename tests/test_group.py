@@ -170,6 +170,7 @@ steps:
       close: {close}
       function: {function}
       args: {{scale: 2}}
+      partitions: 3
 outputs:
   grouped: {{mode: {output_mode}}}
 """

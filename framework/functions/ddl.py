@@ -85,7 +85,9 @@ def _name_and_type(part: str) -> tuple[str, str]:
 
 def _split(text: str, sep: str) -> list[str]:
     """Split at `sep` outside <...> and (...)."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "<(":
             depth += 1

@@ -123,28 +123,25 @@ def _declaration_problems(project: Project, sql: dict[str, SqlFunction], group: 
     problems = []
     builtin = spark_functions()
     for f in sql.values():
-        at = {"file": project.relative(Path(f.file)), "line": f.line}
+        file = project.relative(Path(f.file))
         if not f.name.isidentifier():
-            problems.append(Problem(f"udf name '{f.name}' is not a SQL identifier", **at, hint="use letters, digits and _"))
-        elif f.name.lower() in builtin:
             problems.append(
-                Problem(
-                    f"udf '{f.name}' has the name of a Spark function", **at, hint="give it another name: @udf(..., name=...)"
-                )
+                Problem(f"udf name '{f.name}' is not a SQL identifier", file, f.line, hint="use letters, digits and _")
             )
+        elif f.name.lower() in builtin:
+            hint = "give it another name: @udf(..., name=...)"
+            problems.append(Problem(f"udf '{f.name}' has the name of a Spark function", file, f.line, hint=hint))
         try:
             check_type(f.returns)
         except DdlError as e:
-            problems.append(Problem(f"udf '{f.name}': returns: {e}", **at, hint='a Spark type, e.g. returns="double"'))
+            problems.append(Problem(f"udf '{f.name}': returns: {e}", file, f.line, hint='a Spark type, e.g. returns="double"'))
     for g in group.values():
         if g.returns is not None:
             try:
                 columns(g.returns)
             except DdlError as e:
-                at = {"file": project.relative(Path(g.file)), "line": g.line}
+                hint = 'e.g. returns="pair string, correlation double"'
                 problems.append(
-                    Problem(
-                        f"group function '{g.name}': returns: {e}", **at, hint='e.g. returns="pair string, correlation double"'
-                    )
+                    Problem(f"group function '{g.name}': returns: {e}", project.relative(Path(g.file)), g.line, hint=hint)
                 )
     return problems

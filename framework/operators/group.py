@@ -220,7 +220,9 @@ def returned_schema(spec: GroupSpec, declared: str | None) -> StructType:
 
     text = spec.returns if spec.returns is not None else declared
     assert text is not None, "validate requires returns"
-    return StructType.fromDDL(as_ddl(columns(text)))
+    parsed = StructType.fromDDL(as_ddl(columns(text)))
+    assert isinstance(parsed, StructType)
+    return parsed
 
 
 def field_of_schema(schema: StructType, column: str) -> str:

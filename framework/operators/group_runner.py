@@ -334,7 +334,7 @@ class GroupRunner:
     def _failure(self, key_text: str, error: BaseException) -> str:
         frames = traceback.extract_tb(error.__traceback__)
         own = [f for f in frames if f.filename == getattr(getattr(self.fn, "__code__", None), "co_filename", None)]
-        inside = (own or frames[-1:] or [None])[-1]
+        inside = (own or frames[-1:])[-1] if (own or frames) else None
         where = ""
         if inside is not None:
             name = inside.filename
