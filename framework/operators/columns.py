@@ -38,3 +38,13 @@ def missing_columns(step: str, input_name: str, df: DataFrame, roles: list[tuple
         for role, column, note in roles
         if field_of(df, column) is None
     ]
+
+
+def not_a_timestamp(step: str, input_name: str, df: DataFrame, column: str, hint: str) -> list[Problem]:
+    """A problem when the event time column `df` has is not a timestamp (none when it lacks it:
+    missing_columns says that)."""
+    field = field_of(df, column)
+    if field is None or is_timestamp(field):
+        return []
+    kind = field.dataType.simpleString()
+    return [Problem(f"step '{step}': event_time column '{column}' of input '{input_name}' is {kind}, not a timestamp", hint=hint)]

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
-from framework.operators.columns import field_of, is_timestamp, missing_columns, quoted
+from framework.operators.columns import field_of, missing_columns, not_a_timestamp, quoted
 from framework.operators.context import REASON, Rejected, StepContext
 from framework.operators.group_runner import (
     EVENT,
@@ -46,7 +46,7 @@ from framework.operators.group_runner import (
 )
 from framework.operators.keyed_windows import rejection_reason, tuple_order, with_micros
 from framework.operators.micro_batch import MicroBatchSetup
-from framework.operators.registry import MicroBatch, SpecProblem, StepKind, Streaming, register
+from framework.operators.registry import MicroBatch, SpecProblem, StepKind, per_micro_batch, register
 from framework.spec.steps import GroupStep
 
 if TYPE_CHECKING:
@@ -105,15 +105,8 @@ def tagged_inputs(step: str, spec: GroupSpec, inputs: dict[str, DataFrame]) -> D
         roles = [("key", c, "") for c in spec.key_columns()] + [("event_time", spec.event_time, "")]
         roles += [("tiebreak", c, "") for c in spec.tiebreak]
         problems += missing_columns(step, name, frame, roles)
-        event_time = field_of(frame, spec.event_time)
-        if event_time is not None and not is_timestamp(event_time):
-            problems.append(
-                Problem(
-                    f"step '{step}': event_time column '{spec.event_time}' of '{name}' is "
-                    f"{event_time.dataType.simpleString()}, not a timestamp",
-                    hint="declare it TIMESTAMP in the source's schema, or cast it in a SQL step before this one",
-                )
-            )
+        hint = "declare it TIMESTAMP in the source's schema, or cast it in a SQL step before this one"
+        problems += not_a_timestamp(step, name, frame, spec.event_time, hint)
         if len(spec.inputs) > 1:
             if field_of(frame, INPUT) is not None:
                 problems.append(Problem(f"step '{step}': input '{name}' has a column '{INPUT}', which the step adds"))
@@ -303,15 +296,11 @@ def _operator(setup: MicroBatchSetup) -> GroupStream:
     return GroupStream.for_output(setup)
 
 
-def _per_micro_batch(step: Any) -> Streaming:
-    return Streaming.PER_MICRO_BATCH
-
-
 register(
     StepKind(
         GroupStep,
         build=build_group,
-        streaming=_per_micro_batch,
+        streaming=per_micro_batch,
         micro_batch=MicroBatch(stream=_input_stream, operator=_operator, check=build_group),
         function_checks=function_problems,
         streaming_checks=(streaming_problems,),

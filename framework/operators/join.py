@@ -42,7 +42,7 @@ import operator
 from typing import TYPE_CHECKING
 
 from framework.errors import BadInput, Problem
-from framework.operators.columns import field_of, is_timestamp, missing_columns, quoted
+from framework.operators.columns import field_of, missing_columns, not_a_timestamp, quoted
 from framework.operators.context import StepContext
 from framework.operators.micro_batch import MicroBatchSetup
 from framework.operators.ordering import bucket_count, bucket_of, epoch_micros, orderable
@@ -84,15 +84,8 @@ def _check_inputs(context: StepContext, left: DataFrame, right: DataFrame) -> No
     roles += [("tiebreak", c, "") for c in spec.tiebreak]
     for name, df in ((spec.left, left), (spec.right, right)):
         problems += missing_columns(context.name, name, df, roles)
-        field = field_of(df, spec.event_time)
-        if field is not None and not is_timestamp(field):
-            problems.append(
-                Problem(
-                    f"step '{context.name}': event_time column '{spec.event_time}' of input '{name}' is "
-                    f"{field.dataType.simpleString()}, not a timestamp",
-                    hint="cast it to a timestamp in a SQL step before the join, or name another column in event_time",
-                )
-            )
+        hint = "cast it to a timestamp in a SQL step before the join, or name another column in event_time"
+        problems += not_a_timestamp(context.name, name, df, spec.event_time, hint)
     if problems:
         raise BadInput(*problems)
 

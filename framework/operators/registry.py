@@ -68,6 +68,10 @@ def native(step: Any) -> Streaming:
     return Streaming.NATIVE
 
 
+def per_micro_batch(step: Any) -> Streaming:
+    return Streaming.PER_MICRO_BATCH
+
+
 @dataclass(frozen=True)
 class StepKind:
     spec: type[StepSpec]

@@ -26,7 +26,7 @@ same aggregation (framework.operators.swa_stream), the evaluation from each wind
 from __future__ import annotations
 
 import typing
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from framework.operators.columns import field_of, quoted
 from framework.operators.context import StepContext
@@ -44,7 +44,7 @@ from framework.operators.keyed_windows import (
     used_columns,
 )
 from framework.operators.micro_batch import MicroBatchSetup
-from framework.operators.registry import MicroBatch, StepKind, Streaming, register
+from framework.operators.registry import MicroBatch, StepKind, per_micro_batch, register
 from framework.spec.steps import SwaStep
 
 if TYPE_CHECKING:
@@ -248,15 +248,11 @@ def _operator(setup: MicroBatchSetup) -> SwaStream:
     return SwaStream.for_output(setup)
 
 
-def _per_micro_batch(step: Any) -> Streaming:
-    return Streaming.PER_MICRO_BATCH
-
-
 register(
     StepKind(
         SwaStep,
         build=build_swa,
-        streaming=_per_micro_batch,
+        streaming=per_micro_batch,
         micro_batch=MicroBatch(stream=_input_stream, operator=_operator, check=check_swa),
         checks=(aggregate_problems,),
         needs_watermark="streaming SWA closes windows by the watermark",
