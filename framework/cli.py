@@ -381,6 +381,120 @@ def capacity(
 
 
 @app.command()
+def tune(
+    pipeline: PipelineArg,
+    step: Annotated[str, typer.Argument(help="The swa step whose size and timeout to choose.")],
+    alpha: Annotated[float, typer.Option("--alpha", help="n: the smallest size with F(n) >= alpha (degree CDF).")] = 0.9,
+    beta: Annotated[float, typer.Option("--beta", help="t: the smallest whole second with 1 - F(t) <= beta.")] = 0.05,
+    sample: Annotated[
+        Optional[float], typer.Option("--sample", help="Fit on this share of the instances (0-1], whole instances kept.")
+    ] = None,
+    plots: Annotated[Optional[Path], typer.Option("--plots", help="Folder for the PNG plots (default: reports/tune/).")] = None,
+    write: Annotated[bool, typer.Option("--write", help="Set size: and timeout: in the pipeline's YAML.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the tuning as JSON.")] = False,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Choose an swa step's window size n and timeout t from its input (Li et al., §5.2–5.3): fit
+    the instances' degree (Erlang) and duration (hyper-Erlang), print F around the choice, draw
+    the fits, and with --write put them in the YAML."""
+
+    def body() -> None:
+        from framework.capacity.tuning import check_levels, read_instances
+        from framework.capacity.tuning import tune as choose
+        from framework.operators import kind_of
+        from framework.spec.base import did_you_mean
+        from framework.spec.text import read_text
+
+        check_levels(alpha, beta)
+        if sample is not None and not 0 < sample <= 1:
+            raise BadInput(Problem(f"--sample {sample:g}: a share must lie in (0, 1]", hint="e.g. --sample 0.1"))
+        compiled, prof = _compile(pipeline, profile, var)
+        loaded = compiled.loaded
+        text = read_text(loaded.path, loaded.shown_as)  # --write refuses if the file differs from this
+        spec = compiled.spec.steps.get(step)
+        if spec is None:
+            raise BadInput(
+                loaded.problem(f"no step '{step}' in {compiled.name}", ("steps",), did_you_mean(step, list(compiled.spec.steps)))
+            )
+        if kind_of(spec).name != "swa":
+            swa = [n for n, s in compiled.spec.steps.items() if kind_of(s).name == "swa"]
+            raise BadInput(
+                loaded.problem(
+                    f"step '{step}' is a {spec.kind} step: tune chooses the size and timeout of an swa step, "
+                    "whose windows close by count and by event time",
+                    ("steps", step),
+                    f"swa steps here: {', '.join(swa)}" if swa else "add an swa: step with an event_time to tune",
+                )
+            )
+        compiled, prof = _compile(pipeline, profile, var, f"+{step}")
+        from framework.engine.runner import plan_frames
+        from framework.engine.session import spark_session
+
+        spark = spark_session(prof)
+        with err.status(f"reading the instances of step '{step}'"):
+            instances = read_instances(plan_frames(compiled, prof, spark).contexts[step], sample)
+        with err.status(f"fitting {len(instances.degree):,} instances"):
+            tuning = choose(step, spec.swa, instances, alpha, beta)
+        _show_tuning(tuning, as_json, plots or compiled.project.root / "reports" / "tune", compiled.name)
+        if write:
+            _write_tuning(tuning, loaded, text)
+
+    try:
+        _guard(debug, body)
+    finally:
+        _stop_spark()
+
+
+def _show_tuning(tuning, as_json: bool, folder: Path, pipeline: str) -> None:  # noqa: ANN001
+    from framework.capacity.plots import plot_tuning
+    from framework.capacity.tuning import describe, fit_quality, summary
+
+    pictures = plot_tuning(tuning, folder, f"{pipeline}-{tuning.step}")
+    if as_json:
+        out.print_json(json.dumps({**summary(tuning), "plots": [str(p) for p in pictures]}))
+        return
+    t = tuning
+    out.print(f"[bold]{t.step}[/]: {len(t.instances.degree):,} instances; {t.instances.source}", soft_wrap=True)
+    out.print(
+        f"  degree    {describe(t.degree.distribution)}, mean {t.instances.degree.mean():.2f} tuples; "
+        f"KS distance {t.degree.ks_distance:.3f} ({fit_quality(t.degree.ks_distance)})"
+    )
+    for n, f in t.size_rows():
+        mark = "  ← n" if n == t.size else ""
+        out.print(f"     F({n}) = {f:.4f}{mark}")
+    out.print(
+        f"  [bold]size n = {t.size}[/] (the smallest n with F(n) ≥ α = {t.alpha:g}; "
+        f"{t.empirical_size_share():.1%} of these instances have at most n tuples; now {t.current_size})"
+    )
+    out.print(
+        f"  duration  {describe(t.duration.distribution)}, mean {t.instances.duration.mean():.2f} s; "
+        f"KS distance {t.duration.ks_distance:.3f} ({fit_quality(t.duration.ks_distance)})"
+    )
+    for s, tail in t.timeout_rows():
+        mark = "  ← t" if s == t.timeout else ""
+        out.print(f"     1 − F({s}) = {tail:.4f}{mark}")
+    out.print(
+        f"  [bold]timeout t = {t.timeout} s[/] (the smallest whole second with 1 − F(t) ≤ β = {t.beta:g}; "
+        f"{t.empirical_timeout_share():.1%} of these instances last longer; now {t.current_timeout:g} s)"
+    )
+    out.print("  plots: " + ", ".join(str(p) for p in pictures), markup=False, soft_wrap=True)
+
+
+def _write_tuning(tuning, loaded, text: str) -> None:  # noqa: ANN001
+    from framework.spec.rewrite import set_scalars, write_if_unchanged
+
+    at = ("steps", tuning.step, "swa")
+    changed = set_scalars(text, loaded.shown_as, {(*at, "size"): str(tuning.size), (*at, "timeout"): f"{tuning.timeout}s"})
+    if changed == text:
+        out.print(f"{loaded.shown_as} already has size: {tuning.size} and timeout: {tuning.timeout}s", markup=False)
+        return
+    write_if_unchanged(loaded.path, text, changed, loaded.shown_as)
+    out.print(f"wrote size: {tuning.size} and timeout: {tuning.timeout}s into {loaded.shown_as}", markup=False)
+
+
+@app.command()
 def evaluate(
     pipeline: PipelineArg,
     step: Annotated[

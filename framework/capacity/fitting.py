@@ -13,7 +13,7 @@ numbers (no Spark), so they can be checked against the paper's own figures.
   likelihood.
 - Goodness of fit: the Kolmogorov–Smirnov distance (scipy.stats.kstest).
 
-Not yet wired to a command: `tributary tune` (issue 21) will read a step's input and call these.
+`tributary tune` (framework.capacity.tuning) reads a step's instances and calls these.
 """
 
 from __future__ import annotations
@@ -71,8 +71,11 @@ class Fit:
     samples: int
 
 
-def fit_erlang(samples: Sequence[float] | Any, max_shape: int = MAX_SHAPE) -> Fit:
-    """The Erlang of integer shape with the highest likelihood (rate k / mean for each k)."""
+def fit_erlang(samples: Sequence[float] | Any, max_shape: int = MAX_SHAPE, discrete: bool = False) -> Fit:
+    """The Erlang of integer shape with the highest likelihood (rate k / mean for each k).
+    `discrete`: the samples are whole numbers (counts), so the fit's distance to them is measured
+    at whole numbers (`_ks_discrete`), not along a continuous axis where every step of the data's
+    CDF counts as a gap."""
     import numpy as np
 
     x = _positive(samples)
@@ -81,7 +84,7 @@ def fit_erlang(samples: Sequence[float] | Any, max_shape: int = MAX_SHAPE) -> Fi
     loglik = _erlang_loglik(x, np.ones_like(x), shapes, rates)
     best = int(np.argmax(loglik))
     erlang = Erlang(int(shapes[best]), float(rates[best]))
-    return Fit(erlang, _ks(x, erlang), len(x))
+    return Fit(erlang, _ks_discrete(x, erlang) if discrete else _ks(x, erlang), len(x))
 
 
 def fit_hyper_erlang(samples: Sequence[float] | Any, branches: int = 2, iterations: int = 300, max_shape: int = 60) -> Fit:
@@ -175,3 +178,14 @@ def _ks(x: Any, distribution: Erlang | HyperErlang) -> float:
     from scipy import stats
 
     return float(stats.kstest(x, distribution.cdf).statistic)
+
+
+def _ks_discrete(x: Any, distribution: Erlang | HyperErlang) -> float:
+    """The largest gap between the data's CDF and the fit's at the whole numbers the data takes,
+    with the continuity correction a count rounded from a continuous value has: P(X ≤ v) = F(v + ½)."""
+    import numpy as np
+
+    values, counts = np.unique(np.rint(x), return_counts=True)
+    below = np.cumsum(counts) / counts.sum()
+    fitted = distribution.cdf(values + 0.5)
+    return float(np.max(np.abs(below - fitted)))
