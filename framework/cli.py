@@ -290,17 +290,18 @@ def runs(
 
     def body() -> None:
         from framework.display import arrow_table
-        from framework.engine.events import RECENT_RUNS_SQL
+        from framework.engine.events import CAPACITY_SQL, RECENT_RUNS_SQL, with_state_column
         from framework.io.delta import local_store
         from framework.io.locations import EVENTS_TABLE, Warehouse
 
         project, prof = _context(None, profile)
         table = Warehouse.of(project, prof).internal(EVENTS_TABLE)
-        rows = local_store(prof.storage_options).query(table, RECENT_RUNS_SQL.format(limit=int(limit)))
+        store = local_store(prof.storage_options)
+        rows = store.query(table, RECENT_RUNS_SQL.format(limit=int(limit)))
         if rows.num_rows == 0:
             out.print("no runs yet")
             return
-        out.print(arrow_table(f"recent runs ({table})", rows))
+        out.print(arrow_table(f"recent runs ({table})", with_state_column(rows, store.query(table, CAPACITY_SQL))))
 
     _guard(debug, body)
 
@@ -335,44 +336,76 @@ def report(
 @app.command()
 def capacity(
     pipeline: PipelineArg,
-    step: Annotated[Optional[str], typer.Option("--step", help="The join step (default: every join step).")] = None,
+    step: Annotated[Optional[str], typer.Option("--step", help="One join, swa or tumbling step (default: all of them).")] = None,
     sample: Annotated[int, typer.Option("--sample", help="Rows per input used to time one pair comparison.")] = 1500,
     profile: ProfileOpt = None,
     var: VarOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Nodes a windowed join needs (n = max(K)·Δt·2·max(N), docs/references.md) next to what the last run used."""
+    """What the pipeline's stateful steps need, predicted from their input, next to what the last
+    run observed: nodes for a windowed join (n = max(K)·Δt·2·max(N)), open windows and state for
+    swa (c = ⌊λ/μ⌋ + 1, state c × n × tuple), queue length and residence time for tumbling
+    (formula (11)); docs/references.md."""
 
     def body() -> None:
         from rich.table import Table
 
-        from framework.capacity.join import KIND, last_observed, measure_join
+        from framework.capacity.join import last_observed, measure_join
+        from framework.display import capacity_table
         from framework.engine.runner import plan_frames
         from framework.engine.session import spark_session
+        from framework.integration.capacity import Figures, input_load, predict
         from framework.io.delta import local_store
         from framework.io.locations import EVENTS_TABLE, Warehouse
-        from framework.operators import kind_of
+        from framework.operators import StepContext, kind_of
+        from framework.operators.keyed_windows import checked_input
 
         compiled, prof = _compile(pipeline, profile, var, f"+{step}" if step else None)
-        joins = {n: s for n, s in compiled.spec.steps.items() if kind_of(s).name == KIND and (step is None or n == step)}
-        if not joins:
-            raise BadInput(Problem(f"no join step {'named ' + repr(step) + ' ' if step else ''}in {compiled.name}"))
+        measured = {
+            n: s
+            for n, s in compiled.spec.steps.items()
+            if (kind_of(s).name == "join" or kind_of(s).units is not None) and (step is None or n == step)
+        }
+        if not measured:
+            raise BadInput(
+                Problem(
+                    f"no join, swa or tumbling step {'named ' + repr(step) + ' ' if step else ''}in {compiled.name}",
+                    hint="capacity models the steps that hold state: windowed joins and window aggregations",
+                )
+            )
         spark = spark_session(prof)
-        frames = plan_frames(compiled, prof, spark).frames
+        frames = plan_frames(compiled, prof, spark)
         events = local_store(prof.storage_options).query(
-            Warehouse.of(compiled.project, prof).internal(EVENTS_TABLE), "SELECT * FROM t WHERE event = 'output_end'"
+            Warehouse.of(compiled.project, prof).internal(EVENTS_TABLE),
+            "SELECT * FROM t WHERE event IN ('output_end', 'capacity') ORDER BY ts",
         )
-        for name, join_step in joins.items():
-            inputs = {i: frames[i] for i in (join_step.join.left, join_step.join.right)}
-            result = measure_join(spark, name, join_step, inputs, sample)
-            outputs = [o for o in compiled.spec.outputs if compiled.spec.output_step(o) == name]
-            result.observed = last_observed(events, outputs) if events.num_rows else {}
-            table = Table(title=f"capacity of join step '{name}'", title_justify="left", header_style="bold")
-            for column in ("quantity", "predicted", "observed"):
-                table.add_column(column)
-            for row in result.rows():
-                table.add_row(*row)
-            out.print(table)
+        logged = events.to_pylist() if events.num_rows else []
+        for name, spec in measured.items():
+            if kind_of(spec).name == "join":
+                inputs = {i: frames.frames[i] for i in (spec.join.left, spec.join.right)}
+                result = measure_join(spark, name, spec, inputs, sample)
+                outputs = [o for o in compiled.spec.outputs if compiled.spec.output_step(o) == name]
+                result.observed = last_observed(events, outputs) if events.num_rows else {}
+                table = Table(title=f"capacity of join step '{name}'", title_justify="left", header_style="bold")
+                for column in ("quantity", "predicted", "observed"):
+                    table.add_column(column)
+                for row in result.rows():
+                    table.add_row(*row)
+                out.print(table)
+                continue
+            settings = kind_of(spec).settings(spec)
+            context = frames.contexts[name]
+            with err.status(f"reading the input of step '{name}'"):
+                load = input_load(checked_input(StepContext(spark, name, spec, context.inputs)), settings)
+            figures = Figures(name, spec.kind, settings.size, getattr(settings, "timeout", None))
+            figures.predicted, figures.notes = predict(figures.kind, figures.size, figures.timeout_s, load)
+            last = [json.loads(e["details"]) for e in logged if e["event"] == "capacity" and e["name"] == name]
+            if last:
+                figures.observed = Figures.from_dict(last[-1]).observed
+                figures.notes.append("observed: the last run of this step in the run log")
+            else:
+                figures.notes.append("observed: no run of this step in the run log yet")
+            out.print(capacity_table(figures))
 
     try:
         _guard(debug, body)

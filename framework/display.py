@@ -137,6 +137,8 @@ def run_summary(result: RunResult) -> Group:
         parts.append(Text(f"late rows: {counts}, older than the watermark: see _tributary/late_rows", style="yellow"))
     if result.integration:
         parts.append(integration_table(result.integration))
+    for figures in result.capacity:
+        parts.append(capacity_table(figures))
     if result.quality:
         parts.append(quality_table(result.quality))
     return Group(*parts)
@@ -190,6 +192,23 @@ def integration_table(evaluations: list[Any]) -> Table:
     from framework.integration.metrics import metrics_table
 
     return metrics_table({e.label: e.metrics for e in evaluations}, title="integration quality (against ground truth)")
+
+
+def capacity_table(figures: Any) -> Group:
+    """A window step's state, predicted by the queueing model and observed in the run."""
+    setting = f"n = {figures.size}, t = {figures.timeout_s:g} s" if figures.timeout_s is not None else f"W = {figures.size}"
+    where = f", {len(figures.batches)} micro-batches" if figures.batches else ""
+    table = Table(
+        title=f"state of {figures.kind} step '{figures.step}' ({setting}{where}): predicted and observed",
+        title_justify="left",
+        header_style="bold",
+    )
+    for column in ("quantity", "predicted", "observed", "error"):
+        table.add_column(column, justify="left" if column == "quantity" else "right")
+    for row in figures.rows():
+        table.add_row(*row)
+    notes = [Text(f"  {note}", style="dim") for note in figures.notes]
+    return Group(table, *notes)
 
 
 def arrow_table(title: str, table: pa.Table) -> Table:

@@ -5,7 +5,8 @@ Order of work, so that a failure changes nothing:
 2. build each step's DataFrame (Spark's analysis errors are found here, per step) and check each
    output against its table (framework.engine.output_checks);
 3. stage every output and the quarantine, computing the checks' metrics in the same pass; judge
-   the expectations and the integration figures: a failing `fail` stops the run here;
+   the expectations and the integration figures: a failing `fail` stops the run here; predict
+   and observe the state of window steps (framework.engine.state_figures);
 4. commit every output (framework.engine.transaction), then append the integration figures.
 """
 
@@ -16,6 +17,7 @@ from framework.engine.frames import BatchReading, Frames, build_frames
 from framework.engine.output_checks import check_outputs
 from framework.engine.recovery import recover_interrupted_runs
 from framework.engine.results import Progress, StepStatus
+from framework.engine.state_figures import measure_batch
 from framework.engine.transaction import Staged, commit_all, discard, stage_outputs, stage_quarantine
 from framework.integration.evaluation import evaluate_step, metrics_rows
 from framework.integration.evaluation import record as record_integration
@@ -34,6 +36,7 @@ def run_batch(run: RunContext) -> None:
         run.quality.check_rows(lambda name, status, detail: run.reporter.update("check", name, status, detail))
         staged += stage_quarantine(run, frames)
         _evaluate_integration(run, frames)
+        measure_batch(run, frames, staged)
         commit_all(run, staged)
         record_integration(run.store, run.internal(INTEGRATION_TABLE), run.result.integration, run.run_id, run.pipeline)
     except BaseException:

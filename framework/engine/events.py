@@ -20,7 +20,7 @@ EVENT_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
         ("pipeline", pa.string()),
-        ("event", pa.string()),  # run_start | run_end | step_end | output_end | quarantine
+        ("event", pa.string()),  # run_start | run_end | step_end | output_end | quarantine | late_rows | capacity
         ("name", pa.string()),  # step or output name (null for run events)
         ("status", pa.string()),  # framework.engine.results: RunStatus, StepStatus, OutputStatus
         ("rows", pa.int64()),
@@ -93,6 +93,8 @@ def record_result(events: EventLog, result: RunResult) -> None:
             duration_s=out.duration_s,
             details={"table": out.table, "mode": out.mode, "previous_version": out.previous_version, **out.observed},
         )
+    for figures in result.capacity:
+        events.record("capacity", name=figures.step, status="ok", details=figures.as_dict())
     for source, count in result.quarantined.items():
         events.record("quarantine", name=source, status="ok", rows=count)
     for source, count in result.late.items():
@@ -113,3 +115,17 @@ GROUP BY run_id
 ORDER BY started DESC
 LIMIT {{limit}}
 """
+
+CAPACITY_SQL = "SELECT run_id, details FROM t WHERE event = 'capacity' ORDER BY ts"
+
+
+def with_state_column(runs: pa.Table, capacity: pa.Table) -> pa.Table:
+    """The runs with a `state predicted → observed` column: each window step's main figure
+    (framework.integration.capacity)."""
+    from framework.integration.capacity import Figures
+
+    lines: dict[str, list[str]] = {}
+    for row in capacity.to_pylist() if capacity.num_rows else []:
+        lines.setdefault(row["run_id"], []).append(Figures.from_dict(json.loads(row["details"])).headline())
+    column = pa.array(["; ".join(lines.get(run_id, [])) or None for run_id in runs.column("run_id").to_pylist()], pa.string())
+    return runs.add_column(runs.column_names.index("error"), "state predicted → observed", column)

@@ -27,6 +27,7 @@ from framework.engine.context import RunContext
 from framework.engine.frames import Frames, StreamReading, build_frames
 from framework.engine.output_checks import check_outputs
 from framework.engine.results import OutputResult, OutputStatus, Progress, StepStatus
+from framework.engine.state_figures import streaming_figures
 from framework.errors import BadInput, RunFailed
 from framework.io import staging as staging_files
 from framework.io.checkpoint_audit import AuditedSource, CheckpointAuditor
@@ -34,6 +35,7 @@ from framework.io.late_rows import LateRowMonitor
 from framework.io.locations import CHECKPOINTS_DIR, LATE_ROWS_TABLE, QUARANTINE_TABLE, STAGING_DIR, join
 from framework.io.stream_sink import ExactlyOnceDeltaSink
 from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchOperator, MicroBatchSetup
+from framework.operators.swa_stream import SwaStream
 from framework.spec.durations import spark_interval
 
 if TYPE_CHECKING:
@@ -335,6 +337,9 @@ class StreamingRun:
             found = result.output(output)
             if found is not None:
                 found.observed.update(operator.figures)
+            if isinstance(operator, SwaStream) and operator.batches:
+                batches = [operator.batches[b] for b in sorted(operator.batches)]
+                result.capacity.append(streaming_figures(operator.step, operator.spec.swa, batches))
         for auditor in self.auditors.values():
             for source in auditor.sources:
                 for sink, counts in ((source.quarantine, result.quarantined), (source.late, result.late)):

@@ -92,6 +92,8 @@ class SwaStream:
     sources: tuple[str, ...] = ()
     footers: BatchFooters | None = None  # Parquet sources only: the newest event time without a pass
     figures: dict[str, int] = field(default_factory=lambda: {"state_rows_peak": 0, "open_windows_peak": 0})
+    #: per micro-batch: windows closed (count, Σ lifetime), event time advanced, state held at the end
+    batches: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: the side tables its batches have rows for: rows without a key or event time, late rows
     side_tables: ClassVar[tuple[str, ...]] = (QUARANTINE, LATE)
 
@@ -152,7 +154,8 @@ class SwaStream:
         if turned["late"]:  # late: older than the previous batch's mark, so there was one
             side[LATE] = self._late(rows.where(is_late).drop(REASON), old_mark)  # type: ignore[arg-type]
         state.complete(batch_id, {"max": seen, "mark": mark})
-        self._measure(current, written[HELD], [field_of(good, c).name for c in swa.key_columns()], mark)
+        windows_open = self._measure(current, written[HELD], [field_of(good, c).name for c in swa.key_columns()], mark)
+        self._record(batch_id, current, old_mark, mark, windows_open, written[HELD])
         return WrittenRows(join(current, OUTPUT), windows.drop(FINAL, HELD).schema, side)
 
     def _newest(self, rows: DataFrame, batch_id: int) -> int | None:
@@ -203,7 +206,20 @@ class SwaStream:
         source = ", ".join(self.sources) or self.spec.swa.input
         return late_records(late, source, (self.step,), event_time, mark, self.run_id, self.pipeline)
 
-    def _measure(self, folder: str, state_rows: int, keys: list[str], mark: int | None) -> None:
+    def _record(self, batch_id: int, folder: str, old_mark: int | None, mark: int | None, windows: int, state_rows: int) -> None:
+        """This batch's entry for the state model (framework.engine.state_figures); a replayed
+        batch replaces its entry."""
+        closed, lifetimes = _closed_windows(join(folder, OUTPUT), self.spec.swa.timeout_micros)
+        self.batches[batch_id] = {
+            "batch": batch_id,
+            "windows_closed": closed,
+            "lifetime_sum_s": lifetimes,
+            "advance_s": (mark - old_mark) / 1e6 if mark is not None and old_mark is not None else 0.0,
+            "open_windows": windows,
+            "state_rows": state_rows,
+        }
+
+    def _measure(self, folder: str, state_rows: int, keys: list[str], mark: int | None) -> int:
         """State held after this batch: its tuples (as written), and its open windows, read from
         the state files without Spark (distinct keys of the held tuples older than the watermark:
         those are the tuples of the key's open window, so a key has at most one)."""
@@ -217,6 +233,29 @@ class SwaStream:
             windows = placed.group_by(keys).aggregate([]).num_rows
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], state_rows)
         self.figures["open_windows_peak"] = max(self.figures["open_windows_peak"], windows)
+        return windows
+
+
+def _closed_windows(folder: str, timeout_us: int) -> tuple[int, float]:
+    """How many windows a batch emitted, and the sum of their lifetimes in seconds (to the n-th
+    tuple for count, else the timeout), from its output files without Spark."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    fs, path = filesystem(folder)
+    columns = ["window_start", "window_end", "closed_by"]
+    try:
+        dataset = ds.dataset(path, filesystem=fs, format="parquet")
+    except FileNotFoundError:
+        return 0, 0.0
+    if not set(columns) <= set(dataset.schema.names):  # no file: the batch emitted no window
+        return 0, 0.0
+    table = dataset.to_table(columns=columns)
+    if table.num_rows == 0:
+        return 0, 0.0
+    start, end = (pc.cast(pc.cast(table.column(c), "timestamp[us]"), "int64") for c in ("window_start", "window_end"))
+    life = pc.if_else(pc.equal(table.column("closed_by"), "count"), pc.subtract(end, start), timeout_us)
+    return table.num_rows, pc.sum(life).as_py() / 1e6
 
 
 def _output_and_held(folder: str) -> dict[str, Folder]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.engine.results import CheckOutcome, OutputStatus, RunStatus, Tone, tone
 from framework.errors import BadInput, Problem
+from framework.integration.capacity import Figures
 from framework.io.delta import local_store
 from framework.io.locations import EVENTS_TABLE, INTEGRATION_TABLE, QUALITY_TABLE, QUARANTINE_TABLE, Warehouse
 
@@ -89,6 +90,7 @@ class RunReport:
     notes: list[str] = field(default_factory=list)  # late rows, recovered outputs
     quality: list[dict[str, Any]] = field(default_factory=list)  # rows of _tributary/quality
     integration: list[dict[str, Any]] = field(default_factory=list)  # rows of _tributary/integration_quality
+    capacity: list[Any] = field(default_factory=list)  # Figures of window steps (framework.integration.capacity)
     quarantine: list[QuarantineGroup] = field(default_factory=list)
     graph_svg: str | None = None
     graph_note: str | None = None  # why there is no graph
@@ -222,6 +224,8 @@ def _from_events(run_id: str, pipeline: str, events: list[dict[str, Any]]) -> Ru
                     {k: v for k, v in details.items() if k not in known},
                 )
             )
+        elif kind == "capacity":
+            report.capacity.append(Figures.from_dict(details))
         elif kind == "late_rows":
             report.notes.append(f"{e['rows']:,} late row(s) from {e['name']}, older than the watermark (_tributary/late_rows)")
         elif kind == "recovered":
@@ -339,6 +343,7 @@ def render_html(report: RunReport) -> str:
         _outputs(report),
         _quality(report),
         _integration(report),
+        _state(report),
         _quarantine(report),
         _graph(report),
     ]
@@ -358,6 +363,7 @@ _NAV = [
     ("outputs", "Outputs"),
     ("quality", "Quality"),
     ("integration", "Integration quality"),
+    ("state", "State"),
     ("quarantine", "Quarantine"),
     ("graph", "Pipeline graph"),
 ]
@@ -600,6 +606,55 @@ def _integration(r: RunReport) -> str:
         rows.append([_e(_indicator(column)), *(_integration_value(column, row.get(column)) for row in r.integration)])
     table = _table(head, rows, numeric=set(range(1, len(head))), css="grid narrow")
     return _section("integration", "Integration quality", table, len(r.integration))
+
+
+def _state(r: RunReport) -> str:
+    """Per window step: the queueing model's prediction next to what the run held (and, for a
+    stream, a chart of both per micro-batch)."""
+    if not r.capacity:
+        return _section("state", "State: predicted and observed", _empty("No swa or tumbling step in this run."))
+    parts = []
+    for figures in r.capacity:
+        setting = f"n = {figures.size}, t = {figures.timeout_s:g} s" if figures.timeout_s is not None else f"W = {figures.size}"
+        rows = [[_e(q), _e(p), _e(o), _e(err)] for q, p, o, err in figures.rows()]
+        parts.append(f"<h3>{_e(figures.kind)} step <code>{_e(figures.step)}</code> ({_e(setting)})</h3>")
+        parts.append(_table(["Quantity", "Predicted", "Observed", "Error"], rows, numeric={1, 2, 3}, css="grid narrow"))
+        parts += [f"<p class='note'>{_e(note)}</p>" for note in figures.notes]
+        if len(figures.batches) > 1:
+            parts.append(_batches_chart(figures))
+    return _section("state", "State: predicted and observed", "\n".join(parts), len(r.capacity))
+
+
+def _batches_chart(figures: Any) -> str:
+    """Open windows per micro-batch, predicted and held, as an inline SVG (matplotlib)."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    batches = figures.batches
+    figure, axis = plt.subplots(figsize=(8, 2.6), constrained_layout=True)
+    axis.plot(
+        [b["batch"] for b in batches], [b.get("open_windows") or 0 for b in batches], marker="o", label="held at the batch's end"
+    )
+    modelled = [b for b in batches if "predicted_open_windows" in b]
+    axis.plot(
+        [b["batch"] for b in modelled],
+        [b["predicted_open_windows"] for b in modelled],
+        ls="--",
+        marker="x",
+        label="predicted c = ⌊λ/μ⌋ + 1",
+    )
+    axis.set_xlabel("micro-batch")
+    axis.set_ylabel("open windows")
+    axis.legend(fontsize=8)
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg")
+    plt.close(figure)
+    svg = buffer.getvalue()
+    return f"<div class='chart'>{svg[svg.index('<svg') :]}</div>"
 
 
 def _integration_label(row: dict[str, Any]) -> str:
