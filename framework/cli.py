@@ -354,11 +354,11 @@ def capacity(
         from framework.display import capacity_table
         from framework.engine.runner import plan_frames
         from framework.engine.session import spark_session
-        from framework.integration.capacity import Figures, input_load, predict
+        from framework.engine.state_figures import predicted
+        from framework.integration.capacity import Figures
         from framework.io.delta import local_store
         from framework.io.locations import EVENTS_TABLE, Warehouse
-        from framework.operators import StepContext, kind_of
-        from framework.operators.keyed_windows import checked_input
+        from framework.operators import kind_of
 
         compiled, prof = _compile(pipeline, profile, var, f"+{step}" if step else None)
         measured = {
@@ -393,12 +393,8 @@ def capacity(
                     table.add_row(*row)
                 out.print(table)
                 continue
-            settings = kind_of(spec).settings(spec)
-            context = frames.contexts[name]
             with err.status(f"reading the input of step '{name}'"):
-                load = input_load(checked_input(StepContext(spark, name, spec, context.inputs)), settings)
-            figures = Figures(name, spec.kind, settings.size, getattr(settings, "timeout", None))
-            figures.predicted, figures.notes = predict(figures.kind, figures.size, figures.timeout_s, load)
+                figures, _, _ = predicted(frames.contexts[name])
             last = [json.loads(e["details"]) for e in logged if e["event"] == "capacity" and e["name"] == name]
             if last:
                 figures.observed = Figures.from_dict(last[-1]).observed
@@ -424,6 +420,9 @@ def tune(
     ] = None,
     plots: Annotated[Optional[Path], typer.Option("--plots", help="Folder for the PNG plots (default: reports/tune/).")] = None,
     write: Annotated[bool, typer.Option("--write", help="Set size: and timeout: in the pipeline's YAML.")] = False,
+    learn: Annotated[
+        bool, typer.Option("--learn", help="size: auto steps: add the input to the step's history of per-head sizes.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the tuning as JSON.")] = False,
     profile: ProfileOpt = None,
     var: VarOpt = None,
@@ -461,11 +460,22 @@ def tune(
                     f"swa steps here: {', '.join(swa)}" if swa else "add an swa: step with an event_time to tune",
                 )
             )
+        if learn and not spec.swa.learns:
+            raise BadInput(
+                loaded.problem(
+                    f"--learn: step '{step}' has a fixed size and timeout, so it learns nothing per head",
+                    ("steps", step, "swa", "size"),
+                    "set size: auto (and optionally timeout: auto), or drop --learn",
+                )
+            )
         compiled, prof = _compile(pipeline, profile, var, f"+{step}")
         from framework.engine.runner import plan_frames
         from framework.engine.session import spark_session
 
         spark = spark_session(prof)
+        if learn:
+            _learn(compiled, prof, spark, step)
+            return
         with err.status(f"reading the instances of step '{step}'"):
             instances = read_instances(plan_frames(compiled, prof, spark).contexts[step], sample)
         with err.status(f"fitting {len(instances.degree):,} instances"):
@@ -478,6 +488,28 @@ def tune(
         _guard(debug, body)
     finally:
         _stop_spark()
+
+
+def _learn(compiled, prof, spark, step: str) -> None:  # noqa: ANN001
+    """tune --learn: the step's input joins its history of per-head sizes (size: auto)."""
+    from framework.engine.results import new_run_id
+    from framework.engine.runner import plan_frames
+    from framework.engine.window_history import learn_from
+    from framework.integration.learned_sizes import describe, history_table
+    from framework.io.delta import choose_store
+    from framework.io.locations import Warehouse
+    from framework.operators import StepContext
+    from framework.operators.keyed_windows import checked_input
+
+    spec = compiled.spec.steps[step]
+    warehouse = Warehouse.of(compiled.project, prof)
+    store = choose_store(spark, prof.delta_writer, prof.storage_options)
+    with err.status(f"learning per-head window sizes of step '{step}'"):
+        inputs = plan_frames(compiled, prof, spark).contexts[step].inputs
+        rows = checked_input(StepContext(spark, step, spec, inputs))
+        _, sizes = learn_from(store, warehouse.internal, compiled.name, step, spec.swa, rows, f"tune-{new_run_id()}")
+    out.print(f"{step}: {describe(sizes)}", markup=False, soft_wrap=True)
+    out.print(f"history: {history_table(warehouse.internal, compiled.name, step)}", markup=False, soft_wrap=True)
 
 
 def _show_tuning(tuning, as_json: bool, folder: Path, pipeline: str) -> None:  # noqa: ANN001
@@ -510,7 +542,7 @@ def _show_tuning(tuning, as_json: bool, folder: Path, pipeline: str) -> None:  #
         out.print(f"     1 − F({s}) = {tail:.4f}{mark}")
     out.print(
         f"  [bold]timeout t = {t.timeout} s[/] (the smallest whole second with 1 − F(t) ≤ β = {t.beta:g}; "
-        f"{t.empirical_timeout_share():.1%} of these instances last longer; now {t.current_timeout:g} s)"
+        f"{t.empirical_timeout_share():.1%} of these instances last longer; now {t.current_timeout if isinstance(t.current_timeout, str) else f'{t.current_timeout:g} s'})"
     )
     out.print("  plots: " + ", ".join(str(p) for p in pictures), markup=False, soft_wrap=True)
 
@@ -636,13 +668,19 @@ def generate_service_trace_cmd(
     corrupt: Annotated[
         int, typer.Option("--corrupt", help="Give this many tuples a logging glitch (null key, impossible response time).")
     ] = 0,
+    site_seed: Annotated[
+        Optional[int],
+        typer.Option("--site-seed", help="Pages and clients from this seed: other --seed values are other days of one site."),
+    ] = None,
 ) -> None:
     """Page-view invocations in two streams (static, images) with the paper's degree and duration statistics."""
     if fmt not in ("json", "parquet"):
         raise typer.BadParameter("must be json or parquet", param_hint="--format")
     from framework.generators.service_trace import generate_service_trace
 
-    s = generate_service_trace(out_dir, instances=instances, seed=seed, files=files, fmt=fmt, corrupt=corrupt)
+    s = generate_service_trace(
+        out_dir, instances=instances, seed=seed, files=files, fmt=fmt, corrupt=corrupt, site_seed=site_seed
+    )
     per_stream = ", ".join(f"{count:,} {stream}" for stream, count in s.tuples_per_stream.items())
     out.print(
         f"wrote {s.instances:,} instances, {s.tuples:,} tuples ({per_stream}) as {fmt} in {s.files_written} files under {out_dir}/"

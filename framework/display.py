@@ -196,7 +196,7 @@ def integration_table(evaluations: list[Any]) -> Table:
 
 def capacity_table(figures: Any) -> Group:
     """A window step's state, predicted by the queueing model and observed in the run."""
-    setting = f"n = {figures.size}, t = {figures.timeout_s:g} s" if figures.timeout_s is not None else f"W = {figures.size}"
+    setting = figures.setting
     where = f", {len(figures.batches)} micro-batches" if figures.batches else ""
     table = Table(
         title=f"state of {figures.kind} step '{figures.step}' ({setting}{where}): predicted and observed",

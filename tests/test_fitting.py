@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework.capacity.fitting import (
+from framework.integration.fitting import (
     Erlang,
     HyperErlang,
     fit_erlang,

@@ -46,16 +46,16 @@ def test_the_models_formulas():
     load = InputLoad(
         tuples=10_000, span_s=100, keys=1_000, lifetime_sum_s=20_000, crowded_keys=0, steady_s=90, bytes_per_tuple=135
     )
-    swa, notes = predict("swa", 13, 22.0, load)
+    swa, notes = predict("swa", 13, load)
     assert swa["instances_per_s"] == pytest.approx(10.0)  # 90% of the keys in 90 s
     assert swa["open_windows"] == 201  # ⌊10 × 20⌋ + 1, formula (12)
     assert swa["state_bytes"] == 201 * 13 * 135  # formula (13)
     assert notes == []
-    tumbling, _ = predict("tumbling", 8000, None, load)
+    tumbling, _ = predict("tumbling", 8000, load)
     assert tumbling["queue_length"] == pytest.approx(0.4994 * 8000 - 0.4526)  # formula (11)
     assert tumbling["residence_s"] == pytest.approx(tumbling["queue_length"] / 100)  # Little's law
     crowded = InputLoad(10_000, 100, 10, 200, crowded_keys=3, steady_s=90, bytes_per_tuple=1)
-    assert "3 key value(s)" in predict("swa", 13, 22.0, crowded)[1][0]
+    assert "3 key value(s)" in predict("swa", 13, crowded)[1][0]
 
 
 def test_a_batch_run_records_predicted_and_observed_state_and_every_view_shows_it(spark, cli, project):
@@ -142,7 +142,7 @@ def test_a_trace_shorter_than_a_few_window_lifetimes_is_flagged():
     short = InputLoad(
         tuples=17_000, span_s=40, keys=1_500, lifetime_sum_s=1_500 * 20, crowded_keys=0, steady_s=13.5, bytes_per_tuple=90
     )
-    _, notes = predict("swa", 13, 22.0, short)
+    _, notes = predict("swa", 13, short)
     assert notes == [
         "the input's windows open over 13.5 s, less than 3 mean window lifetimes (20.0 s): the windows never reach "
         "the steady state the model describes, so it overestimates"

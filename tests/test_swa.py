@@ -298,7 +298,7 @@ def _bad_step(**changes) -> str:
         ({"key": "head+ip"}, "unknown association strategy 'head+ip'; valid: head, head+time, head+client, head+client+time"),
         ({"key": "head+client+time"}, "strategy 'head+client+time' needs the column of role(s) ['time']"),
         ({"size": "0"}, "greater than or equal to 1"),
-        ({"timeout": "0s"}, "greater than 0"),
+        ({"timeout": "0s"}, "timeout must be more than 0"),
         ({"event_time": None}, "event_time"),
         ({"aggregates": "{total: sum(ms) +}"}, "aggregate 'total' is not a SQL expression"),
     ],

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from framework.capacity.fitting import Fit
     from framework.capacity.tuning import Tuning
+    from framework.integration.fitting import Fit
 
 
 def plot_tuning(tuning: Tuning, folder: Path, prefix: str) -> list[Path]:

@@ -5,7 +5,7 @@ The paper's recipe, as `tributary tune` runs it:
    seconds). Where the step declares `truth:`, an instance is a value of the truth instance column;
    otherwise a pilot pass cuts the input into generous windows (PILOT_SIZE_FACTOR × n tuples,
    PILOT_TIMEOUT_FACTOR × t) by the step's own key, and each window stands for an instance;
-2. fits (framework.capacity.fitting): an Erlang for the degree, a two-branch hyper-Erlang for the
+2. fits (framework.integration.fitting): an Erlang for the degree, a two-branch hyper-Erlang for the
    duration, each with its Kolmogorov–Smirnov distance to the data;
 3. n = the smallest integer with F(n) ≥ α, t = the smallest whole second with 1 − F(t) ≤ β.
 
@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from framework.capacity.fitting import Erlang, Fit, HyperErlang, fit_erlang, fit_hyper_erlang, smallest_size, smallest_timeout
 from framework.errors import BadInput, Problem
+from framework.integration.fitting import Erlang, Fit, HyperErlang, fit_erlang, fit_hyper_erlang, smallest_size, smallest_timeout
 from framework.spec.steps import SwaSpec
 
 if TYPE_CHECKING:
@@ -49,8 +49,8 @@ class Tuning:
     beta: float
     size: int  # the chosen n
     timeout: int  # the chosen t, whole seconds
-    current_size: int
-    current_timeout: float
+    current_size: int | str  # what the YAML says now (auto: learned per head)
+    current_timeout: float | str
 
     def size_rows(self) -> list[tuple[int, float]]:
         """F(n−1), F(n), F(n+1), as the paper's §5.2 prints them."""

@@ -7,7 +7,8 @@ Order of work, so that a failure changes nothing:
 3. stage every output and the quarantine, computing the checks' metrics in the same pass; judge
    the expectations and the integration figures: a failing `fail` stops the run here; predict
    and observe the state of window steps (framework.engine.state_figures);
-4. commit every output (framework.engine.transaction), then append the integration figures.
+4. commit every output (framework.engine.transaction), then append the integration figures and
+   add the input to the history of steps that learn their window sizes (framework.engine.window_history).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from framework.engine.recovery import recover_interrupted_runs
 from framework.engine.results import Progress, StepStatus
 from framework.engine.state_figures import measure_batch
 from framework.engine.transaction import Staged, commit_all, discard, stage_outputs, stage_quarantine
+from framework.engine.window_history import add_run_to_history
 from framework.integration.evaluation import evaluate_step, metrics_rows
 from framework.integration.evaluation import record as record_integration
 from framework.io.locations import INTEGRATION_TABLE
@@ -39,6 +41,7 @@ def run_batch(run: RunContext) -> None:
         measure_batch(run, frames, staged)
         commit_all(run, staged)
         record_integration(run.store, run.internal(INTEGRATION_TABLE), run.result.integration, run.run_id, run.pipeline)
+        add_run_to_history(run, frames)
     except BaseException:
         discard(run, staged)
         raise

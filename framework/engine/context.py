@@ -61,6 +61,8 @@ class RunContext:
     #: rows steps and expectations turned away, for the quarantine table
     rejected: list[Rejected] = field(default_factory=list)
     cleanup: ExitStack = field(default_factory=ExitStack)  # closed by the runner when the run ends
+    #: swa steps with size: auto that learned from this run's input at its start (no history yet)
+    learned: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.result.quality = self.quality.results

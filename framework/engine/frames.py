@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from framework.engine.context import RunContext
 from framework.engine.results import Progress, StepResult, StepStatus
+from framework.engine.window_history import learned_sizes
 from framework.errors import BadInput
 from framework.io.sources import SourceFrame, read_source, read_source_stream
 from framework.operators.context import Rejected, StepContext
@@ -111,6 +112,7 @@ class StreamReading:
             context.spec,
             {n: _empty_twin(f) for n, f in context.inputs.items()},
             functions=context.functions,
+            sizes=context.sizes,
         )
         frames.columns[step.name] = kind.micro_batch.check(static)
         return kind.micro_batch.stream(context)
@@ -145,7 +147,8 @@ def _build_step(run: RunContext, reading: Reading, built: Frames, step: PlannedS
     began = time.perf_counter()
     run.reporter.update("step", step.name, Progress.PLANNING)
     inputs = {i: built.frames[i] for i in step.inputs}
-    context = StepContext(run.spark, step.name, step.spec, inputs, step.sql, run.rejected, run.compiled.functions)
+    sizes = learned_sizes(run, step, inputs)
+    context = StepContext(run.spark, step.name, step.spec, inputs, step.sql, run.rejected, run.compiled.functions, sizes)
     built.contexts[step.name] = context
     frame = reading.step(run, built, step, context)
     if step.expectations:

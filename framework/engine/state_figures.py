@@ -20,9 +20,12 @@ from typing import TYPE_CHECKING, Any
 from framework.engine.context import RunContext
 from framework.engine.frames import Frames
 from framework.integration.capacity import WINDOW_COLUMNS, Figures, input_load, observe, predict
+from framework.integration.learned_sizes import describe
 from framework.io import staging as staging_files
 from framework.operators import StepContext
 from framework.operators.keyed_windows import checked_input
+from framework.operators.window_sizes import with_sizes
+from framework.spec.steps import AUTO
 
 if TYPE_CHECKING:
     from framework.engine.transaction import Staged
@@ -38,18 +41,42 @@ def measure_batch(run: RunContext, frames: Frames, staged: list[Staged]) -> None
         spec = step.kind.settings(step.spec)
         figures = Figures(step.name, step.spec.kind, spec.size, getattr(spec, "timeout", None))
         try:
-            context = frames.contexts[step.name]
-            probe = StepContext(context.spark, context.name, context.spec, context.inputs)  # its own quarantine
-            load = input_load(checked_input(probe), spec)
-            figures.predicted, figures.notes = predict(figures.kind, figures.size, figures.timeout_s, load)
+            figures, bytes_per_tuple, timeout_s = predicted(frames.contexts[step.name])
             windows = _staged_windows(step.name, staged)
             if windows is None:
                 figures.notes.append("not observed: the step's windows are not an output written by this run")
             else:
-                figures.observed = observe(figures.kind, figures.size, figures.timeout_s, windows, load.bytes_per_tuple)
+                figures.observed = observe(figures.kind, _number(figures.size), timeout_s, windows, bytes_per_tuple)
         except Exception as e:  # noqa: BLE001 - figures must not fail a run that wrote its outputs
             figures.notes.append(f"not measured: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
         run.result.capacity.append(figures)
+
+
+def predicted(context: StepContext) -> tuple[Figures, float, float | None]:
+    """A window step's figures with the model's prediction from its input (one aggregation), the
+    bytes a tuple takes, and the timeout to observe its windows with (learned timeouts: the
+    fallback's, an approximation the notes mention)."""
+    spec = getattr(context.spec, context.spec.kind)
+    probe = StepContext(context.spark, context.name, context.spec, context.inputs)  # its own quarantine list
+    rows = checked_input(probe)
+    sizes = context.sizes if getattr(spec, "learns", False) else None
+    if sizes is not None:
+        rows = with_sizes(rows, spec, sizes)
+    load = input_load(rows, spec)
+    figures = Figures(context.name, context.spec.kind, spec.size, getattr(spec, "timeout", None))
+    size = sizes.fallback[0] if sizes is not None and spec.size == AUTO else int(spec.size)
+    figures.predicted, figures.notes = predict(figures.kind, size, load)
+    timeout_s = getattr(spec, "timeout", None)
+    if sizes is not None:
+        figures.notes.insert(0, f"size: auto / timeout: auto: {describe(sizes)}")
+        if spec.timeout == AUTO:
+            timeout_s = sizes.fallback[1] / 1e6
+            figures.notes.append(f"observed lifetimes of windows closed by timeout use t = {timeout_s:g} s (the fallback)")
+    return figures, load.bytes_per_tuple, timeout_s
+
+
+def _number(size: int | str) -> int:
+    return size if isinstance(size, int) else 0
 
 
 def _staged_windows(step: str, staged: list[Staged]) -> Any:
@@ -68,9 +95,10 @@ def _staged_windows(step: str, staged: list[Staged]) -> Any:
     return None
 
 
-def streaming_figures(step: str, spec: Any, batches: list[dict[str, Any]]) -> Figures:
+def streaming_figures(step: str, spec: Any, batches: list[dict[str, Any]], sizes: Any = None) -> Figures:
     """Per micro-batch: the model on the batch's closed windows next to the state held at its end."""
     figures = Figures(step, "swa", spec.size, spec.timeout, batches=[])
+    size = sizes.fallback[0] if sizes is not None and spec.size == AUTO else _number(spec.size)
     for batch in batches:
         advance, closed = batch.get("advance_s") or 0.0, batch.get("windows_closed") or 0
         entry = {
@@ -92,7 +120,7 @@ def streaming_figures(step: str, spec: Any, batches: list[dict[str, Any]]) -> Fi
             "instances_per_s": sum(b["instances_per_s"] for b in modelled) / len(modelled),
             "lifetime_s": sum(b["lifetime_s"] for b in modelled) / len(modelled),
         }
-        figures.predicted["tuples_held"] = figures.predicted["open_windows"] * spec.size
+        figures.predicted["tuples_held"] = figures.predicted["open_windows"] * size
         figures.observed = {
             "open_windows_mean": float(sum(b["open_windows"] or 0 for b in modelled) / len(modelled)),
             "open_windows_max": float(max(b["open_windows"] or 0 for b in figures.batches)),

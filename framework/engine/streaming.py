@@ -157,6 +157,7 @@ class StreamingRun:
             run_id=self.run.run_id,
             pipeline=self.run.pipeline,
             functions=self.run.compiled.functions,
+            sizes=frames.contexts[step.name].sizes,
         )
         operator = micro_batch.operator(setup)
         self.operators[output.name] = operator
@@ -339,7 +340,7 @@ class StreamingRun:
                 found.observed.update(operator.figures)
             if isinstance(operator, SwaStream) and operator.batches:
                 batches = [operator.batches[b] for b in sorted(operator.batches)]
-                result.capacity.append(streaming_figures(operator.step, operator.spec.swa, batches))
+                result.capacity.append(streaming_figures(operator.step, operator.spec.swa, batches, operator.sizes))
         for auditor in self.auditors.values():
             for source in auditor.sources:
                 for sink, counts in ((source.quarantine, result.quarantined), (source.late, result.late)):

@@ -94,9 +94,20 @@ class TraceSummary:
 
 
 def generate_service_trace(
-    out: Path, instances: int = 15000, seed: int = 1, files: int = 20, fmt: str = "json", pages: int = 10000, corrupt: int = 0
+    out: Path,
+    instances: int = 15000,
+    seed: int = 1,
+    files: int = 20,
+    fmt: str = "json",
+    pages: int = 10000,
+    corrupt: int = 0,
+    site_seed: int | None = None,
 ) -> TraceSummary:
     """Write `out/static/` and `out/images/` (`files` files each, in arrival order) and `out/_trace.json`.
+
+    `site_seed`: the pages (popularity, degree, layout) and the clients come from their own random
+    stream, so traces of different seeds are different days of the same site (history to learn
+    window sizes from, then a day to measure them on). Without it, everything comes from `seed`.
 
     `corrupt` tuples get a logging glitch (a null head_service or client_ip, or a negative or absurd
     response time), drawn from their own random stream so the rest of the trace does not change."""
@@ -106,22 +117,23 @@ def generate_service_trace(
         raise ValueError("instances, pages and files must be at least 1")
     out = Path(out)
     rng = np.random.default_rng(seed)
+    site = np.random.default_rng(site_seed) if site_seed is not None else rng
     n = instances
 
     # --- pages: popularity, degree, and per position which sub-services are images / css / js
     popularity = 1.0 / np.arange(1, pages + 1) ** PAGE_ZIPF
-    popularity = rng.permutation(popularity / popularity.sum())
-    page_degree = np.maximum(1, np.rint(rng.gamma(DEGREE_K, 1.0 / DEGREE_RATE, size=pages))).astype(np.int64)
+    popularity = site.permutation(popularity / popularity.sum())
+    page_degree = np.maximum(1, np.rint(site.gamma(DEGREE_K, 1.0 / DEGREE_RATE, size=pages))).astype(np.int64)
     max_degree = int(page_degree.max())
-    is_image_at = rng.random((pages, max_degree)) < IMAGE_SHARE
-    is_css_at = rng.random((pages, max_degree)) < 0.5
+    is_image_at = site.random((pages, max_degree)) < IMAGE_SHARE
+    is_css_at = site.random((pages, max_degree)) < 0.5
 
     # --- clients: a pool of distinct IPv4 addresses, mildly skewed use
-    raw = rng.integers(0x0B000000, 0xDF000000, size=CLIENTS * 2, dtype=np.int64)
+    raw = site.integers(0x0B000000, 0xDF000000, size=CLIENTS * 2, dtype=np.int64)
     _, first = np.unique(raw, return_index=True)
     pool = raw[np.sort(first)][:CLIENTS]
     client_names = np.array([f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}" for a in pool.tolist()], dtype=object)
-    client_weight = rng.permutation(1.0 / np.arange(1, len(pool) + 1) ** CLIENT_ZIPF)
+    client_weight = site.permutation(1.0 / np.arange(1, len(pool) + 1) ** CLIENT_ZIPF)
     client_weight /= client_weight.sum()
 
     # --- instances: Poisson starts, page, client, duration; then ~2% re-opens copy an earlier one

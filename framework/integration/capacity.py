@@ -55,6 +55,7 @@ class InputLoad:
     crowded_keys: int  # keys with more than SHARED_KEY_TUPLES × n tuples
     steady_s: float  # event time between the STEADY quantiles of the keys' first tuples
     bytes_per_tuple: float  # Arrow bytes of the columns a window holds, per tuple
+    mean_size: float = 0.0  # n averaged over the key values (size: auto gives each head its own)
 
     @property
     def instances_per_s(self) -> float:
@@ -73,12 +74,20 @@ class Figures:
 
     step: str
     kind: str  # swa | tumbling
-    size: int
-    timeout_s: float | None
+    size: int | str  # n or W; "auto": learned per head
+    timeout_s: float | str | None  # t; "auto": learned per head; None: tumbling
     predicted: dict[str, float] = field(default_factory=dict)
     observed: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     batches: list[dict[str, Any]] = field(default_factory=list)  # streaming: one entry per micro-batch
+
+    @property
+    def setting(self) -> str:
+        """The step's parameters as a person reads them: n = 13, t = 22 s / n = auto, t = auto / W = 32000."""
+        if self.timeout_s is None:
+            return f"W = {self.size}"
+        timeout = self.timeout_s if isinstance(self.timeout_s, str) else f"{self.timeout_s:g} s"
+        return f"n = {self.size}, t = {timeout}"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,7 +168,7 @@ def _bytes(value: float | None) -> str:
     return f"{value:,.0f} B"
 
 
-def predict(kind: str, size: int, timeout_s: float | None, load: InputLoad) -> tuple[dict[str, float], list[str]]:
+def predict(kind: str, size: int, load: InputLoad) -> tuple[dict[str, float], list[str]]:
     """The model's figures for a step of this kind and parameters on an input with this load."""
     notes: list[str] = []
     if kind == "tumbling":
@@ -187,8 +196,8 @@ def predict(kind: str, size: int, timeout_s: float | None, load: InputLoad) -> t
         "instances_per_s": rate,
         "lifetime_s": lifetime,
         "open_windows": float(windows),
-        "tuples_held": float(windows * size),
-        "state_bytes": float(windows * size * load.bytes_per_tuple),
+        "tuples_held": float(windows * (load.mean_size or size)),
+        "state_bytes": float(windows * (load.mean_size or size) * load.bytes_per_tuple),
         "bytes_per_tuple": load.bytes_per_tuple,
     }, notes
 
@@ -279,15 +288,24 @@ def input_load(rows: DataFrame, spec: KeyedWindowSpec, sample: int = 2000) -> In
 
     from framework.operators.columns import quoted
     from framework.operators.keyed_windows import MICROS, used_columns
+    from framework.operators.window_sizes import SIZE_COLUMN, TIMEOUT_COLUMN
 
-    size = spec.size  # type: ignore[attr-defined]
-    timeout_us = round(float(getattr(spec, "timeout", 0) or 0) * 1e6)
+    # a key's window size and timeout: the tuples' own when learned (size: auto), else the step's
+    learned = SIZE_COLUMN in rows.columns
+    size_of = F.first(SIZE_COLUMN) if learned else F.lit(int(spec.size))  # type: ignore[attr-defined]
+    timeout_of = F.first(TIMEOUT_COLUMN) if learned else F.lit(round(float(getattr(spec, "timeout", 0) or 0) * 1e6))
     per_key = rows.groupBy(*[F.col(quoted(c)) for c in spec.key_columns()]).agg(
-        F.count(F.lit(1)).alias("n"), F.min(MICROS).alias("first"), F.max(MICROS).alias("last")
+        F.count(F.lit(1)).alias("n"),
+        F.min(MICROS).alias("first"),
+        F.max(MICROS).alias("last"),
+        size_of.alias("size"),
+        timeout_of.alias("timeout"),
     )
+    size, timeout = F.col("size"), F.col("timeout")
     nth = F.col("first") + (F.col("last") - F.col("first")) * (size - 1) / F.greatest(F.col("n") - 1, F.lit(1))
-    lifetime = F.when(F.col("n") >= size, F.least(nth - F.col("first"), F.lit(timeout_us))).otherwise(F.lit(timeout_us))
+    lifetime = F.when(F.col("n") >= size, F.least(nth - F.col("first"), timeout)).otherwise(timeout)
     row = per_key.agg(
+        F.avg("size").alias("mean_size"),
         F.sum("n").alias("tuples"),
         F.count(F.lit(1)).alias("keys"),
         F.min("first").alias("first"),
@@ -297,7 +315,7 @@ def input_load(rows: DataFrame, spec: KeyedWindowSpec, sample: int = 2000) -> In
         F.percentile_approx("first", list(STEADY), 10_000).alias("steady"),
     ).first()
     assert row is not None  # an aggregate without grouping has one row
-    held = used_columns(rows, spec)
+    held = used_columns(rows.drop(SIZE_COLUMN, TIMEOUT_COLUMN), spec)
     held = held.select(*[quoted(c) for c in held.columns if not c.startswith("__tributary")])
     probe = held.limit(sample).toArrow()
     tuples = int(row["tuples"] or 0)
@@ -308,5 +326,6 @@ def input_load(rows: DataFrame, spec: KeyedWindowSpec, sample: int = 2000) -> In
         lifetime_sum_s=float(row["lifetime_sum_s"] or 0.0),
         crowded_keys=int(row["crowded"] or 0) if getattr(spec, "timeout", None) is not None else 0,
         steady_s=(row["steady"][1] - row["steady"][0]) / 1e6 if row["steady"] else 0.0,
+        mean_size=float(row["mean_size"] or 0.0),
         bytes_per_tuple=probe.nbytes / probe.num_rows if probe.num_rows else 0.0,
     )

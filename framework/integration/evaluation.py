@@ -21,6 +21,7 @@ from framework.integration.metrics import IntegrationMetrics, integration_metric
 from framework.operators import StepContext, kind_of
 from framework.operators.columns import field_of, quoted
 from framework.operators.keyed_windows import UNIT, checked_input
+from framework.operators.window_sizes import with_sizes
 from framework.spec.steps import StepSpec
 
 if TYPE_CHECKING:
@@ -32,14 +33,15 @@ class StepEvaluation:
     step: str
     operator: str  # swa | tumbling
     strategy: str
-    size: int
-    timeout_s: float | None
+    size: int | str  # auto: learned per head
+    timeout_s: float | str | None
     metrics: IntegrationMetrics
 
     @property
     def label(self) -> str:
         if self.timeout_s is not None:
-            return f"{self.step}: swa {self.strategy} {self.size}/{self.timeout_s:g}s"
+            timeout = self.timeout_s if isinstance(self.timeout_s, str) else f"{self.timeout_s:g}s"
+            return f"{self.step}: swa {self.strategy} {self.size}/{timeout}"
         return f"{self.step}: tumbling {self.strategy} W={self.size}"
 
 
@@ -56,6 +58,8 @@ def evaluate_step(context: StepContext) -> StepEvaluation:
     spec = kind.settings(context.spec)
     probe = StepContext(context.spark, context.name, context.spec, context.inputs)  # its own quarantine list
     rows = checked_input(probe)
+    if getattr(spec, "learns", False):  # size: auto: the run's learned sizes, as the step used them
+        rows = with_sizes(rows, spec, context.sizes)
     keys = [field_of(rows, c).name for c in spec.key_columns()]
     assert kind.units is not None
     units, opened, closed = kind.units(rows, spec)
@@ -92,8 +96,8 @@ def metrics_rows(evaluations: list[StepEvaluation], run_id: str, pipeline: str) 
             "step": e.step,
             "operator": e.operator,
             "strategy": e.strategy,
-            "size": e.size,
-            "timeout_s": e.timeout_s,
+            "size": e.size if isinstance(e.size, int) else None,  # null: learned per head (size: auto)
+            "timeout_s": e.timeout_s if not isinstance(e.timeout_s, str) else None,
             **{k: v for k, v in e.metrics.as_row().items()},
             "evaluated_at": now,
         }

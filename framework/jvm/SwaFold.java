@@ -49,7 +49,11 @@ public final class SwaFold extends Aggregator<Long, SwaFold.OpenWindow, Tuple3<L
     if (micros == null) {
       return window; // tuples without an event time are quarantined before the fold
     }
-    long ts = micros;
+    return step(window, micros, size, timeoutMicros);
+  }
+
+  /** One tuple of the rule: it joins the key's newest window or opens the next one. */
+  static OpenWindow step(OpenWindow window, long ts, long size, long timeoutMicros) {
     if (window.count == 0 || window.count >= size || ts - window.start > timeoutMicros) {
       window.unit++;
       window.start = ts;

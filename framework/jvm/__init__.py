@@ -87,21 +87,41 @@ def _build(javac: str, target: Path, spark_jars: Path) -> Path:
     return target
 
 
-def swa_fold(spark: SparkSession, size: int, timeout_micros: int, micros: Column) -> Column | None:
-    """The SWA fold as an aggregate over `micros`, the event time in micros (`tributary.SwaFold`), to
-    use over a running frame: a struct (_1: the window's ordinal within its key, _2: its start,
-    _3: the tuple's position in it); None when the session has no JVM functions."""
+def _fold_class(spark: SparkSession, name: str):  # noqa: ANN202 - a py4j JavaClass or None
+    """Tributary's JVM class `name` in this session, or None when the session has no JVM functions
+    (TRIBUTARY_JVM=0, Spark Connect, or a session started without the jar)."""
     from py4j.java_gateway import JavaClass
-    from pyspark.sql import functions as F
 
     if not enabled():
         return None
     try:
-        fold_class = spark.sparkContext._jvm.tributary.SwaFold  # type: ignore[attr-defined]
+        found = getattr(spark.sparkContext._jvm.tributary, name)  # type: ignore[union-attr]
     except Exception:  # noqa: BLE001 - Spark Connect: no JVM on this side
         return None
-    if not isinstance(fold_class, JavaClass):  # the session was started without the jar
+    return found if isinstance(found, JavaClass) else None
+
+
+def swa_fold(spark: SparkSession, size: int, timeout_micros: int, micros: Column) -> Column | None:
+    """The SWA fold as an aggregate over `micros`, the event time in micros (`tributary.SwaFold`), to
+    use over a running frame: a struct (_1: the window's ordinal within its key, _2: its start,
+    _3: the tuple's position in it); None when the session has no JVM functions."""
+    from pyspark.sql import functions as F
+
+    fold_class = _fold_class(spark, "SwaFold")
+    if fold_class is None:
         return None
     name = f"tributary_swa_fold_{size}_{timeout_micros}"
     spark._jsparkSession.udf().register(name, fold_class.function(size, timeout_micros))  # noqa: SLF001
     return F.call_function(name, micros)
+
+
+def swa_fold_sized(spark: SparkSession, micros: Column, size: Column, timeout_micros: Column) -> Column | None:
+    """`swa_fold` with the size and timeout read from each tuple (`tributary.SwaFoldSized`): for
+    windows sized per key. None when the session has no JVM functions."""
+    from pyspark.sql import functions as F
+
+    fold_class = _fold_class(spark, "SwaFoldSized")
+    if fold_class is None:
+        return None
+    spark._jsparkSession.udf().register("tributary_swa_fold_sized", fold_class.function())  # noqa: SLF001
+    return F.call_function("tributary_swa_fold_sized", micros, size, timeout_micros)

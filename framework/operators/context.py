@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from framework.functions.loader import Functions
+    from framework.operators.window_sizes import Sizes
     from framework.templating import RenderedSql
 
 
@@ -50,6 +51,7 @@ class StepContext:
     sql: RenderedSql | None = None
     rejected: list[Rejected] = field(default_factory=list)
     functions: Functions | None = None  # the project's udfs/ (framework.functions.loader)
+    sizes: Sizes | None = None  # swa with size: auto / timeout: auto: the run's learned sizes
 
     def quarantine(self, rows: DataFrame, reason: Column) -> DataFrame:
         """Rows for which `reason` is not null leave the step (quarantined); the others are returned."""

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from framework.functions.loader import Functions
     from framework.io.stream_sink import WrittenRows
+    from framework.operators.window_sizes import Sizes
 
 #: Side tables an operator may hand rows to (WrittenRows.side), committed with its batch.
 QUARANTINE = "quarantine"  # rows the step cannot use, with the reason
@@ -41,6 +42,7 @@ class MicroBatchSetup:
     run_id: str = ""
     pipeline: str = ""
     functions: Functions | None = None  # the project's udfs/ (framework.functions.loader)
+    sizes: Sizes | None = None  # swa with size: auto / timeout: auto: the run's learned sizes
 
 
 class MicroBatchOperator(Protocol):

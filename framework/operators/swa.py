@@ -26,7 +26,7 @@ same aggregation (framework.operators.swa_stream), the evaluation from each wind
 from __future__ import annotations
 
 import typing
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from framework.operators.columns import field_of, quoted
 from framework.operators.context import StepContext
@@ -45,6 +45,7 @@ from framework.operators.keyed_windows import (
 )
 from framework.operators.micro_batch import MicroBatchSetup
 from framework.operators.registry import MicroBatch, StepKind, per_micro_batch, register
+from framework.operators.window_sizes import SIZE_COLUMN, TIMEOUT_COLUMN, size_column, timeout_column, with_sizes
 from framework.spec.steps import SwaStep
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ START = "__tributary_start"  # event time (micros) of the first tuple of the tup
 
 def build_swa(context: StepContext):  # noqa: ANN201 - a DataFrame
     spec = context.spec.swa
-    rows = used_columns(checked_input(context), spec)
+    rows = with_sizes(used_columns(checked_input(context), spec), spec, context.sizes)
     return unit_rows(context.name, spec, assign_windows(rows, spec), [KEY_HASH, UNIT], closed=closed_in_place(spec))
 
 
@@ -98,8 +99,11 @@ def assign_windows(rows: DataFrame, spec: SwaSpec, last: bool = True) -> DataFra
     else:
         # the pandas fold carries the last key's open window from one Arrow batch to the next
         ranked = rows.withColumn("__tributary_rank", rank).withColumn(LAST, F.col("__tributary_rank") == count)
-        fold = _fold_udf(spec.size, spec.timeout_micros)
-        folded = ranked.withColumn(FOLD, fold(F.col("__tributary_rank") == 1, F.col(MICROS)))
+        first = F.col("__tributary_rank") == 1
+        if spec.learns:  # each tuple's own size and timeout
+            folded = ranked.withColumn(FOLD, _fold_udf()(first, F.col(MICROS), F.col(SIZE_COLUMN), F.col(TIMEOUT_COLUMN)))
+        else:
+            folded = ranked.withColumn(FOLD, _fold_udf(int(spec.size), spec.timeout_micros)(first, F.col(MICROS)))
     return folded.select(
         *[F.col(quoted(c)) for c in rows.columns],  # with KEY_HASH
         *[F.col(f"{FOLD}.{part}").alias(name) for part, name in (("unit", UNIT), ("start", START), ("position", POSITION))],
@@ -115,7 +119,10 @@ def _jvm_fold(rows: DataFrame, spec: SwaSpec, window):  # noqa: ANN001, ANN202 -
 
     from framework import jvm
 
-    fold = jvm.swa_fold(rows.sparkSession, spec.size, spec.timeout_micros, F.col(MICROS))
+    if spec.learns:
+        fold = jvm.swa_fold_sized(rows.sparkSession, F.col(MICROS), F.col(SIZE_COLUMN), F.col(TIMEOUT_COLUMN))
+    else:
+        fold = jvm.swa_fold(rows.sparkSession, int(spec.size), spec.timeout_micros, F.col(MICROS))
     if fold is None:
         return None
     folded = fold.over(window.rowsBetween(Window.unboundedPreceding, Window.currentRow))
@@ -147,47 +154,57 @@ def closed_in_place(spec: SwaSpec):  # noqa: ANN201 - an aggregate Column
     ends with the input (end_of_input); else a later tuple came too late for it (timeout)."""
     from pyspark.sql import functions as F
 
-    return (
-        F.when(F.count(F.lit(1)) >= spec.size, F.lit(COUNT))
-        .when(F.max(F.col(LAST)), F.lit(END_OF_INPUT))
-        .otherwise(F.lit(TIMEOUT))
-    )
+    size = F.max(F.col(SIZE_COLUMN)) if spec.learns else F.lit(int(spec.size))  # a key's tuples share theirs
+    return F.when(F.count(F.lit(1)) >= size, F.lit(COUNT)).when(F.max(F.col(LAST)), F.lit(END_OF_INPUT)).otherwise(F.lit(TIMEOUT))
 
 
-def _fold_udf(size: int, timeout_us: int):  # noqa: ANN202 - a pandas UDF
+def _fold_udf(size: int | None = None, timeout_us: int | None = None):  # noqa: ANN202 - a pandas UDF
+    """The pandas fold: of (first-of-key, micros) with a fixed size and timeout, or of (first-of-key,
+    micros, size, timeout) when each tuple carries its own (`size: auto`)."""
     import numpy as np
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
 
     def fold(batches):  # noqa: ANN001, ANN202 - typed below, with types pyspark can read at run time
-        carry = np.empty(0, dtype=np.int64)  # the open window's event times, of the last key so far
+        carry = np.empty((3, 0), dtype=np.int64)  # the open window's event times, sizes, timeouts
         offset = 0  # that key's unit number to continue from
-        for first, micros in batches:
+        for first, micros, *sized in batches:
             first = first.to_numpy(dtype=bool)
-            times = np.concatenate([carry, micros.to_numpy(dtype=np.int64)])
-            new_key = np.concatenate([np.zeros(len(carry), dtype=bool), first])
+            new = np.stack([micros.to_numpy(dtype=np.int64), *_sizes(sized, len(first))])
+            times, sizes, timeouts = np.concatenate([carry, new], axis=1)
+            new_key = np.concatenate([np.zeros(carry.shape[1], dtype=bool), first])
             continuing = not new_key[0]  # the batch (after the carry) starts inside the last key
             new_key[0] = True
-            unit, closed, start, position = fold_windows(new_key, times, size, timeout_us)
+            unit, closed, start, position = fold_windows(new_key, times, sizes, timeouts)
             if continuing:
                 following = np.flatnonzero(new_key[1:])
                 unit[: following[0] + 1 if following.size else len(unit)] += offset
             last_key = np.flatnonzero(new_key)[-1]
             last_unit = unit[-1]
             if closed[-1] == COUNT:
-                carry, offset = np.empty(0, dtype=np.int64), last_unit + 1
+                carry, offset = np.empty((3, 0), dtype=np.int64), last_unit + 1
             else:
                 in_window = np.flatnonzero(unit[last_key:] == last_unit) + last_key
-                carry, offset = times[in_window], last_unit
-            new = slice(len(times) - len(first), None)
-            yield pd.DataFrame({"unit": unit[new], "start": start[new], "position": position[new]})
+                carry, offset = np.stack([times, sizes, timeouts])[:, in_window], last_unit
+            kept = slice(len(times) - len(first), None)
+            yield pd.DataFrame({"unit": unit[kept], "start": start[kept], "position": position[kept]})
 
-    fold.__annotations__ = {"batches": typing.Iterator[tuple[pd.Series, pd.Series]], "return": typing.Iterator[pd.DataFrame]}
+    def _sizes(sized: list[pd.Series], rows: int) -> list[np.ndarray]:
+        if sized:
+            return [column.to_numpy(dtype=np.int64) for column in sized]
+        return [np.full(rows, size, dtype=np.int64), np.full(rows, timeout_us, dtype=np.int64)]
+
+    columns = 4 if size is None else 2
+    fold.__annotations__ = {
+        "batches": typing.Iterator[tuple[(pd.Series,) * columns]],  # type: ignore[misc]
+        "return": typing.Iterator[pd.DataFrame],
+    }
     return pandas_udf(fold, "unit long, start long, position long")
 
 
-def fold_windows(new_key: np.ndarray, micros: np.ndarray, size: int, timeout_us: int) -> tuple[np.ndarray, ...]:
-    """The SWA rule over rows sorted by (key, order); `new_key` marks each key's first row.
+def fold_windows(new_key: np.ndarray, micros: np.ndarray, size: Any, timeout_us: Any) -> tuple[np.ndarray, ...]:
+    """The SWA rule over rows sorted by (key, order); `new_key` marks each key's first row. `size`
+    and `timeout_us` are numbers, or arrays with each row's own (equal within a key).
 
     Returns per row: its window's ordinal within the key, how the window closed, the window's start
     (micros), and the row's 1-based position in the window. Vectorized: for every row i, the window
@@ -233,8 +250,8 @@ def units(rows: DataFrame, spec: SwaSpec) -> tuple[DataFrame, Column, Column]:
 
     assigned = assign_windows(rows, spec)
     each_window = Window.partitionBy(KEY_HASH, *key_columns(assigned, spec), UNIT)
-    nth_tuple = F.max(F.when(F.col(POSITION) == spec.size, F.col(MICROS))).over(each_window)
-    closed = F.coalesce(nth_tuple, F.col(START) + F.lit(spec.timeout_micros))
+    nth_tuple = F.max(F.when(F.col(POSITION) == size_column(spec), F.col(MICROS))).over(each_window)
+    closed = F.coalesce(nth_tuple, F.col(START) + timeout_column(spec))
     return assigned, F.col(START), closed
 
 

@@ -69,6 +69,8 @@ from framework.operators.keyed_windows import (
 from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchSetup
 from framework.operators.micro_batch_state import OUTPUT, MicroBatchState
 from framework.operators.swa import KEY_HASH, START, assign_windows
+from framework.operators.window_sizes import SIZE_COLUMN, TIMEOUT_COLUMN, Sizes, size_column, timeout_column, with_sizes
+from framework.spec.steps import AUTO
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -92,6 +94,7 @@ class SwaStream:
     sources: tuple[str, ...] = ()
     footers: BatchFooters | None = None  # Parquet sources only: the newest event time without a pass
     figures: dict[str, int] = field(default_factory=lambda: {"state_rows_peak": 0, "open_windows_peak": 0})
+    sizes: Sizes | None = None  # size: auto / timeout: auto: the run's learned sizes
     #: per micro-batch: windows closed (count, Σ lifetime), event time advanced, state held at the end
     batches: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: the side tables its batches have rows for: rows without a key or event time, late rows
@@ -117,6 +120,7 @@ class SwaStream:
             setup.pipeline,
             sources=setup.sources[swa.input],
             footers=footers,
+            sizes=setup.sizes,
         )
 
     def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows:
@@ -141,11 +145,12 @@ class SwaStream:
         counted = rows.observe(turned_away, *counts)
         good = used_columns(counted.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
         work = self._held(state, batch.sparkSession, folder, good.schema).unionByName(good)
+        work = with_sizes(work, swa, self.sizes)  # size: auto: the run's sizes, never kept in the state
         # one job writes both the output's rows and the state; a replay of this batch writes them
         # again from the previous batch's state, which is kept
         current = state.begin(batch_id)
         windows = self.windows(work, mark)
-        with _windows_hashed_in_memory(batch.sparkSession, swa.size):
+        with _windows_hashed_in_memory(batch.sparkSession, self.sizes.largest_size if self.sizes else int(swa.size)):
             written = write_folders(windows, _output_and_held(current))
         turned = _observed(turned_away) or _one_row(rows.agg(*counts))
         side = {}
@@ -175,15 +180,16 @@ class SwaStream:
         from pyspark.sql import functions as F
 
         swa = self.spec.swa
-        timeout = F.lit(swa.timeout_micros)
+        timeout, size = timeout_column(swa), size_column(swa)  # a key's tuples share theirs
         count = F.count(F.lit(1))
         if mark is None:
             final, may_stay = F.lit(False), F.lit(True)
         else:
-            final = (F.min(START) + timeout < F.lit(mark)) | ((count >= swa.size) & (F.max(MICROS) < F.lit(mark)))
+            final = (F.min(START) + F.max(timeout) < F.lit(mark)) | ((count >= F.max(size)) & (F.max(MICROS) < F.lit(mark)))
             may_stay = F.col(START) + timeout >= F.lit(mark)
-        held = F.collect_list(F.when(may_stay, F.struct(*[quoted(c) for c in tuples.columns])))  # nulls are left out
-        closed = F.when(count >= swa.size, F.lit(COUNT)).otherwise(F.lit(TIMEOUT))
+        kept = [quoted(c) for c in tuples.columns if c not in (SIZE_COLUMN, TIMEOUT_COLUMN)]
+        held = F.collect_list(F.when(may_stay, F.struct(*kept)))  # nulls are left out
+        closed = F.when(count >= F.max(size), F.lit(COUNT)).otherwise(F.lit(TIMEOUT))
         assigned = assign_windows(tuples, swa, last=False)
         return unit_rows(self.step, swa, assigned, [KEY_HASH, UNIT], closed=closed, hidden={FINAL: final, HELD: held})
 
@@ -206,10 +212,17 @@ class SwaStream:
         source = ", ".join(self.sources) or self.spec.swa.input
         return late_records(late, source, (self.step,), event_time, mark, self.run_id, self.pipeline)
 
+    @property
+    def _timeout_micros(self) -> int:
+        """t for the state model's lifetimes (learned timeouts: the sizes' fallback, an approximation)."""
+        if self.spec.swa.timeout != AUTO:
+            return self.spec.swa.timeout_micros
+        return self.sizes.fallback[1] if self.sizes else 0
+
     def _record(self, batch_id: int, folder: str, old_mark: int | None, mark: int | None, windows: int, state_rows: int) -> None:
         """This batch's entry for the state model (framework.engine.state_figures); a replayed
         batch replaces its entry."""
-        closed, lifetimes = _closed_windows(join(folder, OUTPUT), self.spec.swa.timeout_micros)
+        closed, lifetimes = _closed_windows(join(folder, OUTPUT), self._timeout_micros)
         self.batches[batch_id] = {
             "batch": batch_id,
             "windows_closed": closed,

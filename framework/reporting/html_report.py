@@ -615,7 +615,7 @@ def _state(r: RunReport) -> str:
         return _section("state", "State: predicted and observed", _empty("No swa or tumbling step in this run."))
     parts = []
     for figures in r.capacity:
-        setting = f"n = {figures.size}, t = {figures.timeout_s:g} s" if figures.timeout_s is not None else f"W = {figures.size}"
+        setting = figures.setting
         rows = [[_e(q), _e(p), _e(o), _e(err)] for q, p, o, err in figures.rows()]
         parts.append(f"<h3>{_e(figures.kind)} step <code>{_e(figures.step)}</code> ({_e(setting)})</h3>")
         parts.append(_table(["Quantity", "Predicted", "Observed", "Error"], rows, numeric={1, 2, 3}, css="grid narrow"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import BeforeValidator, Discriminator, Field, Tag, TypeAdapter, ValidationError, model_validator
 
 from framework.spec.base import Count, Name, SpecModel
 from framework.spec.durations import Duration
@@ -175,14 +175,71 @@ class KeyedWindowSpec(SpecModel):
         return self.key if isinstance(self.key, str) else "+".join(self.key)
 
 
+class LearnSpec(SpecModel):
+    """How `size: auto` / `timeout: auto` learn n and t per head (framework.operators.window_sizes)."""
+
+    alpha: float = Field(0.9, gt=0, lt=1, description="n per head: the smallest size covering this share of its instances.")
+    beta: float = Field(0.05, gt=0, lt=1, description="t per head: the smallest whole second at most this share outlasts.")
+    min_instances: Count = Field(3, description="Heads with fewer instances in history use the global fit.")
+    by: str | None = Field(None, description="The column whose values get their own n and t (default: the head role's).")
+
+
+AUTO = "auto"
+
+
+def _auto_or(kind: Any, what: str) -> Any:
+    """A validator keeping `auto` and checking anything else as `kind`, with one message for both."""
+    adapter = TypeAdapter(kind)
+
+    def check(value: Any) -> Any:
+        if value == AUTO:
+            return value
+        try:
+            checked = adapter.validate_python(value)
+        except ValidationError as e:
+            reason = e.errors()[0]["msg"].removeprefix("Value error, ")
+            raise ValueError(f"{reason} (or auto: learned per head)") from None
+        if not checked > 0:
+            raise ValueError(f"{what} must be more than 0 (or auto: learned per head)")
+        return checked
+
+    return BeforeValidator(check)
+
+
 class SwaSpec(KeyedWindowSpec):
-    size: Count = Field(description="n: a window closes when it holds this many tuples.")
-    timeout: Duration = Field(gt=0, description="t: a tuple more than t after the window's first tuple opens a new window.")
+    size: Annotated[Count | Literal["auto"], _auto_or(Count, "size")] = Field(
+        description="n: a window closes when it holds this many tuples; auto: learned per head."
+    )
+    timeout: Annotated[Duration | Literal["auto"], _auto_or(Duration, "timeout")] = Field(
+        description="t: a tuple more than t after the window's first tuple opens a new window; auto: learned per head."
+    )
+    learn: LearnSpec = Field(default_factory=LearnSpec, description="size: auto / timeout: auto: how n and t are learned.")
+
+    @model_validator(mode="after")
+    def _positive_and_learnable(self) -> SwaSpec:
+        if self.learns and self.learned_by is None:
+            raise ValueError(
+                "size: auto / timeout: auto learn n and t per head: use a strategy with a head (head, head+client, ...) "
+                "or name the column in learn: {by: <column>}"
+            )
+        return self
+
+    @property
+    def learns(self) -> bool:
+        """Whether n or t is learned per head (else both are the numbers written here)."""
+        return AUTO in (self.size, self.timeout)
+
+    @property
+    def learned_by(self) -> str | None:
+        if self.learn.by is not None:
+            return self.learn.by
+        return self.columns.head if isinstance(self.key, str) and "head" in STRATEGIES[self.key] else None
 
     @property
     def timeout_micros(self) -> int:
-        """t in the unit the fold compares event times in."""
-        return round(self.timeout * 1_000_000)
+        """t in the unit the fold compares event times in (a fixed timeout only)."""
+        assert self.timeout != AUTO, "a learned timeout is a column (framework.operators.window_sizes)"
+        return round(float(self.timeout) * 1_000_000)
 
 
 @step_kind

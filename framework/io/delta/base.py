@@ -160,5 +160,9 @@ class DeltaStore(ABC):
         """Append a small Arrow table (run events, quality results) to a Delta table."""
 
     @abstractmethod
+    def replace_rows(self, table: str, rows: pa.Table) -> None:
+        """Replace a small table's rows (and schema) with an Arrow table, in one new version."""
+
+    @abstractmethod
     def query(self, table: str, sql: str) -> pa.Table:
         """Run a small SQL query over a table (named `t`) without a JVM, for the CLI's listings."""

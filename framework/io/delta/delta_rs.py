@@ -178,6 +178,11 @@ class DeltaRsStore(DeltaStore):
 
         write_deltalake(table, rows, mode="append", storage_options=self.storage_options)
 
+    def replace_rows(self, table: str, rows: pa.Table) -> None:
+        from deltalake import write_deltalake
+
+        write_deltalake(table, rows, mode="overwrite", schema_mode="overwrite", storage_options=self.storage_options)
+
     def query(self, table: str, sql: str) -> pa.Table:
         from deltalake import QueryBuilder
 

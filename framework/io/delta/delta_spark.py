@@ -146,6 +146,10 @@ class SparkDeltaStore(DeltaStore):
     def append_rows(self, table: str, rows: pa.Table) -> None:
         self.spark.createDataFrame(rows.to_pandas()).write.format("delta").mode("append").save(table)
 
+    def replace_rows(self, table: str, rows: pa.Table) -> None:
+        frame = self.spark.createDataFrame(rows.to_pandas())
+        frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(table)
+
     def query(self, table: str, sql: str) -> pa.Table:
         if not self._exists(table):
             return pa.table({})
