@@ -514,36 +514,14 @@ def _learn(compiled, prof, spark, step: str) -> None:  # noqa: ANN001
 
 def _show_tuning(tuning, as_json: bool, folder: Path, pipeline: str) -> None:  # noqa: ANN001
     from framework.capacity.plots import plot_tuning
-    from framework.capacity.tuning import describe, fit_quality, summary
+    from framework.capacity.tuning import report_lines, summary
 
     pictures = plot_tuning(tuning, folder, f"{pipeline}-{tuning.step}")
     if as_json:
         out.print_json(json.dumps({**summary(tuning), "plots": [str(p) for p in pictures]}))
         return
-    t = tuning
-    out.print(f"[bold]{t.step}[/]: {len(t.instances.degree):,} instances; {t.instances.source}", soft_wrap=True)
-    out.print(
-        f"  degree    {describe(t.degree.distribution)}, mean {t.instances.degree.mean():.2f} tuples; "
-        f"KS distance {t.degree.ks_distance:.3f} ({fit_quality(t.degree.ks_distance)})"
-    )
-    for n, f in t.size_rows():
-        mark = "  ← n" if n == t.size else ""
-        out.print(f"     F({n}) = {f:.4f}{mark}")
-    out.print(
-        f"  [bold]size n = {t.size}[/] (the smallest n with F(n) ≥ α = {t.alpha:g}; "
-        f"{t.empirical_size_share():.1%} of these instances have at most n tuples; now {t.current_size})"
-    )
-    out.print(
-        f"  duration  {describe(t.duration.distribution)}, mean {t.instances.duration.mean():.2f} s; "
-        f"KS distance {t.duration.ks_distance:.3f} ({fit_quality(t.duration.ks_distance)})"
-    )
-    for s, tail in t.timeout_rows():
-        mark = "  ← t" if s == t.timeout else ""
-        out.print(f"     1 − F({s}) = {tail:.4f}{mark}")
-    out.print(
-        f"  [bold]timeout t = {t.timeout} s[/] (the smallest whole second with 1 − F(t) ≤ β = {t.beta:g}; "
-        f"{t.empirical_timeout_share():.1%} of these instances last longer; now {t.current_timeout if isinstance(t.current_timeout, str) else f'{t.current_timeout:g} s'})"
-    )
+    for line in report_lines(tuning):
+        out.print(line, markup=False, soft_wrap=True)
     out.print("  plots: " + ", ".join(str(p) for p in pictures), markup=False, soft_wrap=True)
 
 

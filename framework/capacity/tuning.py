@@ -191,3 +191,28 @@ def fit_quality(ks: float) -> str:
     if math.isnan(ks):
         return "unknown"
     return "good" if ks < 0.05 else "fair" if ks < 0.1 else "poor: read the plots before trusting it"
+
+
+def report_lines(t: Tuning) -> list[str]:
+    """The tuning as `tributary tune` prints it: each fit, F around the choice, and the choice."""
+    degree = _fitted("degree", t.degree, f"{t.instances.degree.mean():.2f} tuples")
+    duration = _fitted("duration", t.duration, f"{t.instances.duration.mean():.2f} s")
+    now_timeout = t.current_timeout if isinstance(t.current_timeout, str) else f"{t.current_timeout:g} s"
+    return [
+        f"{t.step}: {len(t.instances.degree):,} instances; {t.instances.source}",
+        degree,
+        *[f"     F({n}) = {f:.4f}{'  ← n' if n == t.size else ''}" for n, f in t.size_rows()],
+        f"  size n = {t.size} (the smallest n with F(n) ≥ α = {t.alpha:g}; "
+        f"{t.empirical_size_share():.1%} of these instances have at most n tuples; now {t.current_size})",
+        duration,
+        *[f"     1 − F({s}) = {tail:.4f}{'  ← t' if s == t.timeout else ''}" for s, tail in t.timeout_rows()],
+        f"  timeout t = {t.timeout} s (the smallest whole second with 1 − F(t) ≤ β = {t.beta:g}; "
+        f"{t.empirical_timeout_share():.1%} of these instances last longer; now {now_timeout})",
+    ]
+
+
+def _fitted(name: str, fit: Fit, mean: str) -> str:
+    return (
+        f"  {name:<9} {describe(fit.distribution)}, mean {mean}; "
+        f"KS distance {fit.ks_distance:.3f} ({fit_quality(fit.ks_distance)})"
+    )

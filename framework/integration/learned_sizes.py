@@ -9,6 +9,7 @@ all of them without keeping the tuples.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -80,17 +81,25 @@ def observe_history(rows: DataFrame, spec: SwaSpec) -> History:
 
 
 def choose(history: History, spec: SwaSpec, note: str = "") -> Sizes:
-    """n and t per head with enough instances, and the global fit for the others."""
+    """n and t per head with enough instances, and the global fit for the others.
+
+    A head's n needs `learn.min_instances` instances (one is enough when a head's degree is the
+    head's own, as a page's is). Its t is a tail: the share β of instances outlasting it can only
+    be told from at least ⌈1/β⌉ instances (100 for β = 0.01), so heads with fewer get the global t."""
     fixed_size = None if spec.size == AUTO else int(spec.size)
     fixed_timeout = None if spec.timeout == AUTO else spec.timeout_micros
     n_all, t_all = global_fit(history, spec.learn.alpha, spec.learn.beta)
     fallback = (fixed_size or n_all, fixed_timeout or t_all * 1_000_000)
+    tail_instances = max(spec.learn.min_instances, math.ceil(1 / spec.learn.beta - 1e-9))
     per_head = {}
     for head, degrees in history.degrees.items():
-        if sum(degrees.values()) < spec.learn.min_instances:
+        instances = sum(degrees.values())
+        if instances < spec.learn.min_instances:
             continue
         n = fixed_size or _smallest_covering(degrees, spec.learn.alpha)
-        t = fixed_timeout or max(1, _smallest_outlasted(history.durations[head], spec.learn.beta)) * 1_000_000
+        t = fallback[1]
+        if fixed_timeout is None and instances >= tail_instances:
+            t = max(1, _smallest_outlasted(history.durations[head], spec.learn.beta)) * 1_000_000
         per_head[head] = (n, t)
     return Sizes(per_head, fallback, history.instances(), note)
 

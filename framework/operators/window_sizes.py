@@ -11,9 +11,10 @@ How:
   row per head value (the head role's column, or `learn.by`) with the head's instances, its
   histograms of instance degree and duration (whole seconds, rounded up), and the n and t chosen
   from them: n = the smallest degree covering `learn.alpha` of its instances, t = the smallest
-  whole second that at most `learn.beta` of them outlast. Heads with fewer than
-  `learn.min_instances` instances, and heads never seen, use the global fit: the paper's method
-  (Erlang for the degree, hyper-Erlang for the duration; framework.capacity.fitting) over all the
+  whole second that at most `learn.beta` of them outlast (a tail: only from ⌈1/β⌉ instances on;
+  before that the head gets the global t). Heads with fewer than `learn.min_instances` instances,
+  and heads never seen, use the global fit: the paper's method
+  (Erlang for the degree, hyper-Erlang for the duration; framework.integration.fitting) over all the
   history's instances.
 - An instance is a value of the step's whole key (as the capacity model counts them,
   framework.integration.capacity): with head+client+time, one page view.

@@ -601,7 +601,7 @@ def _integration(r: RunReport) -> str:
     rows = []
     for label, key in (("Operator", "operator"), ("Strategy", "strategy"), ("Size", "size"), ("Timeout", "timeout_s")):
         if key in r.integration[0]:
-            rows.append([_e(label), *(_integration_value(key, row.get(key)) for row in r.integration)])
+            rows.append([_e(label), *(_integration_value(key, row.get(key), row.get("operator")) for row in r.integration)])
     for column in columns:
         rows.append([_e(_indicator(column)), *(_integration_value(column, row.get(column)) for row in r.integration)])
     table = _table(head, rows, numeric=set(range(1, len(head))), css="grid narrow")
@@ -671,9 +671,9 @@ def _indicator(column: str) -> str:
     return _INDICATORS.get(column, column.replace("_", " ").capitalize())
 
 
-def _integration_value(column: str, value: Any) -> str:
-    if value is None:
-        return _muted("–")
+def _integration_value(column: str, value: Any, operator: str | None = None) -> str:
+    if value is None:  # an swa step's null size or timeout: learned per head (size: auto)
+        return _muted("auto" if operator == "swa" and column in ("size", "timeout_s") else "–")
     if column.startswith("completeness_") or column in _SHARES:
         return _bar(float(value))
     if column == "timeout_s":

@@ -180,7 +180,9 @@ class LearnSpec(SpecModel):
 
     alpha: float = Field(0.9, gt=0, lt=1, description="n per head: the smallest size covering this share of its instances.")
     beta: float = Field(0.05, gt=0, lt=1, description="t per head: the smallest whole second at most this share outlasts.")
-    min_instances: Count = Field(3, description="Heads with fewer instances in history use the global fit.")
+    min_instances: Count = Field(
+        1, description="Heads with fewer instances in history use the global n and t (a head's t needs ⌈1/β⌉ instances too)."
+    )
     by: str | None = Field(None, description="The column whose values get their own n and t (default: the head role's).")
 
 
