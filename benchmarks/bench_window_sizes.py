@@ -109,7 +109,10 @@ def windows(root: Path) -> set[tuple]:
     table = DeltaTable(str(root / "warehouse" / "instances")).to_pyarrow_table(
         columns=["head_service", "client_ip", "instance_ts", "window_start", "tuple_count", "closed_by"]
     )
-    return set(zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True))
+    rows = zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True)
+    # a window still open when the input ends closes as end_of_input in batch; a stream closes it
+    # as timeout when its watermark passes s + t
+    return {(*row[:-1], "timeout" if row[-1] == "end_of_input" else row[-1]) for row in rows}
 
 
 def main() -> None:
