@@ -135,6 +135,8 @@ def run_summary(result: RunResult) -> Group:
     if result.late:
         counts = ", ".join(f"{n} from {s}" for s, n in result.late.items())
         parts.append(Text(f"late rows: {counts}, older than the watermark: see _tributary/late_rows", style="yellow"))
+    for holder, held in result.held.items():
+        parts.append(Text(held.line(holder), style="yellow"))
     if result.integration:
         parts.append(integration_table(result.integration))
     for figures in result.capacity:

@@ -73,6 +73,18 @@ def test_unknown_step_kind_suggests_the_closest(cli, demo):
     assert "unknown step kind 'sqll'" in err and "did you mean 'sql'" in err and ":13:" in err
 
 
+def test_a_wrong_value_in_a_step_names_the_step_and_key_once(cli, demo):
+    demo.write_text(
+        GOOD.replace(
+            "  stats:\n    sql: stats.sql",
+            "  stats:\n    swa: {input: recent, key: [head_service], event_time: ts, size: many, timeout: 5s}",
+        )
+    )
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "steps.stats.swa.size: Input should be a valid integer" in err and "swa.swa" not in err
+
+
 def test_duplicate_step_names_are_reported(cli, demo):
     demo.write_text(GOOD.replace("  stats:\n    sql: stats.sql", "  stats:\n    sql: stats.sql\n  stats:\n    sql: stats.sql"))
     code, _, err = cli("validate", "pipelines/demo.yaml")

@@ -133,6 +133,11 @@ def test_a_streaming_run_records_the_model_per_micro_batch(spark, cli, project):
     assert max(b["state_rows"] for b in figures["batches"]) == figures["observed"]["tuples_held_max"] > 0
     assert figures["predicted"]["open_windows"] > 0
     assert "never reach the steady state" not in " ".join(figures["notes"])
+    # an availableNow run ends with windows the watermark has not closed: said, and logged
+    held = [e for e in delta_rows(project / "warehouse" / "_tributary" / "events") if e["event"] == "held"]
+    assert held[0]["rows"] == figures["batches"][-1]["state_rows"] > 0
+    assert f"step 'instances' still holds {held[0]['rows']:,} tuple" in out
+    assert "the watermark is at 2026-11-02T08:" in out
     code, out, err = cli("report", "stream")
     assert code == 0, out + err
     assert "<svg" in Path(out.strip()).read_text().split("State: predicted and observed")[1]

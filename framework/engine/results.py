@@ -135,6 +135,7 @@ class RunResult:
     late: dict[str, int] = field(default_factory=dict)
     integration: list[Any] = field(default_factory=list)  # StepEvaluation of steps declaring truth:
     capacity: list[Any] = field(default_factory=list)  # Figures: predicted and observed state of window steps
+    held: dict[str, Any] = field(default_factory=dict)  # streaming: step -> Held, rows still waiting at the end
     quality: list[Any] = field(default_factory=list)  # ExpectationResult of every expectation checked
     error: str | None = None
     log_file: str | None = None  # Spark's log (errors with their Java stacks)

@@ -338,6 +338,9 @@ class StreamingRun:
             found = result.output(output)
             if found is not None:
                 found.observed.update(operator.figures)
+            held = operator.held()
+            if held is not None:
+                result.held[operator.step] = held
             if isinstance(operator, SwaStream) and operator.batches:
                 batches = [operator.batches[b] for b in sorted(operator.batches)]
                 result.capacity.append(streaming_figures(operator.step, operator.spec.swa, batches, operator.sizes))

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from framework.io.stream_sink import WrittenRows
 from framework.operators.context import StepContext
 from framework.operators.join import build_join
-from framework.operators.micro_batch import MicroBatchSetup
+from framework.operators.micro_batch import Held, MicroBatchSetup
 from framework.operators.micro_batch_state import MicroBatchState
 
 if TYPE_CHECKING:
@@ -55,6 +55,21 @@ class CountJoinStream:
     def for_output(cls, setup: MicroBatchSetup) -> CountJoinStream:
         join = setup.spec.join
         return cls(setup.step, setup.spec, setup.state_dir, setup.delays[join.left], setup.delays[join.right])
+
+    def held(self) -> Held | None:
+        """The rows of both inputs waiting for the watermark before they take their place in the
+        count windows (the windows' last rows are kept too, but they are done: not counted)."""
+        import pyarrow.dataset as ds
+
+        state = MicroBatchState(self.state_dir)
+        folder = state.latest()
+        if folder is None:
+            return None
+        pending = ds.field("__kind") == "pending"
+        rows = state.rows(folder, "a", pending) + state.rows(folder, "b", pending)
+        if not rows:
+            return None
+        return Held(rows, "rows of the two inputs waiting for their place in the count windows", state.meta(folder).get("mark"))
 
     @staticmethod
     def tag(context: StepContext) -> DataFrame:

@@ -33,7 +33,7 @@ from framework.operators.context import REASON, quarantine_records, quarantine_s
 from framework.operators.group import group_runner, keyed, run_groups
 from framework.operators.group_runner import EVENT, HELD, KEY, MICROS, OUT, QUARANTINED, ROLE, STATE, STATE_OUT, STATE_ROW
 from framework.operators.keyed_windows import rejection_reason
-from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchSetup
+from framework.operators.micro_batch import LATE, QUARANTINE, Held, MicroBatchSetup, micros_iso
 from framework.operators.micro_batch_state import OUTPUT, MicroBatchState
 
 if TYPE_CHECKING:
@@ -124,6 +124,17 @@ class GroupStream:
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], written[HELD_TABLE])
         self.figures["keys_with_state_peak"] = max(self.figures["keys_with_state_peak"], written[STATES_TABLE])
         return WrittenRows(join(current, OUTPUT), _output_schema(runner), side)
+
+    def held(self) -> Held | None:
+        state = MicroBatchState(self.state_dir)
+        folder = state.latest()
+        rows = state.rows(folder, HELD_TABLE) if folder else 0
+        if not rows:
+            return None
+        keys = state.rows(folder, STATES_TABLE)  # type: ignore[arg-type]
+        return Held(
+            rows, f"events of groups not yet closed ({keys:,} keys with state)", micros_iso(state.meta(folder).get("mark"))
+        )
 
     @staticmethod
     def _table(spark: Any, folder: str | None, name: str, schema: StructType) -> DataFrame:

@@ -45,6 +45,27 @@ class MicroBatchSetup:
     sizes: Sizes | None = None  # swa with size: auto / timeout: auto: the run's learned sizes
 
 
+@dataclass(frozen=True)
+class Held:
+    """What a stream still holds when a run ends: rows waiting for the watermark to pass them
+    (an availableNow run stops when its input is read, not when everything is emitted)."""
+
+    rows: int  # the rows kept in the operator's state
+    what: str  # what they are, e.g. "tuples in 120 open windows"
+    watermark: str | None  # the watermark they wait on (ISO event time), None before any
+
+    def line(self, step: str) -> str:
+        at = f"; the watermark is at {self.watermark}: they are emitted once it passes them" if self.watermark else ""
+        return f"step '{step}' still holds {self.rows:,} {self.what}{at}"
+
+
+def micros_iso(micros: int | None) -> str | None:
+    """An event time in micros since the epoch as ISO text (UTC), for messages."""
+    from datetime import UTC, datetime
+
+    return None if micros is None else datetime.fromtimestamp(micros / 1e6, tz=UTC).isoformat(timespec="seconds")
+
+
 class MicroBatchOperator(Protocol):
     @property
     def step(self) -> str: ...
@@ -57,6 +78,10 @@ class MicroBatchOperator(Protocol):
     @property
     def side_tables(self) -> tuple[str, ...]:
         """Side tables its batches may have rows for (QUARANTINE, LATE)."""
+        ...
+
+    def held(self) -> Held | None:
+        """What the state holds now (after the run's last batch), None when it holds nothing."""
         ...
 
     def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows: ...

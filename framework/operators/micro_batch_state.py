@@ -44,6 +44,20 @@ class MicroBatchState:
         earlier = [b for b in done if b < batch_id]
         return self.folder(earlier[-1]) if earlier else None
 
+    def latest(self) -> str | None:
+        """The folder of the newest complete state (what the stream holds now), if any."""
+        return self.previous(2**62)
+
+    @staticmethod
+    def rows(folder: str, name: str, where: Any = None) -> int:
+        """Rows of a state table, read without Spark (Parquet footers; `where`: a pyarrow filter)."""
+        import pyarrow.dataset as ds
+
+        fs, path = filesystem(folder)
+        if fs.get_file_info(f"{path}/{name}").type != pafs.FileType.Directory:
+            return 0
+        return ds.dataset(f"{path}/{name}", filesystem=fs, format="parquet").count_rows(filter=where)
+
     @staticmethod
     def meta(folder: str | None) -> dict[str, Any]:
         if folder is None:

@@ -66,7 +66,7 @@ from framework.operators.keyed_windows import (
     used_columns,
     with_micros,
 )
-from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchSetup
+from framework.operators.micro_batch import LATE, QUARANTINE, Held, MicroBatchSetup, micros_iso
 from framework.operators.micro_batch_state import OUTPUT, MicroBatchState
 from framework.operators.swa import KEY_HASH, START, assign_windows
 from framework.operators.window_sizes import SIZE_COLUMN, TIMEOUT_COLUMN, Sizes, size_column, timeout_column, with_sizes
@@ -211,6 +211,18 @@ class SwaStream:
         event_time = field_of(late, self.spec.swa.event_time).name
         source = ", ".join(self.sources) or self.spec.swa.input
         return late_records(late, source, (self.step,), event_time, mark, self.run_id, self.pipeline)
+
+    def held(self) -> Held | None:
+        state = MicroBatchState(self.state_dir)
+        folder = state.latest()
+        if folder is None:
+            return None
+        rows = sum(state.rows(folder, name) for name in (HELD, "open", "pending"))  # older states: two tables
+        if not rows:
+            return None
+        last = self.batches[max(self.batches)] if self.batches else None
+        windows = f" in {last['open_windows']:,} open windows" if last and last["open_windows"] else ""
+        return Held(rows, f"tuple{'s' if rows != 1 else ''}{windows}", micros_iso(state.meta(folder).get("mark")))
 
     @property
     def _timeout_micros(self) -> int:

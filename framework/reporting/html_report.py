@@ -22,6 +22,7 @@ from framework.errors import BadInput, Problem
 from framework.integration.capacity import Figures
 from framework.io.delta import local_store
 from framework.io.locations import EVENTS_TABLE, INTEGRATION_TABLE, QUALITY_TABLE, QUARANTINE_TABLE, Warehouse
+from framework.operators.micro_batch import Held
 
 if TYPE_CHECKING:
     from framework.io.delta.base import DeltaStore
@@ -224,6 +225,8 @@ def _from_events(run_id: str, pipeline: str, events: list[dict[str, Any]]) -> Ru
                     {k: v for k, v in details.items() if k not in known},
                 )
             )
+        elif kind == "held":
+            report.notes.append(Held(e["rows"], details.get("what", "rows"), details.get("watermark")).line(e["name"]))
         elif kind == "capacity":
             report.capacity.append(Figures.from_dict(details))
         elif kind == "late_rows":

@@ -81,15 +81,15 @@ def validation_problems(error: ValidationError, doc: LocatedDocument) -> list[Pr
         seen.add((loc, message))
         line_col = doc.locate(loc)
         line, col = line_col if line_col else (None, None)
-        where = ".".join(str(part) for part in loc if part in _keys_on_path(doc, loc))
+        where = ".".join(str(part) for part in _keys_on_path(doc, loc))
         text = f"{where}: {message}" if where else message
         problems.append(Problem(text, file=doc.file, line=line, col=col, hint=hint))
     return problems[:10]
 
 
-def _keys_on_path(doc: LocatedDocument, loc: tuple[Any, ...]) -> set[Any]:
-    """The parts of a pydantic loc that are real YAML keys (not union tags)."""
-    keys: set[Any] = set()
+def _keys_on_path(doc: LocatedDocument, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The parts of a pydantic loc that are real YAML keys, in order (a union tag such as a step's
+    kind appears in the loc twice, once as the tag: it is named once)."""
     path: tuple[Any, ...] = ()
     for i, part in enumerate(loc):
         following = loc[i + 1] if i + 1 < len(loc) else None
@@ -97,8 +97,7 @@ def _keys_on_path(doc: LocatedDocument, loc: tuple[Any, ...]) -> set[Any]:
             continue
         if (*path, part) in doc.positions:
             path = (*path, part)
-            keys.add(part)
-    return keys
+    return path
 
 
 def _describe(err: Mapping[str, Any], loc: tuple[Any, ...]) -> tuple[str, str | None, tuple[Any, ...]]:
