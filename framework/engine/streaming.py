@@ -33,6 +33,7 @@ from framework.io import staging as staging_files
 from framework.io.checkpoint_audit import AuditedSource, CheckpointAuditor
 from framework.io.late_rows import LateRowMonitor
 from framework.io.locations import CHECKPOINTS_DIR, LATE_ROWS_TABLE, QUARANTINE_TABLE, STAGING_DIR, join
+from framework.io.sources import event_time_column
 from framework.io.stream_sink import ExactlyOnceDeltaSink
 from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchOperator, MicroBatchSetup
 from framework.operators.swa_stream import SwaStream
@@ -269,14 +270,16 @@ class StreamingRun:
                     auditor = CheckpointAuditor(run.spark, self._checkpoint(owner)[0], [], run.run_id, run.pipeline)
                     self.auditors[owner] = auditor
                 auditor.sources.append(
-                    AuditedSource(name, planned.location, source.read_files, spec.event_time, planned.readers, quarantine, late)
+                    AuditedSource(
+                        name, planned.location, source.read_files, event_time_column(spec), planned.readers, quarantine, late
+                    )
                 )
             elif has_late:
                 folder, _ = self._checkpoint(f"_late_{name}")
                 monitor = LateRowMonitor(
                     name,
                     planned.readers,
-                    spec.event_time,
+                    event_time_column(spec) or "",  # has_late: there is one
                     spec.watermark,
                     join(folder + ".late", "state.json"),
                     run.run_id,

@@ -14,14 +14,17 @@ from typing import TYPE_CHECKING, Any
 from framework.errors import BadInput, Problem
 from framework.io.delta.base import DeltaStore
 from framework.io.locations import Warehouse, is_uri, resolve_location
+from framework.io.text_source import read_text
 from framework.observations import observed_count
 from framework.project import Project
-from framework.spec.models import DeltaSource, FileSource
+from framework.spec.models import DeltaSource, FileSource, TextSource
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
 
 CORRUPT_COLUMN = "_corrupt_record"
+EVENT_TIME = "_event_time"  # a source's event time when `event_time:` is an expression over its columns
+AnySource = FileSource | TextSource | DeltaSource
 
 
 @dataclass
@@ -42,13 +45,13 @@ class SourceFrame:
         return observed_count(self.bad_counter, "bad")
 
 
-def source_location(project: Project, warehouse: Warehouse, spec: FileSource | DeltaSource) -> str:
+def source_location(project: Project, warehouse: Warehouse, spec: AnySource) -> str:
     if isinstance(spec, DeltaSource):
         return resolve_location(project, warehouse, spec.table, spec.path)
     return spec.path if is_uri(spec.path) else str(project.resolve(spec.path))
 
 
-def check_source_exists(name: str, location: str, spec: FileSource | DeltaSource, store: DeltaStore) -> None:
+def check_source_exists(name: str, location: str, spec: AnySource, store: DeltaStore) -> None:
     """Fail before Spark starts when a local source is missing (bad input, exit 2)."""
     if isinstance(spec, DeltaSource):
         if store.version(location) is None:
@@ -69,10 +72,75 @@ def check_source_exists(name: str, location: str, spec: FileSource | DeltaSource
         )
 
 
-def read_source(spark: SparkSession, name: str, spec: FileSource | DeltaSource, location: str, store: DeltaStore) -> SourceFrame:
+def read_source(spark: SparkSession, name: str, spec: AnySource, location: str, store: DeltaStore) -> SourceFrame:
     if isinstance(spec, DeltaSource):
-        return SourceFrame(name, store.read(spark, location, spec.version, spec.timestamp))
-    return _read_files(spark, name, spec, location)
+        frame = SourceFrame(name, store.read(spark, location, spec.version, spec.timestamp))
+    elif isinstance(spec, TextSource):
+        frame = _text_frame(spark, name, spec, location, stream=False)
+    else:
+        frame = _read_files(spark, name, spec, location)
+    return with_event_time(frame, spec)
+
+
+def _text_frame(spark: SparkSession, name: str, spec: TextSource, location: str, stream: bool) -> SourceFrame:
+    from pyspark.sql import Observation
+
+    counter = None if stream or spec.parse is None else Observation(f"tributary_source_{name}")
+    good, bad = read_text(spark, spec, location, stream, counter)
+    frame = SourceFrame(name, good, bad, counter)
+    frame.read_files = lambda files: read_text(spark, spec, files)  # type: ignore[assignment]
+    return frame
+
+
+def with_event_time(frame: SourceFrame, spec: AnySource) -> SourceFrame:
+    """A source whose event_time is an expression over its columns gets it as the column EVENT_TIME."""
+    from pyspark.errors import AnalysisException, ParseException
+    from pyspark.sql import functions as F
+
+    event_time = spec.event_time
+    if event_time is None or event_time in frame.df.columns or not _is_expression(event_time):
+        return frame
+    try:
+        frame.df = frame.df.withColumn(EVENT_TIME, F.expr(event_time))
+        kind = frame.df.schema[EVENT_TIME].dataType.typeName()
+    except (AnalysisException, ParseException) as e:
+        first = str(e).strip().splitlines()[0].split(" SQLSTATE")[0]
+        raise BadInput(
+            Problem(
+                f"source '{frame.name}': event_time '{event_time}' is neither a column nor an expression over them: {first}",
+                hint=f"columns: {', '.join(frame.df.columns)}",
+            )
+        ) from None
+    if kind not in ("timestamp", "timestamp_ntz"):
+        raise BadInput(
+            Problem(
+                f"source '{frame.name}': event_time '{event_time}' gives {kind}, not a timestamp",
+                hint="wrap it, e.g. to_timestamp(ts_text, 'dd/MMM/yyyy:HH:mm:ss Z')",
+            )
+        )
+    return frame
+
+
+def _adding_event_time(read_files: Callable[[list[str]], tuple[DataFrame, DataFrame | None]], expression: str):  # noqa: ANN202
+    from pyspark.sql import functions as F
+
+    def read(files: list[str]) -> tuple[DataFrame, DataFrame | None]:
+        good, bad = read_files(files)
+        return good.withColumn(EVENT_TIME, F.expr(expression)), bad
+
+    return read
+
+
+def event_time_column(spec: AnySource) -> str | None:
+    """The column holding a source's event time: its own name, or EVENT_TIME for an expression."""
+    if spec.event_time is None:
+        return None
+    return EVENT_TIME if _is_expression(spec.event_time) else spec.event_time
+
+
+def _is_expression(text: str) -> bool:
+    """Not a plain column name: a call, an operator or a quoted part."""
+    return not text.replace("_", "a").replace(".", "a").isalnum()
 
 
 def _read_files(spark: SparkSession, name: str, spec: FileSource, location: str) -> SourceFrame:
@@ -99,9 +167,11 @@ def _read_files(spark: SparkSession, name: str, spec: FileSource, location: str)
     return SourceFrame(name, good, bad, counter)
 
 
-def read_source_stream(spark: SparkSession, name: str, spec: FileSource | DeltaSource, location: str) -> SourceFrame:
+def read_source_stream(spark: SparkSession, name: str, spec: AnySource, location: str) -> SourceFrame:
     """The source as a stream: new files in the folder, or new versions of the Delta table."""
-    if isinstance(spec, DeltaSource):
+    if isinstance(spec, TextSource):
+        frame = _text_frame(spark, name, spec, location, stream=True)
+    elif isinstance(spec, DeltaSource):
         from framework.io.delta_stream import register_delta_stream
 
         register_delta_stream(spark)
@@ -140,18 +210,24 @@ def read_source_stream(spark: SparkSession, name: str, spec: FileSource | DeltaS
                 return _split_corrupt(static, static, spec, declared)
 
             frame.read_files = read_files
-    if spec.event_time and spec.event_time not in frame.df.columns:
+    frame = with_event_time(frame, spec)
+    if frame.raw is None:
+        frame.raw = frame.df  # the source as read, before its watermark
+    column = event_time_column(spec)
+    if column == EVENT_TIME and frame.read_files is not None:  # files read again (audits) get it too
+        frame.read_files = _adding_event_time(frame.read_files, spec.event_time)  # type: ignore[arg-type]
+    if column is not None and column not in frame.df.columns:
         raise BadInput(
             Problem(
                 f"source '{name}': event_time column '{spec.event_time}' is not in its schema",
-                hint=f"columns: {', '.join(frame.df.columns)}",
+                hint=f"columns: {', '.join(frame.df.columns)} (or write an expression over them, e.g. to_timestamp(ts_text))",
             )
         )
     if spec.watermark is not None:
         from framework.spec.durations import spark_interval
 
-        assert spec.event_time is not None  # the spec refuses a watermark without one
-        frame.df = frame.df.withWatermark(spec.event_time, spark_interval(spec.watermark))
+        assert column is not None  # the spec refuses a watermark without an event time
+        frame.df = frame.df.withWatermark(column, spark_interval(spec.watermark))
     if frame.raw is None:
         frame.raw = frame.df
     return frame

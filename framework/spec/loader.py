@@ -115,7 +115,7 @@ def _describe(err: Mapping[str, Any], loc: tuple[Any, ...]) -> tuple[str, str | 
         typo = _near_key(err.get("input"), tag)
         if typo is not None:
             return f"unknown key '{typo}'", f"did you mean '{tag}'?", (*loc, typo)
-        return f"missing required key '{tag}'", "one of: json, csv, parquet, delta" if tag == "format" else None, loc
+        return f"missing required key '{tag}'", "one of: json, csv, parquet, text, delta" if tag == "format" else None, loc
     if kind == "union_tag_invalid":
         return (
             f"{ctx.get('discriminator', 'value')} {ctx.get('tag')!r} is not one of {ctx.get('expected_tags')}",

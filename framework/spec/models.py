@@ -72,7 +72,53 @@ class DeltaSource(SpecModel):
         return _check_event_time(self)
 
 
-Source = Annotated[Union[FileSource, DeltaSource], Field(discriminator="format")]
+class LineParse(SpecModel):
+    """Splitting each line of a text source into named columns by a regular expression."""
+
+    pattern: str = Field(description="A Java regular expression; its groups, in order, are the columns.")
+    columns: list[str] | dict[str, str] = Field(
+        description="The groups' column names (text), or a mapping column: Spark type (cast; a value that does not cast "
+        "sends its line to the quarantine)."
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> LineParse:
+        import re
+
+        try:
+            groups = re.compile(self.pattern).groups
+        except re.error as e:
+            raise ValueError(f"pattern is not a regular expression: {e}") from None
+        if groups != len(self.columns):
+            raise ValueError(f"pattern has {groups} group(s) and columns names {len(self.columns)}: give one column per group")
+        return self
+
+    def typed(self) -> dict[str, str]:
+        return dict(self.columns) if isinstance(self.columns, dict) else {c: "STRING" for c in self.columns}
+
+
+class TextSource(SpecModel):
+    """Text files read one row per line: `value` (or the columns `parse:` splits it into), with
+    `_file` and `_line` (1-based) naming where each line came from."""
+
+    format: Literal["text"]
+    path: str = Field(description="File, folder or glob; relative paths start at the project root.")
+    parse: LineParse | None = Field(
+        None, description="Split each line into columns by a regex; lines that do not match are quarantined."
+    )
+    event_time: str | None = Field(
+        None, description="Timestamp column, or a SQL expression over the columns (then it is the column _event_time)."
+    )
+    watermark: Duration | None = Field(None, description="How late rows may arrive (streaming), e.g. 30s.")
+    max_files_per_trigger: Count | None = Field(None, description="Streaming: at most this many new files per micro-batch.")
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _event_time(self) -> TextSource:
+        return _check_event_time(self)
+
+
+Source = Annotated[Union[FileSource, TextSource, DeltaSource], Field(discriminator="format")]
 
 
 class Output(SpecModel):

@@ -1,0 +1,86 @@
+"""Text sources (`format: text`): one row per line, with the file and the line it came from.
+
+Why whole files: Spark's text reader splits a large file between tasks by bytes, and a task then
+cannot know how many lines came before its part, so no line number would be right for every file
+size and partitioning. Each file is read whole (`wholetext`) and cut into lines in the same task:
+`_line` is the line's 1-based number in `_file`, for any number of files and partitions. The cost is
+that one file is one task and must fit in a task's memory (a file up to a few hundred MB).
+
+Lines end at `\\n` (a `\\r` before it is dropped); a file's final newline does not make an empty
+last line. With `parse:`, a line the pattern does not match, or whose value does not cast to its
+column's type, goes to the quarantine with its file, its line number and why; the other lines
+become the pattern's columns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from framework.spec.models import TextSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+FILE, LINE = "_file", "_line"
+
+
+def read_text(
+    spark: SparkSession, spec: TextSource, location: str | list[str], stream: bool = False, counter: Any = None
+) -> tuple[DataFrame, DataFrame | None]:
+    """(rows, bad lines as file/record/reason, or None without `parse:`) of the text files at
+    location; `counter` (an Observation) counts the bad lines ("bad") as the rows are read."""
+    if stream:
+        assert isinstance(location, str)  # a stream reads a folder; re-reads of its files are batch reads
+        reader = spark.readStream.format("text").option("wholetext", "true")
+        if spec.max_files_per_trigger:
+            reader = reader.option("maxFilesPerTrigger", str(spec.max_files_per_trigger))
+        files = reader.load(location)
+    else:
+        files = spark.read.format("text").option("wholetext", "true").load(location)
+    return split_lines(lines(files), spec, counter)
+
+
+def lines(files: DataFrame) -> DataFrame:
+    """One row per line of each whole-file row: _file, _line, value."""
+    from pyspark.sql import functions as F
+
+    cut = files.select(F.col("_metadata.file_path").alias(FILE), F.split(F.col("value"), "\n").alias("__lines"))
+    exploded = cut.select(FILE, F.size("__lines").alias("__count"), F.posexplode("__lines").alias("__pos", "value"))
+    kept = exploded.where(~((F.col("__pos") == F.col("__count") - 1) & (F.col("value") == "")))
+    return kept.select(FILE, (F.col("__pos") + 1).alias(LINE), F.regexp_replace("value", "\r$", "").alias("value"))
+
+
+def split_lines(rows: DataFrame, spec: TextSource, counter: Any = None) -> tuple[DataFrame, DataFrame | None]:
+    from pyspark.sql import functions as F
+
+    if spec.parse is None:
+        return rows, None
+    pattern = spec.parse.pattern
+    typed = spec.parse.typed()
+    extracted = {name: F.regexp_extract("value", pattern, i + 1) for i, name in enumerate(typed)}
+    casts = {name: _cast(value, typed[name]) for name, value in extracted.items()}
+    matches = F.col("value").rlike(pattern)
+    failed = [F.when(value.isNotNull() & (value != "") & casts[name].isNull(), F.lit(name)) for name, value in extracted.items()]
+    reason = F.when(~matches, F.lit("the line does not match the pattern")).otherwise(
+        F.when(
+            F.concat_ws(", ", *failed) != "",
+            F.concat(F.lit("value(s) of "), F.concat_ws(", ", *failed), F.lit(" do not cast to the declared type")),
+        )
+    )
+    tagged = rows.withColumn("__reason", reason)
+    read = tagged.observe(counter, F.count_if(F.col("__reason").isNotNull()).alias("bad")) if counter is not None else tagged
+    good = read.where(F.col("__reason").isNull()).select(FILE, LINE, *[casts[n].alias(n) for n in typed])
+    bad = tagged.where(F.col("__reason").isNotNull()).select(
+        F.col(FILE).alias("file"),
+        F.concat(F.lit("line "), F.col(LINE).cast("string"), F.lit(": "), F.col("value")).alias("record"),
+        F.concat(F.lit("text line: "), F.col("__reason")).alias("reason"),
+    )
+    return good, bad
+
+
+def _cast(value: Column, type_name: str) -> Column:
+    """The extracted text as the column's type (Spark's try_cast); an empty group is null."""
+    from pyspark.sql import functions as F
+
+    text = F.when(value != "", value)
+    return text if type_name.strip().upper() == "STRING" else text.try_cast(type_name)

@@ -1,0 +1,141 @@
+"""`format: text` sources: a row per line with its file and line number, split by a regex into
+typed columns, bad lines quarantined with where they came from, and an event time written as an
+expression over the columns (batch and streaming)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import delta_rows, write
+
+PATTERN = r'^(\S+) \S+ \S+ \[([^\]]+)\] "(\S+) (\S+) [^"]*" (\d{3}) (\S+)$'
+LOGS = """
+name: logs
+mode: {mode}
+sources:
+  access:
+    format: text
+    path: data/logs
+    parse:
+      pattern: '{pattern}'
+      columns: {{client: STRING, ts_text: STRING, method: STRING, path: STRING, status: INT, bytes: BIGINT}}
+    event_time: "to_timestamp(ts_text, 'dd/MMM/yyyy:HH:mm:ss Z')"
+    watermark: 2s
+    max_files_per_trigger: 1
+steps:
+  {steps}
+outputs:
+  {outputs}
+"""
+HITS = "hits:\n    sql: select _file, _line, client, _event_time, path, status, bytes from {{ source('access') }}"
+VISITS = """visits:
+    swa:
+      input: access
+      key: [client]
+      size: 3
+      timeout: 5s
+      event_time: _event_time
+      tiebreak: [_file, _line]
+      aggregates: {lines: collect_list(_line), bytes: sum(bytes)}"""
+
+
+def line(client: str, second: int, path: str = "/index.html", size: str = "512") -> str:
+    return f'{client} - - [02/Nov/2026:08:00:{second:02d} +0000] "GET {path} HTTP/1.1" 200 {size}'
+
+
+def land(project: Path, files: dict[str, str]) -> None:
+    for i, (name, text) in enumerate(files.items()):
+        path = write(project / "data" / "logs" / name, text)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # a stream reads files in this order
+
+
+def test_lines_keep_their_file_and_number_and_bad_lines_go_to_quarantine(spark, cli, project):
+    land(
+        project,
+        {
+            "a.log": f"{line('10.0.0.1', 1)}\r\n{line('10.0.0.1', 2, '/a.css')}\r\ngarbage\n{line('10.0.0.2', 3, size='xyz')}\n",
+            "b.log": "\n".join(line(f"10.0.1.{i}", 10 + i) for i in range(30)),  # no final newline
+            "c.log": "",
+        },
+    )
+    write(project / "pipelines" / "logs.yaml", LOGS.format(mode="batch", pattern=PATTERN, steps=HITS, outputs="hits: {}"))
+    code, out, err = cli("run", "logs")
+    assert code == 0, out + err
+    rows = delta_rows(project / "warehouse" / "hits")
+    got = sorted((Path(r["_file"]).name, r["_line"], r["client"], r["bytes"]) for r in rows)
+    assert got == sorted(
+        [("a.log", 1, "10.0.0.1", 512), ("a.log", 2, "10.0.0.1", 512)] + [("b.log", i + 1, f"10.0.1.{i}", 512) for i in range(30)]
+    )
+    assert {r["_event_time"].second for r in rows if r["_line"] == 2 and r["_file"].endswith("a.log")} == {2}
+    quarantined = sorted(
+        (Path(r["file"]).name, r["record"], r["reason"]) for r in delta_rows(project / "warehouse" / "_tributary" / "quarantine")
+    )
+    assert quarantined == [
+        ("a.log", "line 3: garbage", "text line: the line does not match the pattern"),
+        ("a.log", f"line 4: {line('10.0.0.2', 3, size='xyz')}", "text line: value(s) of bytes do not cast to the declared type"),
+    ]
+    assert "quarantined 2 from access" in out
+
+
+def test_a_stream_of_log_files_integrated_by_swa_equals_the_batch_run(spark, cli, project):
+    """Files arrive in time order; each is a micro-batch. The stream's windows are the batch run's
+    windows that its final watermark closed."""
+    files = {f"part-{i}.log": "\n".join(line(f"10.0.0.{c}", 4 * i + c) for c in range(3)) + "\n" for i in range(5)}
+    land(project, files)
+    write(
+        project / "pipelines" / "logs.yaml",
+        LOGS.format(mode="streaming", pattern=PATTERN, steps=VISITS, outputs="visits: {mode: append}"),
+    )
+    code, out, err = cli("run", "logs")
+    assert code == 0, out + err
+    streamed = {(r["client"], r["window_start"], tuple(r["lines"])) for r in delta_rows(project / "warehouse" / "visits")}
+
+    write(project / "pipelines" / "logs.yaml", LOGS.format(mode="batch", pattern=PATTERN, steps=VISITS, outputs="visits: {}"))
+    import shutil
+
+    shutil.rmtree(project / "warehouse")
+    code, out, err = cli("run", "logs")
+    assert code == 0, out + err
+    batch = delta_rows(project / "warehouse" / "visits")
+    final_mark = 4 * 4 + 2 - 2  # newest event second minus the watermark delay
+    closed = {
+        (r["client"], r["window_start"], tuple(r["lines"]))
+        for r in batch
+        if r["window_start"].second + 5 < final_mark or r["closed_by"] == "count"
+    }
+    assert streamed and streamed == closed
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ("columns: {client: STRING,", "columns: {extra: STRING, client: STRING,"),
+        (r"'^(\S+)", r"'^((\S+)"),
+    ],
+)
+def test_a_pattern_that_does_not_fit_its_columns_is_exit_2(cli, project, change, expected):
+    text = LOGS.format(mode="batch", pattern=PATTERN, steps=HITS, outputs="hits: {}").replace(change, expected)
+    write(project / "pipelines" / "logs.yaml", text)
+    code, out, err = cli("validate", "logs")
+    assert code == 2
+    assert "sources.access.parse" in err and ("group(s)" in err or "not a regular expression" in err)
+
+
+@pytest.mark.parametrize(
+    ("event_time", "expected"),
+    [
+        ("to_timestamp(no_such_column)", "is neither a column nor an expression over them"),
+        ("length(ts_text)", "gives integer, not a timestamp"),
+    ],
+)
+def test_an_event_time_expression_that_cannot_be_one_is_exit_2(spark, cli, project, event_time, expected):
+    land(project, {"a.log": line("10.0.0.1", 1) + "\n"})
+    text = LOGS.format(mode="batch", pattern=PATTERN, steps=HITS, outputs="hits: {}")
+    text = text.replace("\"to_timestamp(ts_text, 'dd/MMM/yyyy:HH:mm:ss Z')\"", f'"{event_time}"')
+    write(project / "pipelines" / "logs.yaml", text)
+    code, out, err = cli("run", "logs")
+    assert code == 2, out + err
+    assert expected in err
