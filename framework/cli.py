@@ -666,6 +666,21 @@ def generate_service_trace_cmd(
     )
 
 
+@generate_app.command("access-log")
+def generate_access_log_cmd(
+    instances: Annotated[int, typer.Option("--instances", help="Page views (about 11 requests each).")] = 120,
+    seed: Annotated[int, typer.Option("--seed")] = 1,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the servers' log files.")] = Path("data/samples/access_log"),
+    files: Annotated[int, typer.Option("--files", help="Files per server.")] = 2,
+) -> None:
+    """Raw access logs of two web servers (static files, images) in the Combined Log Format, for the
+    text-source example: the service trace's page views as the servers would have logged them."""
+    from framework.generators.access_log import generate_access_log
+
+    s = generate_access_log(out_dir, instances=instances, seed=seed, files=files)
+    out.print(f"wrote {s.lines:,} log lines of {s.instances:,} page views in {s.files} files under {out_dir}/ ({s.garbage} malformed)")
+
+
 def _stop_spark() -> None:
     if "pyspark" in sys.modules:
         from framework.engine.session import stop_started_session

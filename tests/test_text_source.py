@@ -139,3 +139,21 @@ def test_an_event_time_expression_that_cannot_be_one_is_exit_2(spark, cli, proje
     code, out, err = cli("run", "logs")
     assert code == 2, out + err
     assert expected in err
+
+
+def test_the_access_log_example_in_batch_and_streaming(spark, cli, project):
+    """The README's raw-log example: the stream emits the batch run's page views, but those its
+    final watermark leaves open, which it says it still holds."""
+    code, out, err = cli("run", "access_log")
+    assert code == 0, out + err
+    assert "quarantined 3 from requests" in out
+    batch = {(r["page"], r["client"], r["window_start"], r["requests"]) for r in delta_rows(project / "warehouse" / "page_views")}
+    code, out, err = cli("run", "access_log_streaming")
+    assert code == 0, out + err
+    streamed = {
+        (r["page"], r["client"], r["window_start"], r["requests"])
+        for r in delta_rows(project / "warehouse" / "page_views_streaming")
+    }
+    held = [e for e in delta_rows(project / "warehouse" / "_tributary" / "events") if e["event"] == "held"]
+    assert streamed < batch and len(batch - streamed) == int(out.split("tuples in ")[1].split(" open windows")[0])
+    assert held and f"still holds {held[0]['rows']:,} tuples" in out
