@@ -678,7 +678,9 @@ def generate_access_log_cmd(
     from framework.generators.access_log import generate_access_log
 
     s = generate_access_log(out_dir, instances=instances, seed=seed, files=files)
-    out.print(f"wrote {s.lines:,} log lines of {s.instances:,} page views in {s.files} files under {out_dir}/ ({s.garbage} malformed)")
+    out.print(
+        f"wrote {s.lines:,} log lines of {s.instances:,} page views in {s.files} files under {out_dir}/ ({s.garbage} malformed)"
+    )
 
 
 def _stop_spark() -> None:

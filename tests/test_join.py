@@ -289,6 +289,19 @@ def test_time_window_runs_as_stream_stream_join(spark, tmp_path):
             assert inner - got == Counter()  # unmatched rows wait for the watermark
 
 
+def test_a_time_join_on_few_key_values_compares_rows_of_one_time_bucket_only(spark):
+    """The equi-join keys include the time bucket: a key with 3 values over a long span must not
+    make every A row meet every B row of its key. Rows hours apart on one key give no pair, and
+    Spark is told the bucket is a join key (not a filter after the key join)."""
+    a = [(1, BASE + datetime.timedelta(hours=h), 0, h) for h in range(0, 48, 7)]
+    b = [(1, BASE + datetime.timedelta(hours=h, minutes=-30), 0, str(h)) for h in range(0, 48, 7)]
+    df = join(spark, frames(spark, a, b), on=["k"], within={"before": "1h", "after": 0})
+    assert result(df) == oracle_time(a, b, 3600, 0, "inner") and len(result(df)) == 7
+    plan = df._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001 - the plan's shape is the point
+    join_line = next(line for line in plan.splitlines() if "Join [" in line)
+    assert "__a_bucket" in join_line and "__b_bucket" in join_line
+
+
 def test_count_window_refuses_streaming_input(spark, tmp_path):
     frame(spark, [], A_SCHEMA).write.parquet(str(tmp_path / "a"))
     streams = {

@@ -65,5 +65,11 @@ def _lines(table: pa.Table) -> list[str]:
     stamp = pc.strftime(seconds, format="%d/%b/%Y:%H:%M:%S +0000", locale="C")
     referer = pc.if_else(table.column("is_primary"), pa.scalar("-"), table.column("head_service"))
     status = pc.if_else(pc.less(table.column("response_ms"), 0), pa.scalar(500), pa.scalar(200))
-    columns = [c.to_pylist() for c in (table.column("client_ip"), stamp, table.column("requested_service"), status, table.column("bytes"), referer)]
-    return [f'{ip} - - [{ts}] "GET {path} HTTP/1.1" {code} {size} "{ref}"' for ip, ts, path, code, size, ref in zip(*columns, strict=True)]
+    columns = [
+        c.to_pylist()
+        for c in (table.column("client_ip"), stamp, table.column("requested_service"), status, table.column("bytes"), referer)
+    ]
+    return [
+        f'{ip} - - [{ts}] "GET {path} HTTP/1.1" {code} {size} "{ref}"'
+        for ip, ts, path, code, size, ref in zip(*columns, strict=True)
+    ]

@@ -161,19 +161,50 @@ def _interval(seconds: float) -> Column:
 
 
 def _time_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right: DataFrame) -> DataFrame:
+    """The keys, the time bucket (below) and the range, as one join condition.
+
+    Why the bucket: Spark joins on the equalities and checks the range on each pair they give, so
+    a key with few values (a carrier, a sensor type) compares every A row with every B row of its
+    key: a year of hourly rows on 3 keys is billions of comparisons for a one-hour window. With
+    w = before + after (at least a second), A row a goes to bucket ⌊a.ts / w⌋ and B row b to each
+    bucket an A row it can meet lives in, ⌊(b.ts − after) / w⌋ … ⌊(b.ts + before) / w⌋ (at most
+    two): a and b meet in exactly one bucket when they are in range, so the pairs are the same,
+    each once, a left join keeps every A row once, and the cost follows the matching pairs. The
+    same plan is a stream-stream join on streams (the range still bounds the state)."""
     from pyspark.sql import functions as F
 
     spec = context.spec.join
-    a, b = _renamed(left, "__a"), _renamed(right, "__b")
+    before_us, after_us = round(spec.within.before * 1_000_000), round(spec.within.after * 1_000_000)
+    width = max(before_us + after_us, 1_000_000)
+    a_micros = _micros(left, spec.event_time, f"__a{_index(left, spec.event_time)}")
+    b_micros = _micros(right, spec.event_time, f"__b{_index(right, spec.event_time)}")
+    a = _renamed(left, "__a", [F.floor(a_micros / F.lit(width)).alias(A_BUCKET)])
+    b = _renamed(right, "__b")
+    reach = F.sequence(
+        F.floor((b_micros - F.lit(after_us)) / F.lit(width)), F.floor((b_micros + F.lit(before_us)) / F.lit(width))
+    )
+    b = b.withColumn(B_BUCKET, F.explode(reach))
     a_ts = F.col(f"__a{_index(left, spec.event_time)}")
     b_ts = F.col(f"__b{_index(right, spec.event_time)}")
     condition = (
         _key_condition(context, left, right)
+        & (F.col(A_BUCKET) == F.col(B_BUCKET))
         & (b_ts >= a_ts - _interval(spec.within.before))
         & (b_ts <= a_ts + _interval(spec.within.after))
     )
     joined = a.join(b, on=condition, how="inner" if spec.type == "inner" else "left_outer")
     return _finish(plan, joined, left, right)
+
+
+A_BUCKET, B_BUCKET = "__a_bucket", "__b_bucket"  # the time bucket of an A row, one reached by a B row
+
+
+def _micros(df: DataFrame, column: str, renamed: str) -> Column:
+    """The renamed event time column in micros since the epoch (monotone, as the range compares)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampNTZType
+
+    return epoch_micros(F.col(renamed), isinstance(field_of(df, column).dataType, TimestampNTZType))
 
 
 # ---------------------------------------------------------------------------------------------
