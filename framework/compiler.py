@@ -75,7 +75,7 @@ def compile_pipeline(
     select: str | None = None,
 ) -> CompiledPipeline:
     cli_vars = cli_vars or {}
-    loaded = load_pipeline(pipeline_path, project.relative(pipeline_path))
+    loaded = load_pipeline(pipeline_path, project.relative(pipeline_path), {**profile.vars, **cli_vars})
     spec = loaded.spec
     variables = resolve_vars(spec.vars, profile.vars, cli_vars)
     renderer = TemplateRenderer(project.sql_dir, project.root, set(spec.steps), set(spec.sources), variables)
@@ -105,7 +105,7 @@ def compile_pipeline(
             _check_expectations(loaded, ("outputs", name), output)
         except BadInput as e:
             problems.extend(e.problems)
-    problems.extend(_unused_cli_vars(cli_vars, spec.vars, rendered))
+    problems.extend(_unused_cli_vars(cli_vars, spec.vars, rendered, loaded.vars_used))
     problems.extend(_location_problems(loaded, project, profile))
     if problems:
         raise BadInput(*problems)
@@ -550,8 +550,10 @@ def _for_sqlglot(text: str) -> str:
     return _WINDOW_CALL.sub(r"`window`\1", text)
 
 
-def _unused_cli_vars(cli_vars: dict[str, Any], spec_vars: dict[str, Any], rendered: dict[str, RenderedSql]) -> list[Problem]:
-    known = set(spec_vars)
+def _unused_cli_vars(
+    cli_vars: dict[str, Any], spec_vars: dict[str, Any], rendered: dict[str, RenderedSql], in_values: frozenset[str]
+) -> list[Problem]:
+    known = set(spec_vars) | in_values
     for sql in rendered.values():
         known |= sql.vars_used
     return [

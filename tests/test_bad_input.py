@@ -244,3 +244,47 @@ def test_spark_window_grouping_passes_the_syntax_check(cli, demo):
     )
     code, _, err = cli("validate", "pipelines/demo.yaml")
     assert code == 0, err
+
+
+VARS = """\
+name: demo
+vars: {n: 3}
+sources:
+  calls:
+    format: json
+    path: data/samples/service_calls/static
+    schema: ts TIMESTAMP, head_service STRING, response_ms INT
+steps:
+  windows:
+    swa: {input: calls, key: [head_service], event_time: ts, size: "{{ var('n') }}", timeout: "{{ var('t', '5s') }}"}
+outputs:
+  windows: {}
+"""
+
+
+def test_a_step_value_may_be_a_var_typed_after_rendering(cli, project):
+    from framework.compiler import compile_pipeline
+    from framework.profiles import load_profile
+    from framework.project import Project
+
+    write(project / "pipelines" / "demo.yaml", VARS)
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 0, err
+    p = Project(project)
+    compiled = compile_pipeline(p, project / "pipelines" / "demo.yaml", load_profile(p), {"n": 7})
+    assert compiled.spec.steps["windows"].swa.size == 7 and compiled.spec.steps["windows"].swa.timeout == 5.0
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ("var('n')", "steps.windows.swa.size: var('m') is not defined"),
+        ("many", "steps.windows.swa.size: Input should be a valid integer"),
+    ],
+)
+def test_a_bad_var_in_a_step_value_is_exit_2_at_its_line(cli, project, change, expected):
+    text = VARS.replace("var('n')", "var('m')") if change == "var('n')" else VARS.replace("{n: 3}", "{n: many}")
+    write(project / "pipelines" / "demo.yaml", text)
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert expected in err and "pipelines/demo.yaml:10" in err

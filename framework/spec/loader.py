@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from framework.errors import BadInput, Problem
 from framework.spec.base import did_you_mean
 from framework.spec.models import Pipeline
+from framework.spec.step_vars import render_step_values
 from framework.spec.steps import STEP_KINDS
 from framework.spec.yaml_source import LocatedDocument, load_yaml_file
 
@@ -24,6 +25,7 @@ class LoadedPipeline:
     path: Path
     shown_as: str
     doc: LocatedDocument
+    vars_used: frozenset[str] = frozenset()  # by `{{ var() }}` in step values (framework.spec.step_vars)
 
     def problem(self, message: str, at: tuple[Any, ...] = (), hint: str | None = None) -> Problem:
         line_col = self.doc.locate(at)
@@ -31,18 +33,22 @@ class LoadedPipeline:
         return Problem(message, file=self.shown_as, line=line, col=col, hint=hint)
 
 
-def load_pipeline(path: Path, shown_as: str | None = None) -> LoadedPipeline:
+def load_pipeline(path: Path, shown_as: str | None = None, variables: dict[str, Any] | None = None) -> LoadedPipeline:
+    """The validated pipeline; `variables` (the profile's and the command line's) and the
+    pipeline's own `vars:` fill `{{ var() }}` in step values first."""
     shown = shown_as or str(path)
     doc = load_yaml_file(path, shown)
     if doc.data is None:
         raise BadInput(Problem("the file is empty", file=shown, line=1, hint="a pipeline needs at least name, steps and outputs"))
     if not isinstance(doc.data, dict):
         raise BadInput(Problem("a pipeline file must be a mapping (name:, steps:, outputs: ...)", file=shown, line=1))
+    own = doc.data.get("vars")
+    used = render_step_values(doc, {**(own if isinstance(own, dict) else {}), **(variables or {})})
     try:
         spec = Pipeline.model_validate(doc.data)
     except ValidationError as e:
         raise BadInput(*validation_problems(e, doc)) from None
-    loaded = LoadedPipeline(spec, path, shown, doc)
+    loaded = LoadedPipeline(spec, path, shown, doc, frozenset(used))
     _check_names(loaded)
     return loaded
 

@@ -36,7 +36,7 @@ def set_scalars(text: str, file: str, changes: dict[tuple[Any, ...], str]) -> st
         line, col = position
         current = lines[line - 1]
         match = _VALUE.match(current, col - 1)
-        if match is None or match.group("value").startswith(("*", "&", "|", ">")):
+        if match is None or match.group("value").startswith(("*", "&", "|", ">")) or "{{" in current[col - 1 :]:
             raise BadInput(
                 Problem(
                     f"{'.'.join(map(str, path))} is not a plain value on its line, so it is not changed automatically",
