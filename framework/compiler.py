@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ class CompiledPipeline:
     graph: PipelineGraph
     selected: list[str]  # steps chosen by --select, in run order
     functions: Functions = NO_FUNCTIONS  # what udfs/ registered
+    footer_schemas: dict[str, str] = field(default_factory=dict)  # Parquet sources typed from their files
 
     @property
     def spec(self):  # noqa: ANN201 - the Pipeline model
@@ -116,9 +117,39 @@ def compile_pipeline(
         graph = PipelineGraph.build(inputs, kinds, outputs)
     except StepCycle as e:
         raise BadInput(*_cycle_problems(loaded, e.cycle)) from None
+    loaded, schemas = _footer_schemas(loaded, project, profile)
     if spec.mode == "streaming":
         _check_streaming_spec(loaded, graph)
-    return CompiledPipeline(project, loaded, variables, rendered, graph, graph.select(select), functions)
+    return CompiledPipeline(project, loaded, variables, rendered, graph, graph.select(select), functions, schemas)
+
+
+def _footer_schemas(loaded: LoadedPipeline, project: Project, profile: Profile) -> tuple[LoadedPipeline, dict[str, str]]:
+    """Parquet sources without `schema:` get the one their files' footers agree on
+    (framework.io.parquet_schema); returns the pipeline with it, and the schemas found."""
+    from framework.io.locations import Warehouse, is_uri
+    from framework.io.parquet_schema import footer_schema
+    from framework.io.sources import source_location
+
+    found, problems = {}, []
+    for name, source in loaded.spec.sources.items():
+        if not isinstance(source, FileSource) or source.format != "parquet" or source.schema_ is not None:
+            continue
+        location = source_location(project, Warehouse.of(project, profile), source)
+        if is_uri(location):
+            continue
+        try:
+            ddl = footer_schema(name, location)
+        except BadInput as e:
+            problems += [loaded.problem(p.message, ("sources", name), p.hint) for p in e.problems]
+            continue
+        if ddl is not None:
+            found[name] = ddl
+    if problems:
+        raise BadInput(*problems)
+    if not found:
+        return loaded, found
+    sources = {n: s.model_copy(update={"schema_": found[n]}) if n in found else s for n, s in loaded.spec.sources.items()}
+    return replace(loaded, spec=loaded.spec.model_copy(update={"sources": sources})), found
 
 
 def _location_problems(loaded: LoadedPipeline, project: Project, profile: Profile) -> list[Problem]:
@@ -201,7 +232,8 @@ def _check_streaming_spec(loaded: LoadedPipeline, graph: PipelineGraph) -> None:
                 loaded.problem(
                     f"source '{name}': a streaming source needs a 'schema'",
                     ("sources", name),
-                    hint="declare its columns, e.g. schema: ts TIMESTAMP, name STRING",
+                    hint="declare its columns, e.g. schema: ts TIMESTAMP, name STRING"
+                    + (" (a Parquet source reads it from its files once one is there)" if source.format == "parquet" else ""),
                 )
             )
     for name, output in spec.outputs.items():

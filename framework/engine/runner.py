@@ -129,6 +129,7 @@ def _start_details(run: RunContext) -> dict[str, object]:
         "select": run.compiled.selected,
         "outputs": [o.name for o in run.plan.outputs],
         "vars": run.compiled.variables,
+        "footer_schemas": run.compiled.footer_schemas,  # Parquet sources typed from their files
     }
 
 

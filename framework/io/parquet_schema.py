@@ -1,0 +1,104 @@
+"""The schema of a Parquet source from its files' footers, without a JVM.
+
+Why: a streaming source needs its schema before any file is read, and a Parquet file carries it;
+typing a wide schema by hand is where mistakes come from. Every file present is read for its
+footer only (a few KB each): they must agree, else the first file that differs is named with the
+column, so a file written later with another schema is a clear error at the next validate or run,
+not a column of nulls. The schema found is written as Spark DDL on the source for the run (and
+so recorded with the run's spec in the run log).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from framework.errors import BadInput, Problem
+
+
+def footer_schema(source: str, location: str) -> str | None:
+    """Spark DDL of the Parquet files at `location` (a file, folder or glob), None when there is
+    none yet. Raises BadInput when two files disagree or a type has no Spark equivalent."""
+    files = _parquet_files(location)
+    if not files:
+        return None
+    first = _schema(source, files[0])
+    for other in files[1:]:
+        schema = _schema(source, other)
+        if not schema.equals(first):
+            raise BadInput(
+                Problem(
+                    f"source '{source}': {other} has another schema than {files[0]}: {_difference(first, schema)}",
+                    hint="write the files with one schema, or declare schema: to read them all with it",
+                )
+            )
+    return ", ".join(f"`{f.name}` {_spark_type(source, f.name, f.type)}" for f in first)
+
+
+def _parquet_files(location: str) -> list[str]:
+    path = Path(location)
+    if path.is_dir():
+        found = [
+            str(p)
+            for p in sorted(path.rglob("*.parquet"))
+            if not any(part.startswith(("_", ".")) for part in p.parts[len(path.parts) :])
+        ]
+    else:
+        found = sorted(glob.glob(location))
+    return [f for f in found if os.path.isfile(f)]
+
+
+def _schema(source: str, file: str) -> pa.Schema:
+    try:
+        return pq.read_schema(file).remove_metadata()
+    except (OSError, pa.ArrowInvalid) as e:
+        raise BadInput(Problem(f"source '{source}': {file} is not a readable Parquet file: {e}")) from None
+
+
+def _difference(a: pa.Schema, b: pa.Schema) -> str:
+    for field in a:
+        if field.name not in b.names:
+            return f"it lacks column '{field.name}'"
+        if not b.field(field.name).type.equals(field.type):
+            return f"column '{field.name}' is {b.field(field.name).type}, not {field.type}"
+    extra = [n for n in b.names if n not in a.names]
+    return f"it has column(s) {extra} more" if extra else "its columns are in another order"
+
+
+def _spark_type(source: str, column: str, t: pa.DataType) -> str:
+    simple = {
+        pa.bool_(): "BOOLEAN",
+        pa.int8(): "TINYINT",
+        pa.int16(): "SMALLINT",
+        pa.int32(): "INT",
+        pa.int64(): "BIGINT",
+        pa.float32(): "FLOAT",
+        pa.float64(): "DOUBLE",
+        pa.string(): "STRING",
+        pa.large_string(): "STRING",
+        pa.binary(): "BINARY",
+        pa.large_binary(): "BINARY",
+        pa.date32(): "DATE",
+    }
+    if t in simple:
+        return simple[t]
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMP" if t.tz is not None else "TIMESTAMP_NTZ"
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision}, {t.scale})"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"ARRAY<{_spark_type(source, column, t.value_type)}>"
+    if pa.types.is_map(t):
+        return f"MAP<{_spark_type(source, column, t.key_type)}, {_spark_type(source, column, t.item_type)}>"
+    if pa.types.is_struct(t):
+        return "STRUCT<" + ", ".join(f"`{f.name}`: {_spark_type(source, column, f.type)}" for f in t) + ">"
+    raise BadInput(
+        Problem(
+            f"source '{source}': column '{column}' is {t} in the Parquet files, which Tributary cannot map to a Spark type",
+            hint="declare schema: for this source",
+        )
+    )

@@ -1,0 +1,85 @@
+"""Parquet sources without `schema:` are typed from their files' footers (no JVM), the files must
+agree, and the schema a run used is in its run log."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from framework.errors import BadInput
+from framework.io.parquet_schema import footer_schema
+from tests.conftest import delta_rows, write
+
+TABLE = pa.table(
+    {
+        "name": ["a", "b"],
+        "ts": pa.array([datetime.datetime(2026, 1, 1, 8), datetime.datetime(2026, 1, 1, 9)], pa.timestamp("us", tz="UTC")),
+        "local": pa.array([datetime.datetime(2026, 1, 1), None], pa.timestamp("us")),
+        "n": pa.array([1, 2], pa.int32()),
+        "price": pa.array([Decimal("1.50"), None], pa.decimal128(10, 2)),
+        "tags": [["x"], []],
+        "point": [{"x": 1.0, "y": 2.0}, None],
+    }
+)
+
+
+def test_the_schema_comes_from_the_footers_as_spark_ddl(tmp_path: Path):
+    for i in range(2):
+        pq.write_table(TABLE, tmp_path / f"part-{i}.parquet")
+    assert footer_schema("s", str(tmp_path)) == (
+        "`name` STRING, `ts` TIMESTAMP, `local` TIMESTAMP_NTZ, `n` INT, `price` DECIMAL(10, 2), "
+        "`tags` ARRAY<STRING>, `point` STRUCT<`x`: DOUBLE, `y`: DOUBLE>"
+    )
+    assert footer_schema("s", str(tmp_path / "none-*.parquet")) is None
+
+
+@pytest.mark.parametrize(
+    ("other", "expected"),
+    [
+        (TABLE.drop_columns(["n"]), "it lacks column 'n'"),
+        (TABLE.set_column(3, "n", pa.array(["1", "2"])), "column 'n' is string, not int32"),
+        (TABLE.append_column("extra", pa.array([1, 2])), "it has column(s) ['extra'] more"),
+    ],
+)
+def test_files_that_disagree_are_named_with_the_column(tmp_path: Path, other: pa.Table, expected: str):
+    pq.write_table(TABLE, tmp_path / "part-0.parquet")
+    pq.write_table(other, tmp_path / "part-1.parquet")
+    with pytest.raises(BadInput, match="part-1.parquet has another schema than .*part-0.parquet") as raised:
+        footer_schema("s", str(tmp_path))
+    assert expected in str(raised.value)
+
+
+STREAM = """
+name: typed
+mode: streaming
+sources:
+  events: {format: parquet, path: data/events, event_time: ts, watermark: 1s}
+steps:
+  named:
+    sql: select name, ts, n from {{ source('events') }}
+outputs:
+  named: {mode: append}
+"""
+
+
+def test_a_streaming_parquet_source_runs_without_a_schema_and_the_run_log_keeps_it(spark, cli, project):
+    write(project / "pipelines" / "typed.yaml", STREAM)
+    code, _, err = cli("validate", "typed")
+    assert code == 2 and "a streaming source needs a 'schema'" in err and "reads it from its files once one is there" in err
+    (project / "data" / "events").mkdir(parents=True)
+    pq.write_table(TABLE, project / "data" / "events" / "part-0.parquet")
+    code, out, err = cli("run", "typed")
+    assert code == 0, out + err
+    assert sorted(r["name"] for r in delta_rows(project / "warehouse" / "named")) == ["a", "b"]
+    start = next(e for e in delta_rows(project / "warehouse" / "_tributary" / "events") if e["event"] == "run_start")
+    assert json.loads(start["details"])["footer_schemas"]["events"].startswith("`name` STRING, `ts` TIMESTAMP")
+
+    pq.write_table(TABLE.drop_columns(["n"]), project / "data" / "events" / "part-1.parquet")
+    code, _, err = cli("run", "typed")
+    assert code == 2 and "part-1.parquet has another schema than" in err and "it lacks column 'n'" in err
