@@ -126,14 +126,15 @@ def compile_pipeline(
 def _footer_schemas(loaded: LoadedPipeline, project: Project, profile: Profile) -> tuple[LoadedPipeline, dict[str, str]]:
     """Parquet sources without `schema:` get the one their files' footers agree on
     (framework.io.parquet_schema); returns the pipeline with it, and the schemas found."""
-    from framework.io.locations import Warehouse, is_uri
-    from framework.io.parquet_schema import footer_schema
-    from framework.io.sources import source_location
-
     found, problems = {}, []
     for name, source in loaded.spec.sources.items():
         if not isinstance(source, FileSource) or source.format != "parquet" or source.schema_ is not None:
             continue
+        # imported here: reading footers needs pyarrow, which validate does not import otherwise
+        from framework.io.locations import Warehouse, is_uri
+        from framework.io.parquet_schema import footer_schema
+        from framework.io.sources import source_location
+
         location = source_location(project, Warehouse.of(project, profile), source)
         if is_uri(location):
             continue
