@@ -109,7 +109,7 @@ def test_streaming_equals_batch_for_any_split(spark, cli, project, seed, deliver
 
 
 def test_sigkill_mid_stream_loses_and_duplicates_nothing(spark, cli, project, tmp_path):
-    files = _batch_files(7, files=10, rows=40)
+    files = _batch_files(7, files=16, rows=40)  # enough micro-batches that three kills land before the input ends
     for path, text in files:
         write(project / path, text)
     _pipeline(project, "streaming", per_trigger=1)
