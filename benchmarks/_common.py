@@ -11,6 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+#: the columns of `tributary generate service-trace` (framework.generators.service_trace)
+SERVICE_TRACE_SCHEMA = (
+    "head_service STRING, requested_service STRING, client_ip STRING, ts TIMESTAMP, instance_ts TIMESTAMP, "
+    "response_ms INT, bytes BIGINT, instance_id BIGINT, is_primary BOOLEAN"
+)
 
 
 def median_seconds(fn: Callable[[], object], repeat: int) -> tuple[float, list[float]]:

@@ -27,14 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO
+from _common import REPO, SERVICE_TRACE_SCHEMA
 
 sys.path.insert(0, str(REPO))
 
-SCHEMA = (
-    "head_service STRING, requested_service STRING, client_ip STRING, ts TIMESTAMP, instance_ts TIMESTAMP, "
-    "response_ms INT, bytes BIGINT, instance_id BIGINT, is_primary BOOLEAN"
-)
+SCHEMA = SERVICE_TRACE_SCHEMA
 KEYS = ["head_service", "client_ip", "instance_ts"]
 AGGREGATES = {
     "total_ms": "sum(response_ms)",

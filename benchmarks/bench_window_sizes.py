@@ -32,13 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO
+from _common import REPO, SERVICE_TRACE_SCHEMA
 
 TRIBUTARY = str(Path(sys.executable).parent / "tributary")
-SCHEMA = (
-    "head_service STRING, requested_service STRING, client_ip STRING, ts TIMESTAMP, instance_ts TIMESTAMP, "
-    "response_ms INT, bytes BIGINT, instance_id BIGINT, is_primary BOOLEAN"
-)
+SCHEMA = SERVICE_TRACE_SCHEMA
 PIPELINE = """
 name: day
 mode: {mode}

@@ -468,10 +468,12 @@ def tune(
                     "set size: auto (and optionally timeout: auto), or drop --learn",
                 )
             )
-        compiled, prof = _compile(pipeline, profile, var, f"+{step}")
+        from dataclasses import replace
+
         from framework.engine.runner import plan_frames
         from framework.engine.session import spark_session
 
+        compiled = replace(compiled, selected=compiled.graph.select(f"+{step}"))  # the step and what it reads
         spark = spark_session(prof)
         if learn:
             _learn(compiled, prof, spark, step)

@@ -15,25 +15,41 @@ from framework.spec.steps import any_step_type
 Scalar = Union[str, int, float, bool]
 
 
-class FileSource(SpecModel):
-    """Files (a file, a folder or a glob) in JSON lines, CSV or Parquet."""
+class _EventTimed(SpecModel):
+    """What every source has: its rows' event time and how late they may come."""
 
-    format: Literal["json", "csv", "parquet"]
-    path: str = Field(description="File, folder or glob; relative paths start at the project root.")
-    schema_: str | dict[str, str] | None = Field(
+    event_time: str | None = Field(
         None,
-        alias="schema",
-        description="Spark DDL ('ts TIMESTAMP, n INT') or a mapping column: type. Without it the schema is inferred.",
+        description="Timestamp column giving each row's event time, or a SQL expression over the columns (then it is the column _event_time).",
     )
-    options: dict[str, Scalar] = Field(default_factory=dict, description="Spark reader options.")
-    event_time: str | None = Field(None, description="Timestamp column giving each row's event time.")
     watermark: Duration | None = Field(None, description="How late rows may arrive (streaming), e.g. 30s.")
-    max_files_per_trigger: Count | None = Field(None, description="Streaming: at most this many new files per micro-batch.")
     description: str = ""
 
     @model_validator(mode="after")
-    def _event_time(self) -> FileSource:
-        return _check_event_time(self)
+    def _event_time(self) -> _EventTimed:
+        if self.watermark is not None and self.event_time is None:
+            raise ValueError("'watermark' needs 'event_time': the timestamp column it applies to")
+        return self
+
+
+class _Files(_EventTimed):
+    """What file sources have: where the files are and how many a micro-batch takes."""
+
+    path: str = Field(description="File, folder or glob; relative paths start at the project root.")
+    max_files_per_trigger: Count | None = Field(None, description="Streaming: at most this many new files per micro-batch.")
+
+
+class FileSource(_Files):
+    """Files (a file, a folder or a glob) in JSON lines, CSV or Parquet."""
+
+    format: Literal["json", "csv", "parquet"]
+    schema_: str | dict[str, str] | None = Field(
+        None,
+        alias="schema",
+        description="Spark DDL ('ts TIMESTAMP, n INT') or a mapping column: type. Without it the schema is inferred "
+        "(Parquet: read from the files' footers).",
+    )
+    options: dict[str, Scalar] = Field(default_factory=dict, description="Spark reader options.")
 
     def ddl(self) -> str | None:
         if self.schema_ is None or isinstance(self.schema_, str):
@@ -41,13 +57,7 @@ class FileSource(SpecModel):
         return ", ".join(f"`{col}` {typ}" for col, typ in self.schema_.items())
 
 
-def _check_event_time(source: Any) -> Any:
-    if source.watermark is not None and source.event_time is None:
-        raise ValueError("'watermark' needs 'event_time': the timestamp column it applies to")
-    return source
-
-
-class DeltaSource(SpecModel):
+class DeltaSource(_EventTimed):
     """A Delta table by path or by name under the warehouse, optionally at a past version."""
 
     format: Literal["delta"]
@@ -55,13 +65,10 @@ class DeltaSource(SpecModel):
     table: TableName | None = Field(None, description="Table name under the warehouse (see outputs' name).")
     version: Version | None = Field(None, description="Time travel: read this table version.")
     timestamp: datetime | None = Field(None, description="Time travel: read the table as of this time.")
-    event_time: str | None = Field(None, description="Timestamp column giving each row's event time.")
-    watermark: Duration | None = Field(None, description="How late rows may arrive (streaming), e.g. 30s.")
     own_output: bool = Field(
         False,
         description="This pipeline also writes the table: read it on purpose (e.g. its previous version, for an incremental build).",
     )
-    description: str = ""
 
     @model_validator(mode="after")
     def _one_location(self) -> DeltaSource:
@@ -69,7 +76,7 @@ class DeltaSource(SpecModel):
             raise ValueError("a delta source needs exactly one of 'path' or 'table'")
         if self.version is not None and self.timestamp is not None:
             raise ValueError("give 'version' or 'timestamp', not both")
-        return _check_event_time(self)
+        return self
 
 
 class LineParse(SpecModel):
@@ -97,25 +104,14 @@ class LineParse(SpecModel):
         return dict(self.columns) if isinstance(self.columns, dict) else {c: "STRING" for c in self.columns}
 
 
-class TextSource(SpecModel):
+class TextSource(_Files):
     """Text files read one row per line: `value` (or the columns `parse:` splits it into), with
     `_file` and `_line` (1-based) naming where each line came from."""
 
     format: Literal["text"]
-    path: str = Field(description="File, folder or glob; relative paths start at the project root.")
     parse: LineParse | None = Field(
         None, description="Split each line into columns by a regex; lines that do not match are quarantined."
     )
-    event_time: str | None = Field(
-        None, description="Timestamp column, or a SQL expression over the columns (then it is the column _event_time)."
-    )
-    watermark: Duration | None = Field(None, description="How late rows may arrive (streaming), e.g. 30s.")
-    max_files_per_trigger: Count | None = Field(None, description="Streaming: at most this many new files per micro-batch.")
-    description: str = ""
-
-    @model_validator(mode="after")
-    def _event_time(self) -> TextSource:
-        return _check_event_time(self)
 
 
 Source = Annotated[Union[FileSource, TextSource, DeltaSource], Field(discriminator="format")]
