@@ -48,7 +48,7 @@ class CompiledPipeline:
     graph: PipelineGraph
     selected: list[str]  # steps chosen by --select, in run order
     functions: Functions = NO_FUNCTIONS  # what udfs/ registered
-    footer_schemas: dict[str, str] = field(default_factory=dict)  # Parquet sources typed from their files
+    source_schemas: dict[str, str] = field(default_factory=dict)  # Parquet (footers) and Delta (log) sources' schemas
 
     @property
     def spec(self):  # noqa: ANN201 - the Pipeline model
@@ -117,29 +117,34 @@ def compile_pipeline(
         graph = PipelineGraph.build(inputs, kinds, outputs)
     except StepCycle as e:
         raise BadInput(*_cycle_problems(loaded, e.cycle)) from None
-    loaded, schemas = _footer_schemas(loaded, project, profile)
+    loaded, schemas = _source_schemas(loaded, project, profile)
     if spec.mode == "streaming":
         _check_streaming_spec(loaded, graph)
     return CompiledPipeline(project, loaded, variables, rendered, graph, graph.select(select), functions, schemas)
 
 
-def _footer_schemas(loaded: LoadedPipeline, project: Project, profile: Profile) -> tuple[LoadedPipeline, dict[str, str]]:
-    """Parquet sources without `schema:` get the one their files' footers agree on
-    (framework.io.parquet_schema); returns the pipeline with it, and the schemas found."""
+def _source_schemas(loaded: LoadedPipeline, project: Project, profile: Profile) -> tuple[LoadedPipeline, dict[str, str]]:
+    """Parquet sources without `schema:` get the one their files' footers agree on, and Delta
+    sources have their log's (framework.io.source_schema); returns the pipeline with the Parquet
+    schemas set, and every schema found (pinned in the run log)."""
     found, problems = {}, []
     for name, source in loaded.spec.sources.items():
-        if not isinstance(source, FileSource) or source.format != "parquet" or source.schema_ is not None:
+        footers = isinstance(source, FileSource) and source.format == "parquet" and source.schema_ is None
+        if not (footers or isinstance(source, DeltaSource)):
             continue
-        # imported here: reading footers needs pyarrow, which validate does not import otherwise
+        # imported here: reading footers and Delta logs needs pyarrow, which validate does not import otherwise
         from framework.io.locations import Warehouse, is_uri
-        from framework.io.parquet_schema import footer_schema
+        from framework.io.source_schema import delta_log_schema, footer_schema
         from framework.io.sources import source_location
 
         location = source_location(project, Warehouse.of(project, profile), source)
         if is_uri(location):
             continue
         try:
-            ddl = footer_schema(name, location)
+            if isinstance(source, DeltaSource):
+                ddl = delta_log_schema(name, location, source.version, source.timestamp)
+            else:
+                ddl = footer_schema(name, location)
         except BadInput as e:
             problems += [loaded.problem(p.message, ("sources", name), p.hint) for p in e.problems]
             continue
@@ -147,9 +152,10 @@ def _footer_schemas(loaded: LoadedPipeline, project: Project, profile: Profile) 
             found[name] = ddl
     if problems:
         raise BadInput(*problems)
-    if not found:
+    typed = {n: ddl for n, ddl in found.items() if isinstance(loaded.spec.sources[n], FileSource)}
+    if not typed:
         return loaded, found
-    sources = {n: s.model_copy(update={"schema_": found[n]}) if n in found else s for n, s in loaded.spec.sources.items()}
+    sources = {n: s.model_copy(update={"schema_": typed[n]}) if n in typed else s for n, s in loaded.spec.sources.items()}
     return replace(loaded, spec=loaded.spec.model_copy(update={"sources": sources})), found
 
 

@@ -71,11 +71,12 @@ def test_lines_keep_their_file_and_number_and_bad_lines_go_to_quarantine(spark, 
     )
     assert {r["_event_time"].second for r in rows if r["_line"] == 2 and r["_file"].endswith("a.log")} == {2}
     quarantined = sorted(
-        (Path(r["file"]).name, r["record"], r["reason"]) for r in delta_rows(project / "warehouse" / "_tributary" / "quarantine")
+        (Path(r["file"]).name, r["line"], r["record"], r["reason"])
+        for r in delta_rows(project / "warehouse" / "_tributary" / "quarantine")
     )
     assert quarantined == [
-        ("a.log", "line 3: garbage", "text line: the line does not match the pattern"),
-        ("a.log", f"line 4: {line('10.0.0.2', 3, size='xyz')}", "text line: value(s) of bytes do not cast to the declared type"),
+        ("a.log", 3, "garbage", "text line: the line does not match the pattern"),
+        ("a.log", 4, line("10.0.0.2", 3, size="xyz"), "text line: value(s) of bytes do not cast to the declared type"),
     ]
     assert "quarantined 2 from access" in out
 

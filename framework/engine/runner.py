@@ -28,7 +28,7 @@ from framework.engine.results import RunResult, RunStatus, new_run_id
 from framework.engine.streaming import run_streaming
 from framework.errors import BadInput, RunFailed, TributaryError
 from framework.io.delta import DeltaStore, choose_store, local_store
-from framework.io.locations import EVENTS_TABLE, LOCKS_DIR, QUALITY_TABLE, STAGING_DIR, Warehouse, is_uri
+from framework.io.locations import EVENTS_TABLE, LOCKS_DIR, QUALITY_TABLE, QUARANTINE_TABLE, STAGING_DIR, Warehouse, is_uri
 from framework.io.sources import check_source_exists
 from framework.plan import RunPlan, plan_run
 from framework.profiles import Profile
@@ -71,6 +71,8 @@ def run_pipeline(
     try:
         with run.cleanup, lock:
             run.on_exit(lambda: _remove_staging(run))
+            # a quarantine written before records carried their line gets the column
+            store.ensure_columns(run.internal(QUARANTINE_TABLE), {"line": "long"})
             drive(run)
         result.status = RunStatus.OK
     except BaseException as e:
@@ -129,7 +131,7 @@ def _start_details(run: RunContext) -> dict[str, object]:
         "select": run.compiled.selected,
         "outputs": [o.name for o in run.plan.outputs],
         "vars": run.compiled.variables,
-        "footer_schemas": run.compiled.footer_schemas,  # Parquet sources typed from their files
+        "source_schemas": run.compiled.source_schemas,  # Parquet sources typed from their footers, Delta from their logs
     }
 
 

@@ -27,6 +27,7 @@ from framework.engine.context import RunContext
 from framework.engine.frames import Frames, StreamReading, build_frames
 from framework.engine.output_checks import check_outputs
 from framework.engine.results import OutputResult, OutputStatus, Progress, StepStatus
+from framework.engine.source_pins import check_source_columns, pin_source_columns
 from framework.engine.state_figures import streaming_figures
 from framework.errors import BadInput, RunFailed
 from framework.io import staging as staging_files
@@ -70,9 +71,11 @@ class StreamingRun:
         executors = _executors(run.spark)
         frames = build_frames(run, StreamReading())
         self._check_streaming(frames)
+        check_source_columns(run, frames)
         check_outputs(run, frames)
         if run.plan.full_refresh:
             self._clear()
+        pin_source_columns(run, frames)
         try:
             for output in run.plan.outputs:
                 self._start_output(frames, output)

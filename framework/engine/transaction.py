@@ -101,7 +101,7 @@ def stage_quarantine(run: RunContext, frames: Frames) -> list[Staged]:
     if not bad and not rejected:
         return []
     parts = [
-        s.bad_rows.select(F.lit(name).alias("source"), "file", "record", "reason")  # type: ignore[union-attr]
+        s.bad_rows.select(F.lit(name).alias("source"), "file", "line", "record", "reason")  # type: ignore[union-attr]
         for name, s in bad
     ]
     parts += [quarantine_shape(r.rows, r.step) for r in rejected]

@@ -93,7 +93,7 @@ class CheckpointAuditor:
         if quarantine and source.quarantine is not None:
             shaped = bad.select(
                 F.lit(self.run_id).alias("run_id"), F.lit(self.pipeline).alias("pipeline"), F.lit(source.name).alias("source"),
-                "file", "record", "reason", F.current_timestamp().alias("quarantined_at"),
+                "file", "line", "record", "reason", F.current_timestamp().alias("quarantined_at"),
             )  # fmt: skip
             source.quarantine(shaped, batch)
             self._count(source.name, "bad", source.quarantine)

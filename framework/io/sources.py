@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from framework.errors import BadInput, Problem
 from framework.io.delta.base import DeltaStore
 from framework.io.locations import Warehouse, is_uri, resolve_location
+from framework.io.origin import FILE, LINE, parsed_records, whole_files, with_row_position
 from framework.io.text_source import read_text
 from framework.observations import observed_count
 from framework.project import Project
@@ -33,7 +34,7 @@ class SourceFrame:
 
     name: str
     df: DataFrame
-    bad_rows: DataFrame | None = None  # columns: file, record, reason
+    bad_rows: DataFrame | None = None  # columns: file, line, record, reason
     bad_counter: Observation | None = None
     #: streaming: the source as read (before its watermark)
     raw: DataFrame | None = None
@@ -147,24 +148,33 @@ def _read_files(spark: SparkSession, name: str, spec: FileSource, location: str)
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    options: dict[str, Any] = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spec.options.items()}
-    if spec.format == "csv":
-        options.setdefault("header", "true")
-        if spec.ddl() is None:
-            options.setdefault("inferSchema", "true")
+    options = _reader_options(spec)
     reader = spark.read.format(spec.format).options(**options)
     ddl = spec.ddl()
-    if ddl is None or spec.format == "parquet":
-        if ddl is not None:
-            reader = reader.schema(_parse_schema(name, ddl))
+    if spec.format == "parquet":
+        parquet = (reader.schema(_parse_schema(name, ddl)) if ddl is not None else reader).load(location)
+        return SourceFrame(name, with_row_position(parquet) if spec.origin else parquet)
+    if ddl is None and not spec.origin:
         return SourceFrame(name, reader.load(location))
 
-    declared = _parse_schema(name, ddl)
-    raw = _with_corrupt_column(reader, declared).load(location)
+    declared = _parse_schema(name, ddl) if ddl is not None else reader.load(location).schema
+    if spec.origin:
+        raw = parsed_records(whole_files(spark.read).load(location), spec.format, _with_corrupt(declared), options)
+    else:
+        raw = _with_corrupt_column(reader, declared).load(location)
     counter = Observation(f"tributary_source_{name}")
     observed = raw.observe(counter, F.count(F.when(_malformed(declared), 1)).alias("bad"))
     good, bad = _split_corrupt(observed, raw, spec, declared)
     return SourceFrame(name, good, bad, counter)
+
+
+def _reader_options(spec: FileSource) -> dict[str, str]:
+    options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spec.options.items()}
+    if spec.format == "csv":
+        options.setdefault("header", "true")
+        if spec.ddl() is None:
+            options.setdefault("inferSchema", "true")
+    return options
 
 
 def read_source_stream(spark: SparkSession, name: str, spec: AnySource, location: str) -> SourceFrame:
@@ -185,31 +195,7 @@ def read_source_stream(spark: SparkSession, name: str, spec: AnySource, location
                     hint="declare the columns, e.g. schema: ts TIMESTAMP, n INT",
                 )
             )
-        options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spec.options.items()}
-        if spec.format == "csv":
-            options.setdefault("header", "true")
-        if spec.max_files_per_trigger:
-            options["maxFilesPerTrigger"] = str(spec.max_files_per_trigger)
-        reader = spark.readStream.format(spec.format).options(**options)
-        declared = _parse_schema(name, ddl)
-        if spec.format == "parquet":
-            frame = SourceFrame(name, reader.schema(declared).load(location))
-            frame.read_files = lambda files: (spark.read.options(**options).schema(declared).parquet(*files), None)
-        else:
-            from pyspark.sql import functions as F
-
-            raw = _with_corrupt_column(reader, declared).load(location)
-            # counted as the main query reads; the files are read again only when this is > 0
-            counted = raw.observe(f"tributary_bad_{name}", F.count(F.when(_malformed(declared), 1)).alias("bad"))
-            good, bad = _split_corrupt(counted, raw, spec, declared)
-            frame = SourceFrame(name, good, bad, raw=raw)
-            batch_options = {k: v for k, v in options.items() if k != "maxFilesPerTrigger"}
-
-            def read_files(files: list[str]) -> tuple[DataFrame, DataFrame]:
-                static = _with_corrupt_column(spark.read.format(spec.format).options(**batch_options), declared).load(files)
-                return _split_corrupt(static, static, spec, declared)
-
-            frame.read_files = read_files
+        frame = _file_stream(spark, name, spec, location, _parse_schema(name, ddl))
     frame = with_event_time(frame, spec)
     if frame.raw is None:
         frame.raw = frame.df  # the source as read, before its watermark
@@ -233,11 +219,50 @@ def read_source_stream(spark: SparkSession, name: str, spec: AnySource, location
     return frame
 
 
-def _with_corrupt_column(reader: Any, declared: Any) -> Any:
+def _file_stream(spark: SparkSession, name: str, spec: FileSource, location: str, declared: Any) -> SourceFrame:
+    """A JSON, CSV or Parquet folder as a stream, and how to read given files of it again."""
+    from pyspark.sql import functions as F
+
+    batch_options = _reader_options(spec)
+    stream_options = dict(batch_options)
+    if spec.max_files_per_trigger:
+        stream_options["maxFilesPerTrigger"] = str(spec.max_files_per_trigger)
+
+    def records(reader: Any, files: Any, options: dict[str, str]) -> DataFrame:
+        if spec.format == "parquet":
+            rows = reader.format("parquet").options(**options).schema(declared).load(files)
+            return with_row_position(rows) if spec.origin else rows
+        if spec.origin:
+            whole = whole_files(reader).options(**options).load(files)
+            return parsed_records(whole, spec.format, _with_corrupt(declared), options)
+        return _with_corrupt_column(reader.format(spec.format).options(**options), declared).load(files)
+
+    raw = records(spark.readStream, location, stream_options)
+    if spec.format == "parquet":
+        frame = SourceFrame(name, raw)
+        frame.read_files = lambda files: (records(spark.read, files, batch_options), None)
+        return frame
+    # counted as the main query reads; the files are read again only when this is > 0
+    counted = raw.observe(f"tributary_bad_{name}", F.count(F.when(_malformed(declared), 1)).alias("bad"))
+    good, bad = _split_corrupt(counted, raw, spec, declared)
+    frame = SourceFrame(name, good, bad, raw=raw)
+
+    def read_files(files: list[str]) -> tuple[DataFrame, DataFrame]:
+        static = records(spark.read, files, batch_options)
+        return _split_corrupt(static, static, spec, declared)
+
+    frame.read_files = read_files
+    return frame
+
+
+def _with_corrupt(declared: Any) -> Any:
     from pyspark.sql.types import StringType, StructField, StructType
 
-    with_corrupt = StructType([*declared.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
-    return reader.schema(with_corrupt).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+    return StructType([*declared.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
+
+
+def _with_corrupt_column(reader: Any, declared: Any) -> Any:
+    return reader.schema(_with_corrupt(declared)).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
 
 
 def _overflowed(declared: Any) -> Any:
@@ -257,13 +282,15 @@ def _malformed(declared: Any) -> Any:
 
 
 def _split_corrupt(counted: DataFrame, raw: DataFrame, spec: FileSource, declared: Any) -> tuple[DataFrame, DataFrame]:
-    """Good rows (without the corrupt column) and bad rows as (file, record, reason)."""
+    """Good rows (without the corrupt column) and bad rows as (file, line, record, reason)."""
     from pyspark.sql import functions as F
 
     corrupt, overflowed = F.col(CORRUPT_COLUMN), _overflowed(declared)
     good = counted.where(~_malformed(declared)).drop(CORRUPT_COLUMN)
+    numbered = spec.origin and LINE in raw.columns
     bad = raw.where(_malformed(declared)).select(
-        F.col("_metadata.file_path").alias("file"),
+        F.col(FILE if numbered else "_metadata.file_path").alias("file"),
+        (F.col(LINE) if numbered else F.lit(None)).cast("long").alias("line"),
         # Spark refuses queries that read only the corrupt column, so the data columns come along.
         F.coalesce(corrupt, F.to_json(F.struct(*[F.col(f"`{c}`") for c in declared.fieldNames()]))).alias("record"),
         F.when(corrupt.isNotNull(), F.lit(f"malformed {spec.format} record: does not parse or does not fit the declared schema"))

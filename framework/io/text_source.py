@@ -1,53 +1,36 @@
-"""Text sources (`format: text`): one row per line, with the file and the line it came from.
+"""Text sources (`format: text`): one row per line, with the file and the line it came from
+(framework.io.origin: why each file is read whole).
 
-Why whole files: Spark's text reader splits a large file between tasks by bytes, and a task then
-cannot know how many lines came before its part, so no line number would be right for every file
-size and partitioning. Each file is read whole (`wholetext`) and cut into lines in the same task:
-`_line` is the line's 1-based number in `_file`, for any number of files and partitions. The cost is
-that one file is one task and must fit in a task's memory (a file up to a few hundred MB).
-
-Lines end at `\\n` (a `\\r` before it is dropped); a file's final newline does not make an empty
-last line. With `parse:`, a line the pattern does not match, or whose value does not cast to its
-column's type, goes to the quarantine with its file, its line number and why; the other lines
-become the pattern's columns.
+With `parse:`, a line the pattern does not match, or whose value does not cast to its column's
+type, goes to the quarantine with its file, its line number and why; the other lines become the
+pattern's columns.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from framework.io.origin import FILE, LINE, lines, whole_files
 from framework.spec.models import TextSource
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-FILE, LINE = "_file", "_line"
-
 
 def read_text(
     spark: SparkSession, spec: TextSource, location: str | list[str], stream: bool = False, counter: Any = None
 ) -> tuple[DataFrame, DataFrame | None]:
-    """(rows, bad lines as file/record/reason, or None without `parse:`) of the text files at
+    """(rows, bad lines as file/line/record/reason, or None without `parse:`) of the text files at
     location; `counter` (an Observation) counts the bad lines ("bad") as the rows are read."""
     if stream:
         assert isinstance(location, str)  # a stream reads a folder; re-reads of its files are batch reads
-        reader = spark.readStream.format("text").option("wholetext", "true")
+        reader = whole_files(spark.readStream)
         if spec.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", str(spec.max_files_per_trigger))
         files = reader.load(location)
     else:
-        files = spark.read.format("text").option("wholetext", "true").load(location)
+        files = whole_files(spark.read).load(location)
     return split_lines(lines(files), spec, counter)
-
-
-def lines(files: DataFrame) -> DataFrame:
-    """One row per line of each whole-file row: _file, _line, value."""
-    from pyspark.sql import functions as F
-
-    cut = files.select(F.col("_metadata.file_path").alias(FILE), F.split(F.col("value"), "\n").alias("__lines"))
-    exploded = cut.select(FILE, F.size("__lines").alias("__count"), F.posexplode("__lines").alias("__pos", "value"))
-    kept = exploded.where(~((F.col("__pos") == F.col("__count") - 1) & (F.col("value") == "")))
-    return kept.select(FILE, (F.col("__pos") + 1).alias(LINE), F.regexp_replace("value", "\r$", "").alias("value"))
 
 
 def split_lines(rows: DataFrame, spec: TextSource, counter: Any = None) -> tuple[DataFrame, DataFrame | None]:
@@ -72,7 +55,8 @@ def split_lines(rows: DataFrame, spec: TextSource, counter: Any = None) -> tuple
     good = read.where(F.col("__reason").isNull()).select(FILE, LINE, *[casts[n].alias(n) for n in typed])
     bad = tagged.where(F.col("__reason").isNotNull()).select(
         F.col(FILE).alias("file"),
-        F.concat(F.lit("line "), F.col(LINE).cast("string"), F.lit(": "), F.col("value")).alias("record"),
+        F.col(LINE).cast("long").alias("line"),
+        F.col("value").alias("record"),
         F.concat(F.lit("text line: "), F.col("__reason")).alias("reason"),
     )
     return good, bad

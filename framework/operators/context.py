@@ -68,20 +68,24 @@ class StepContext:
 
 
 def quarantine_shape(rows: DataFrame, step: str) -> DataFrame:
-    """Rejected rows as quarantine records: the step, the row as JSON and the reason."""
+    """Rejected rows as quarantine records: the step, the row as JSON and the reason; the file and
+    line the row came from when it carries them (a text source, or a source with `origin: true`)."""
     from pyspark.sql import functions as F
+
+    from framework.io.origin import FILE, LINE
 
     columns = [F.col(f"`{c}`") for c in rows.columns if not c.startswith("__tributary")]
     return rows.select(
         F.lit(step).alias("source"),
-        F.lit(None).cast("string").alias("file"),
+        (F.col(FILE) if FILE in rows.columns else F.lit(None)).cast("string").alias("file"),
+        (F.col(LINE) if LINE in rows.columns else F.lit(None)).cast("long").alias("line"),
         F.to_json(F.struct(*columns), {"ignoreNullFields": "false"}).alias("record"),
         F.col(REASON).alias("reason"),
     )
 
 
 def quarantine_records(rows: DataFrame, run_id: str, pipeline: str) -> DataFrame:
-    """Rows shaped as (source, file, record, reason) as the quarantine table holds them."""
+    """Rows shaped as (source, file, line, record, reason) as the quarantine table holds them."""
     from pyspark.sql import functions as F
 
     return rows.select(
@@ -89,6 +93,7 @@ def quarantine_records(rows: DataFrame, run_id: str, pipeline: str) -> DataFrame
         F.lit(pipeline).alias("pipeline"),
         "source",
         "file",
+        "line",
         "record",
         "reason",
         F.current_timestamp().alias("quarantined_at"),

@@ -50,6 +50,17 @@ class FileSource(_Files):
         "(Parquet: read from the files' footers).",
     )
     options: dict[str, Scalar] = Field(default_factory=dict, description="Spark reader options.")
+    origin: bool = Field(
+        False,
+        description="Add _file and _line: the file each row came from and its 1-based line (Parquet: row) in that file.",
+    )
+
+    @model_validator(mode="after")
+    def _numbered_records(self) -> FileSource:
+        multi_line = any(k.lower() == "multiline" and str(v).lower() == "true" for k, v in self.options.items())
+        if self.origin and multi_line:
+            raise ValueError("'origin' numbers a record by its line, and a multiLine record spans several: drop one of them")
+        return self
 
     def ddl(self) -> str | None:
         if self.schema_ is None or isinstance(self.schema_, str):

@@ -156,6 +156,19 @@ class DeltaStore(ABC):
         """Put the table back to `version` (None: the table did not exist; remove it)."""
 
     @abstractmethod
+    def add_columns(self, table: str, columns: dict[str, str]) -> None:
+        """Add nullable columns (name: Delta type, e.g. 'long') to an existing table, in one new version."""
+
+    def ensure_columns(self, table: str, columns: dict[str, str]) -> None:
+        """An existing table written by an earlier Tributary gets the columns it lacks (nullable)."""
+        schema = self.schema(table)
+        if schema is not None:
+            have = {f.name.lower() for f in schema.fields}
+            missing = {name: kind for name, kind in columns.items() if name.lower() not in have}
+            if missing:
+                self.add_columns(table, missing)
+
+    @abstractmethod
     def append_rows(self, table: str, rows: pa.Table) -> None:
         """Append a small Arrow table (run events, quality results) to a Delta table."""
 

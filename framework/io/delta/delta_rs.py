@@ -173,6 +173,13 @@ class DeltaRsStore(DeltaStore):
         if dt is not None and dt.version() != version:
             dt.restore(version)
 
+    def add_columns(self, table: str, columns: dict[str, str]) -> None:
+        from deltalake import Field
+
+        dt = self._table(table)
+        assert dt is not None, table
+        dt.alter.add_columns([Field(name, kind, nullable=True) for name, kind in columns.items()])
+
     def append_rows(self, table: str, rows: pa.Table) -> None:
         from deltalake import write_deltalake
 

@@ -143,6 +143,10 @@ class SparkDeltaStore(DeltaStore):
         elif self.version(table) != version:
             DeltaTable.forPath(self.spark, table).restoreToVersion(version)
 
+    def add_columns(self, table: str, columns: dict[str, str]) -> None:
+        added = ", ".join(f"`{name}` {kind.upper()}" for name, kind in columns.items())
+        self.spark.sql(f"ALTER TABLE delta.`{table}` ADD COLUMNS ({added})")
+
     def append_rows(self, table: str, rows: pa.Table) -> None:
         self.spark.createDataFrame(rows.to_pandas()).write.format("delta").mode("append").save(table)
 

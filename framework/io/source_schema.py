@@ -1,11 +1,14 @@
-"""The schema of a Parquet source from its files' footers, without a JVM.
+"""The schema of a Parquet or Delta source from its files' footers or its Delta log, without a JVM.
 
 Why: a streaming source needs its schema before any file is read, and a Parquet file carries it;
 typing a wide schema by hand is where mistakes come from. Every file present is read for its
 footer only (a few KB each): they must agree, else the first file that differs is named with the
 column, so a file written later with another schema is a clear error at the next validate or run,
 not a column of nulls. The schema found is written as Spark DDL on the source for the run (and
-so recorded with the run's spec in the run log).
+so recorded with the run's spec in the run log). A Delta table's schema is its log's (delta-rs),
+at the version the source reads; the run log keeps it too, and a stream resumed over a table
+whose columns changed since its checkpoints were written stops with the difference
+(framework.engine.streaming).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import glob
 import os
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,7 +40,26 @@ def footer_schema(source: str, location: str) -> str | None:
                     hint="write the files with one schema, or declare schema: to read them all with it",
                 )
             )
-    return ", ".join(f"`{f.name}` {_spark_type(source, f.name, f.type)}" for f in first)
+    return arrow_ddl(source, first)
+
+
+def delta_log_schema(source: str, location: str, version: int | None = None, timestamp: Any = None) -> str | None:
+    """Spark DDL of the Delta table at `location` (at a version or time), None when there is no table yet."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(location):
+        return None
+    try:
+        table = DeltaTable(location)
+        if version is not None or timestamp is not None:
+            table.load_as_version(version if version is not None else timestamp)
+    except Exception as e:  # noqa: BLE001 - delta-rs raises plain exceptions for missing versions
+        raise BadInput(Problem(f"source '{source}': cannot read the Delta table at {location}: {e}")) from None
+    return arrow_ddl(source, pa.schema(table.schema().to_arrow()))
+
+
+def arrow_ddl(source: str, schema: pa.Schema) -> str:
+    return ", ".join(f"`{f.name}` {_spark_type(source, f.name, f.type)}" for f in schema)
 
 
 def _parquet_files(location: str) -> list[str]:

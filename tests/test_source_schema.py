@@ -1,5 +1,6 @@
 """Parquet sources without `schema:` are typed from their files' footers (no JVM), the files must
-agree, and the schema a run used is in its run log."""
+agree; Delta sources' schemas come from their logs; the schemas a run used are in its run log, and
+a stream does not resume over a source whose columns changed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from framework.errors import BadInput
-from framework.io.parquet_schema import footer_schema
+from framework.io.source_schema import footer_schema
 from tests.conftest import delta_rows, write
 
 TABLE = pa.table(
@@ -78,8 +79,46 @@ def test_a_streaming_parquet_source_runs_without_a_schema_and_the_run_log_keeps_
     assert code == 0, out + err
     assert sorted(r["name"] for r in delta_rows(project / "warehouse" / "named")) == ["a", "b"]
     start = next(e for e in delta_rows(project / "warehouse" / "_tributary" / "events") if e["event"] == "run_start")
-    assert json.loads(start["details"])["footer_schemas"]["events"].startswith("`name` STRING, `ts` TIMESTAMP")
+    assert json.loads(start["details"])["source_schemas"]["events"].startswith("`name` STRING, `ts` TIMESTAMP")
 
     pq.write_table(TABLE.drop_columns(["n"]), project / "data" / "events" / "part-1.parquet")
     code, _, err = cli("run", "typed")
     assert code == 2 and "part-1.parquet has another schema than" in err and "it lacks column 'n'" in err
+
+
+DELTA_STREAM = """
+name: relayed
+mode: streaming
+sources:
+  upstream: {format: delta, path: data/upstream, event_time: ts, watermark: 1s}
+steps:
+  relayed:
+    sql: select * from {{ source('upstream') }}
+outputs:
+  relayed: {mode: append}
+"""
+
+
+def test_a_delta_source_schema_is_pinned_and_a_stream_stops_when_it_changes(spark, cli, project):
+    from deltalake import write_deltalake
+
+    table = project / "data" / "upstream"
+    first = pa.table({"name": ["a"], "ts": pa.array([datetime.datetime(2026, 1, 1)], pa.timestamp("us", tz="UTC"))})
+    write_deltalake(table, first)
+    write(project / "pipelines" / "relayed.yaml", DELTA_STREAM)
+    code, out, err = cli("run", "relayed")
+    assert code == 0, out + err
+    start = next(e for e in delta_rows(project / "warehouse" / "_tributary" / "events") if e["event"] == "run_start")
+    assert json.loads(start["details"])["source_schemas"] == {"upstream": "`name` STRING, `ts` TIMESTAMP"}
+
+    second = pa.table({"name": ["b"], "ts": first["ts"], "n": pa.array([1], pa.int64())})
+    write_deltalake(table, second, mode="append", schema_mode="merge")
+    code, out, err = cli("run", "relayed")
+    assert code == 2, out + err
+    assert "source 'upstream': its columns changed since this stream's checkpoints were written: new column(s) ['n']" in err
+    assert "--full-refresh" in err
+    assert sorted(r["name"] for r in delta_rows(project / "warehouse" / "relayed")) == ["a"]  # nothing written twice
+
+    code, out, err = cli("run", "relayed", "--full-refresh", "--yes")
+    assert code == 0, out + err
+    assert sorted((r["name"], r["n"]) for r in delta_rows(project / "warehouse" / "relayed")) == [("a", None), ("b", 1)]

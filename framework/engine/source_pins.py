@@ -1,0 +1,83 @@
+"""A stream resumes only over the source columns it started with.
+
+A streaming run's checkpoints hold state (open windows, join buffers, offsets) shaped by its
+sources' columns. When a source's columns change between two runs (a Delta table's schema
+evolved, a declared schema was edited), resuming would fail deep in Spark or, worse, read the new
+columns as nulls. So the first run pins each source's columns beside its checkpoints, and a later
+run compares: a difference is bad input naming the source and the column, with the way out
+(`--full-refresh` starts the stream over; the outputs keep their history).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from framework.errors import BadInput
+from framework.io import staging as staging_files
+from framework.io.locations import CHECKPOINTS_DIR
+
+if TYPE_CHECKING:
+    from framework.engine.context import RunContext
+    from framework.engine.frames import Frames
+
+PINS_FILE = "_source_columns.json"
+
+
+def check_source_columns(run: RunContext, frames: Frames) -> None:
+    """Bad input when a source's columns differ from the ones pinned by the stream's first run."""
+    pinned = _read(run)
+    if run.plan.full_refresh or pinned is None:
+        return
+    problems = [
+        run.problem(
+            f"source '{name}': its columns changed since this stream's checkpoints were written: {change}",
+            ("sources", name),
+            hint="a stream resumes only with the columns it started with: run again with --full-refresh to start "
+            "it over (the outputs keep their history), or give the source its former columns",
+        )
+        for name, columns in _columns(frames).items()
+        if name in pinned and (change := _change(pinned[name], columns))
+    ]
+    if problems:
+        raise BadInput(*problems)
+
+
+def pin_source_columns(run: RunContext, frames: Frames) -> None:
+    """Keep the sources' columns beside the checkpoints (sources new to the pipeline added)."""
+    pinned = _read(run) or {}
+    now = _columns(frames)
+    if all(name in pinned for name in now):
+        return
+    fs, path = staging_files.filesystem(_location(run))
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(path) as handle:
+        handle.write(json.dumps(pinned | now, indent=1).encode())
+
+
+def _location(run: RunContext) -> str:
+    return run.internal(f"{CHECKPOINTS_DIR}/{run.pipeline}/{PINS_FILE}")
+
+
+def _read(run: RunContext) -> dict[str, dict[str, str]] | None:
+    location = _location(run)
+    if not staging_files.exists(location):
+        return None
+    fs, path = staging_files.filesystem(location)
+    with fs.open_input_stream(path) as handle:
+        return json.loads(handle.read().decode())
+
+
+def _columns(frames: Frames) -> dict[str, dict[str, str]]:
+    return {name: {f.name: f.dataType.simpleString() for f in source.df.schema.fields} for name, source in frames.sources.items()}
+
+
+def _change(before: dict[str, str], after: dict[str, str]) -> str | None:
+    parts = []
+    if added := [c for c in after if c not in before]:
+        parts.append(f"new column(s) {added}")
+    if removed := [c for c in before if c not in after]:
+        parts.append(f"column(s) {removed} gone")
+    if changed := [f"{c} ({before[c]} → {after[c]})" for c in before if c in after and before[c] != after[c]]:
+        parts.append(f"type of {', '.join(changed)}")
+    return "; ".join(parts) or None
