@@ -8,11 +8,11 @@ delta-rs; only the hand-written one has no Tributary around it.
     .venv/bin/python benchmarks/bench_join.py [--people 300000] [--repeat 3]
 A run also pays a fixed ~0.5 s (lock, run log, checkpoint bookkeeping): small inputs show it.
 
-    .venv/bin/python benchmarks/bench_join.py --few-keys [--scale 0.1]
+    .venv/bin/python benchmarks/bench_join.py --few-keys [--streaming] [--scale 0.1]
 
 A time join on a key with 3 values (a year of flights from 3 airports, ~337k rows × scale, with
 the hourly weather of the 3 airports, 26,280 rows; weather within the hour before departure), in
-batch: the `join:` step (keys + a time bucket) ÷ the same join written by hand as Spark plans it
+batch or (--streaming) as two streams of monthly files: the `join:` step (keys + a time bucket) ÷ the same join written by hand as Spark plans it
 (keys + range: every flight meets every weather row of its airport). Both count the same pairs
 (checked). Target: ≥ 10× faster. The hand-written join's cost grows with the square of the rows
 per key, so --scale 1 takes it ~15 minutes here.
@@ -124,63 +124,115 @@ def one_master(master: str, people: int, repeat: int) -> None:
 
 FEW_KEYS_PIPELINE = """
 name: flights_weather
+mode: {mode}
 sources:
-  flights: {{format: parquet, path: {data}/flights, schema: "origin STRING, ts TIMESTAMP, flight BIGINT"}}
-  weather: {{format: parquet, path: {data}/weather, schema: "origin STRING, ts TIMESTAMP, temp DOUBLE"}}
+  flights: {{format: parquet, path: {data}/flights, schema: "origin STRING, ts TIMESTAMP, flight BIGINT"{stream}}}
+  weather: {{format: parquet, path: {data}/weather, schema: "origin STRING, ts TIMESTAMP, temp DOUBLE"{stream}}}
 steps:
   flights_weather:
     join: {{left: flights, right: weather, on: [origin], event_time: ts, within: {{before: 1h, after: 0s}}}}
 outputs:
-  flights_weather: {{}}
+  flights_weather: {{mode: {output_mode}}}
 """
+STREAM_SOURCE = ", event_time: ts, watermark: 1h, max_files_per_trigger: 1"
+MONTHS = 12  # streaming: one file per month and source, one month per micro-batch
 
 
-def few_keys(scale: float) -> None:
+def few_keys_data(data: Path, scale: float) -> tuple[int, int]:
+    """A year of flights from 3 airports and their hourly weather, one Parquet file per month and
+    source, file times in month order (a stream reads them in that order)."""
+    import os
+
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    rng = np.random.default_rng(5)
+    start = np.datetime64("2025-01-01T00:00:00", "us")
+    year_us = 365 * 24 * 3600 * 1_000_000
+    flights = int(337_000 * scale)
+    origins = np.array(["EWR", "JFK", "LGA"])
+    hours = np.arange(365 * 24)
+    tables = {
+        "flights": pa.table(
+            {
+                "origin": origins[rng.integers(0, 3, flights)],
+                "ts": np.sort(start + rng.integers(0, year_us, flights).astype("timedelta64[us]")),
+                "flight": np.arange(flights),
+            }
+        ),
+        "weather": pa.table(
+            {
+                "origin": np.repeat(origins, len(hours)),
+                "ts": np.tile(start + (hours * 3600 * 1_000_000).astype("timedelta64[us]"), 3),
+                "temp": rng.normal(12, 8, 3 * len(hours)),
+            }
+        ),
+    }
+    for name, table in tables.items():
+        (data / name).mkdir(parents=True)
+        month = np.array(table["ts"].to_numpy().astype("datetime64[M]").astype(int) - 660)  # 2025-01 is month 660
+        for m in range(MONTHS):
+            path = data / name / f"part-{m:02d}.parquet"
+            pq.write_table(table.filter(pa.array(month == m)), path)
+            os.utime(path, (1_700_000_000 + m, 1_700_000_000 + m))
+    return flights, 3 * len(hours)
+
+
+def hand_written(spark, data: Path, streaming: bool) -> int:  # noqa: ANN001
+    """The interval join as Spark plans it when written by hand: keys + range (count only)."""
+    from pyspark.sql import functions as F
+
+    def read(name: str, schema: str):  # noqa: ANN202
+        if not streaming:
+            return spark.read.parquet(str(data / name)).alias(name[0])
+        reader = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(data / name))
+        return reader.withWatermark("ts", "1 hour").alias(name[0])
+
+    a = read("flights", "origin STRING, ts TIMESTAMP, flight BIGINT")
+    b = read("weather", "origin STRING, ts TIMESTAMP, temp DOUBLE")
+    hand = a.join(
+        b,
+        (F.col("f.origin") == F.col("w.origin"))
+        & (F.col("w.ts") >= F.col("f.ts") - F.expr("INTERVAL 1 HOUR"))
+        & (F.col("w.ts") <= F.col("f.ts")),
+    )
+    if not streaming:
+        return hand.count()
+    counts: list[int] = []
+    with tempfile.TemporaryDirectory() as checkpoint:
+        query = (
+            hand.writeStream.foreachBatch(lambda batch, _: counts.append(batch.count()))
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+    return sum(counts)
+
+
+def few_keys(scale: float, streaming: bool) -> None:
     from framework.compiler import compile_pipeline
     from framework.engine.runner import run_pipeline
     from framework.engine.session import spark_session
     from framework.profiles import Profile, SparkSettings, load_profile
     from framework.project import Project
 
-    rng = np.random.default_rng(5)
-    start = np.datetime64("2025-01-01T00:00:00", "us")
-    year_us = 365 * 24 * 3600 * 1_000_000
-    flights = int(337_000 * scale)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         data = root / "data"
-        for name in ("flights", "weather"):
-            (data / name).mkdir(parents=True)
-        origins = np.array(["EWR", "JFK", "LGA"])
-        pq.write_table(
-            pa.table(
-                {
-                    "origin": origins[rng.integers(0, 3, flights)],
-                    "ts": np.sort(start + rng.integers(0, year_us, flights).astype("timedelta64[us]")),
-                    "flight": np.arange(flights),
-                }
-            ),
-            data / "flights" / "part-0.parquet",
-        )
-        hours = np.arange(365 * 24)
-        pq.write_table(
-            pa.table(
-                {
-                    "origin": np.repeat(origins, len(hours)),
-                    "ts": np.tile(start + (hours * 3600 * 1_000_000).astype("timedelta64[us]"), 3),
-                    "temp": rng.normal(12, 8, 3 * len(hours)),
-                }
-            ),
-            data / "weather" / "part-0.parquet",
-        )
+        flights, weather = few_keys_data(data, scale)
         (root / "pipelines").mkdir()
         (root / "configs").mkdir()
         (root / "configs" / "local.yaml").write_text("warehouse: ./warehouse\n")
-        (root / "pipelines" / "flights_weather.yaml").write_text(FEW_KEYS_PIPELINE.format(data=data))
+        (root / "pipelines" / "flights_weather.yaml").write_text(
+            FEW_KEYS_PIPELINE.format(
+                data=data,
+                mode="streaming" if streaming else "batch",
+                stream=STREAM_SOURCE if streaming else "",
+                output_mode="append" if streaming else "overwrite",
+            )
+        )
         spark = spark_session(Profile(spark=SparkSettings(master="local[2]", conf={"spark.sql.shuffle.partitions": 4})))
         project = Project(root)
         profile = load_profile(project)
@@ -189,22 +241,12 @@ def few_keys(scale: float) -> None:
             compile_pipeline(project, root / "pipelines" / "flights_weather.yaml", profile), profile, spark=spark
         )
         step_s = time.perf_counter() - began
-        step_pairs = sum(o.rows or 0 for o in result.outputs)
-
-        from pyspark.sql import functions as F
-
-        a = spark.read.parquet(str(data / "flights")).alias("a")
-        b = spark.read.parquet(str(data / "weather")).alias("b")
-        hand = a.join(
-            b,
-            (F.col("a.origin") == F.col("b.origin"))
-            & (F.col("b.ts") >= F.col("a.ts") - F.expr("INTERVAL 1 HOUR"))
-            & (F.col("b.ts") <= F.col("a.ts")),
-        )
+        step_pairs = sum(o.rows or 0 for o in result.outputs if o.name == "flights_weather")
         began = time.perf_counter()
-        hand_pairs = hand.count()
+        hand_pairs = hand_written(spark, data, streaming)
         hand_s = time.perf_counter() - began
-        print(f"few keys: {flights:,} flights × {3 * len(hours):,} weather rows, 3 key values, 1 h window (scale {scale:g})")
+        mode = f"streaming, {MONTHS} micro-batches" if streaming else "batch"
+        print(f"few keys ({mode}): {flights:,} flights × {weather:,} weather rows, 3 key values, 1 h window (scale {scale:g})")
         print(f"  tributary join step (run, Delta write included): {step_s:7.1f} s, {step_pairs:,} pairs")
         print(f"  hand-written interval join (count only):         {hand_s:7.1f} s, {hand_pairs:,} pairs")
         print(
@@ -216,13 +258,14 @@ def few_keys(scale: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--few-keys", action="store_true", help="the low-cardinality key shape (batch)")
+    parser.add_argument("--streaming", action="store_true", help="--few-keys: as streams, a month per micro-batch")
     parser.add_argument("--scale", type=float, default=0.1, help="--few-keys: share of the ~337k flights")
     parser.add_argument("--people", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", help="run one master in this process (used internally)")
     args = parser.parse_args()
     if args.few_keys:
-        few_keys(args.scale)
+        few_keys(args.scale, args.streaming)
         return
     if args.master:
         one_master(args.master, args.people, args.repeat)

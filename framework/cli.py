@@ -190,7 +190,7 @@ def run(
     continuous: Annotated[
         bool, typer.Option("--continuous", help="Streaming: keep running every trigger.processing_time until Ctrl-C/SIGTERM.")
     ] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before --full-refresh clears streaming state.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before --full-refresh starts a stream over.")] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="On failure, print Spark's log (its errors with Java stacks).")
     ] = False,
@@ -211,11 +211,14 @@ def run(
             raise BadInput(Problem("--continuous is for streaming pipelines", hint="set mode: streaming in the pipeline"))
         if full_refresh and streaming and not yes:
             outputs = ", ".join(compiled.selected_outputs())
-            question = f"--full-refresh deletes the checkpoints of {compiled.name} and the tables {outputs}. Continue?"
-            if not sys.stdin.isatty():
+            question = (
+                f"--full-refresh starts {compiled.name}'s stream over: its checkpoints are deleted and the tables "
+                f"{outputs} get a new version without rows (their history stays). Continue?"
+            )
+            if not _interactive():
                 raise BadInput(Problem("--full-refresh of a streaming pipeline needs confirmation", hint="add --yes"))
             if not typer.confirm(question):
-                raise typer.Exit(1)
+                raise BadInput(Problem("--full-refresh declined: nothing was changed"))
         out.print(
             f"[bold]{compiled.name}[/] · profile {prof.name} · {len(compiled.selected)} step(s), "
             f"{len(compiled.selected_outputs())} output(s)"
@@ -240,6 +243,11 @@ def run(
         _guard(debug, body)
     finally:
         _stop_spark()
+
+
+def _interactive() -> bool:
+    """Someone can answer a question (stdin is a terminal)."""
+    return sys.stdin.isatty()
 
 
 @app.command()

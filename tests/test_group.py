@@ -524,8 +524,9 @@ def test_sigkill_mid_stream_loses_duplicates_and_replays_no_group(spark, cli, pr
         (project / "pipelines" / "groups.yaml").read_text().replace("watermark: 2s}", "watermark: 2s, max_files_per_trigger: 1}")
     )
     write(project / "pipelines" / "groups.yaml", text)
-    for part in range(12):  # 12 micro-batches in time order
+    for part in range(12):  # 12 micro-batches in time order (a stream takes files by mtime, in milliseconds)
         _land(project, f"{part:02d}", rows[part * 10 : (part + 1) * 10])
+        os.utime(project / "data" / "events" / f"{part:02d}.json", (1_700_000_000 + part, 1_700_000_000 + part))
     reference_project = tmp_path / "reference"
     shutil.copytree(project, reference_project)
     os.chdir(reference_project)

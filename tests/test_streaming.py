@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from framework.cli import app
 from framework.engine.lock import RunLock
 from tests.conftest import delta_rows, delta_version, kill_while_committing, write
 
@@ -169,20 +171,47 @@ def test_a_step_spark_cannot_stream_is_named_before_anything_starts(spark, cli, 
     assert not (project / "warehouse" / "slow_pages").exists()
 
 
-def test_full_refresh_clears_checkpoints_and_tables(spark, cli, project):
+def test_full_refresh_starts_the_stream_over_and_keeps_the_history(spark, cli, project, monkeypatch):
+    from deltalake import DeltaTable
+
     for path, text in _batch_files(3, files=3, rows=5):
         write(project / path, text)
     _pipeline(project)
     assert cli("run", "clicks")[0] == 0
-    before = len(delta_rows(project / "warehouse" / "slow_pages"))
-    first_version = delta_version(project / "warehouse" / "slow_pages")
+    table = project / "warehouse" / "slow_pages"
+    before = sorted(map(str, delta_rows(table)))
+    first_version = delta_version(table)
     assert cli("run", "clicks")[0] == 0  # nothing new
-    assert len(delta_rows(project / "warehouse" / "slow_pages")) == before
+    assert sorted(map(str, delta_rows(table))) == before
     code, _, err = cli("run", "clicks", "--full-refresh")
     assert code == 2 and "--yes" in err
+    monkeypatch.setattr("framework.cli._interactive", lambda: True)
+    result = CliRunner().invoke(app, ["run", "clicks", "--full-refresh"], input="n\n")
+    assert result.exit_code == 2 and "--full-refresh declined: nothing was changed" in result.stderr
+    assert delta_version(table) == first_version
+
     assert cli("run", "clicks", "--full-refresh", "--yes")[0] == 0
-    assert len(delta_rows(project / "warehouse" / "slow_pages")) == before
-    assert delta_version(project / "warehouse" / "slow_pages") == first_version  # rebuilt, not appended to
+    assert sorted(map(str, delta_rows(table))) == before  # rebuilt, not appended to
+    assert delta_version(table) > first_version  # a new version: the history stays
+    assert sorted(map(str, DeltaTable(str(table), version=first_version).to_pyarrow_table().to_pylist())) == before
+
+
+def test_a_refresh_cut_short_is_finished_by_the_next_run(spark, cli, project):
+    """A marker left by a refresh that died between emptying the tables and deleting the
+    checkpoints: the next run finishes the refresh instead of resuming over emptied tables."""
+    for path, text in _batch_files(3, files=3, rows=5):
+        write(project / path, text)
+    _pipeline(project)
+    assert cli("run", "clicks")[0] == 0
+    table = project / "warehouse" / "slow_pages"
+    before = sorted(map(str, delta_rows(table)))
+    from deltalake import DeltaTable, write_deltalake
+
+    write_deltalake(str(table), DeltaTable(str(table)).to_pyarrow_table().slice(0, 0), mode="overwrite")  # emptied ...
+    write(project / "warehouse" / "_tributary" / "checkpoints" / "clicks.refreshing", "r0")  # ... checkpoints not yet gone
+    assert cli("run", "clicks")[0] == 0
+    assert sorted(map(str, delta_rows(table))) == before
+    assert not (project / "warehouse" / "_tributary" / "checkpoints" / "clicks.refreshing").exists()
 
 
 COUNT_JOIN = """\

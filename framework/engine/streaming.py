@@ -73,8 +73,8 @@ class StreamingRun:
         self._check_streaming(frames)
         check_source_columns(run, frames)
         check_outputs(run, frames)
-        if run.plan.full_refresh:
-            self._clear()
+        if run.plan.full_refresh or staging_files.exists(self._refreshing()):
+            self._start_over(frames)
         pin_source_columns(run, frames)
         try:
             for output in run.plan.outputs:
@@ -119,10 +119,24 @@ class StreamingRun:
                     )
                 ) from None
 
-    def _clear(self) -> None:
-        staging_files.remove_tree(self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}"))
+    def _start_over(self, frames: Frames) -> None:
+        """Full refresh: each output gets a new version without rows (its history stays), then the
+        checkpoints go. A marker spans both, so a refresh cut short is finished by the next run
+        (resuming old checkpoints over emptied tables would lose rows; a new stream over old rows
+        would write them twice)."""
+        marker = self._refreshing()
+        fs, path = staging_files.filesystem(marker)
+        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        with fs.open_output_stream(path) as handle:
+            handle.write(self.run.run_id.encode())
         for output in self.run.plan.outputs:
-            staging_files.remove_tree(output.table)
+            columns = frames.columns_of(output.step).schema
+            self.run.store.empty(output.table, columns, list(output.partition_by))
+        staging_files.remove_tree(self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}"))
+        fs.delete_file(path)
+
+    def _refreshing(self) -> str:
+        return self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}.refreshing")
 
     # -- outputs -------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from framework.engine.context import RunContext, quietly
 from framework.engine.failures import is_spark_error, spark_failure
 from framework.engine.frames import Frames
 from framework.engine.results import OutputResult, OutputStatus, Progress
+from framework.engine.task_progress import task_progress
 from framework.errors import RunFailed
 from framework.io import staging as staging_files
 from framework.io.locations import QUARANTINE_TABLE, is_uri
@@ -70,10 +71,12 @@ def stage_outputs(run: RunContext, frames: Frames) -> list[Staged]:
         existing = store.schema(output.table) if output.mode == "append" else None
         if existing is not None:
             frame = frame.select(*[_match_column(frame.columns, f.name) for f in existing.fields], *([MASK] if split else []))
+        moving = task_progress(run.spark, partial(run.reporter.update, "output", output.name, Progress.COMPUTING))
         try:
-            write = store.stage(
-                frame, output.name, output.table, run.staging(output.name), list(output.partition_by), split_by=split
-            )
+            with moving:
+                write = store.stage(
+                    frame, output.name, output.table, run.staging(output.name), list(output.partition_by), split_by=split
+                )
         except Exception as e:
             if is_spark_error(e):
                 raise RunFailed(spark_failure(run, e, output.step)) from e

@@ -156,6 +156,11 @@ class DeltaStore(ABC):
         """Put the table back to `version` (None: the table did not exist; remove it)."""
 
     @abstractmethod
+    def empty(self, table: str, schema: StructType, partition_by: list[str]) -> None:
+        """An existing table gets a new version with no rows and `schema` (its history stays);
+        nothing happens to a table that does not exist."""
+
+    @abstractmethod
     def add_columns(self, table: str, columns: dict[str, str]) -> None:
         """Add nullable columns (name: Delta type, e.g. 'long') to an existing table, in one new version."""
 

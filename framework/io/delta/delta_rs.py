@@ -173,6 +173,21 @@ class DeltaRsStore(DeltaStore):
         if dt is not None and dt.version() != version:
             dt.restore(version)
 
+    def empty(self, table: str, schema: StructType, partition_by: list[str]) -> None:
+        from deltalake import write_deltalake
+
+        if self._table(table) is None:
+            return
+        rows = spark_to_arrow(schema).empty_table()
+        write_deltalake(
+            table,
+            rows,
+            mode="overwrite",
+            schema_mode="overwrite",
+            partition_by=partition_by or None,
+            storage_options=self.storage_options,
+        )
+
     def add_columns(self, table: str, columns: dict[str, str]) -> None:
         from deltalake import Field
 

@@ -143,6 +143,12 @@ class SparkDeltaStore(DeltaStore):
         elif self.version(table) != version:
             DeltaTable.forPath(self.spark, table).restoreToVersion(version)
 
+    def empty(self, table: str, schema: StructType, partition_by: list[str]) -> None:
+        if not self._exists(table):
+            return
+        writer = self.spark.createDataFrame([], schema).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+        writer.partitionBy(*partition_by).save(table)
+
     def add_columns(self, table: str, columns: dict[str, str]) -> None:
         added = ", ".join(f"`{name}` {kind.upper()}" for name, kind in columns.items())
         self.spark.sql(f"ALTER TABLE delta.`{table}` ADD COLUMNS ({added})")
