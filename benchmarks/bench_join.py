@@ -8,7 +8,7 @@ delta-rs; only the hand-written one has no Tributary around it.
     .venv/bin/python benchmarks/bench_join.py [--people 300000] [--repeat 3]
 A run also pays a fixed ~0.5 s (lock, run log, checkpoint bookkeeping): small inputs show it.
 
-    .venv/bin/python benchmarks/bench_join.py --few-keys [--streaming] [--scale 0.1]
+    .venv/bin/python benchmarks/bench_join.py --few-keys [--streaming [--months-per-batch 1]] [--scale 0.1]
 
 A time join on a key with 3 values (a year of flights from 3 airports, ~337k rows × scale, with
 the hourly weather of the 3 airports, 26,280 rows; weather within the hour before departure), in
@@ -134,8 +134,8 @@ steps:
 outputs:
   flights_weather: {{mode: {output_mode}}}
 """
-STREAM_SOURCE = ", event_time: ts, watermark: 1h, max_files_per_trigger: 1"
-MONTHS = 12  # streaming: one file per month and source, one month per micro-batch
+STREAM_SOURCE = ", event_time: ts, watermark: 1h, max_files_per_trigger: {files}"
+MONTHS = 12  # streaming: one file per month and source, --months-per-batch of them per micro-batch
 
 
 def few_keys_data(data: Path, scale: float) -> tuple[int, int]:
@@ -179,14 +179,14 @@ def few_keys_data(data: Path, scale: float) -> tuple[int, int]:
     return flights, 3 * len(hours)
 
 
-def hand_written(spark, data: Path, streaming: bool) -> int:  # noqa: ANN001
+def hand_written(spark, data: Path, streaming: bool, months_per_batch: int = 1) -> int:  # noqa: ANN001
     """The interval join as Spark plans it when written by hand: keys + range (count only)."""
     from pyspark.sql import functions as F
 
     def read(name: str, schema: str):  # noqa: ANN202
         if not streaming:
             return spark.read.parquet(str(data / name)).alias(name[0])
-        reader = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(data / name))
+        reader = spark.readStream.schema(schema).option("maxFilesPerTrigger", months_per_batch).parquet(str(data / name))
         return reader.withWatermark("ts", "1 hour").alias(name[0])
 
     a = read("flights", "origin STRING, ts TIMESTAMP, flight BIGINT")
@@ -211,7 +211,7 @@ def hand_written(spark, data: Path, streaming: bool) -> int:  # noqa: ANN001
     return sum(counts)
 
 
-def few_keys(scale: float, streaming: bool) -> None:
+def few_keys(scale: float, streaming: bool, months_per_batch: int = 1) -> None:
     from framework.compiler import compile_pipeline
     from framework.engine.runner import run_pipeline
     from framework.engine.session import spark_session
@@ -229,7 +229,7 @@ def few_keys(scale: float, streaming: bool) -> None:
             FEW_KEYS_PIPELINE.format(
                 data=data,
                 mode="streaming" if streaming else "batch",
-                stream=STREAM_SOURCE if streaming else "",
+                stream=STREAM_SOURCE.format(files=months_per_batch) if streaming else "",
                 output_mode="append" if streaming else "overwrite",
             )
         )
@@ -243,9 +243,9 @@ def few_keys(scale: float, streaming: bool) -> None:
         step_s = time.perf_counter() - began
         step_pairs = sum(o.rows or 0 for o in result.outputs if o.name == "flights_weather")
         began = time.perf_counter()
-        hand_pairs = hand_written(spark, data, streaming)
+        hand_pairs = hand_written(spark, data, streaming, months_per_batch)
         hand_s = time.perf_counter() - began
-        mode = f"streaming, {MONTHS} micro-batches" if streaming else "batch"
+        mode = f"streaming, {-(-MONTHS // months_per_batch)} micro-batch(es)" if streaming else "batch"
         print(f"few keys ({mode}): {flights:,} flights × {weather:,} weather rows, 3 key values, 1 h window (scale {scale:g})")
         print(f"  tributary join step (run, Delta write included): {step_s:7.1f} s, {step_pairs:,} pairs")
         print(f"  hand-written interval join (count only):         {hand_s:7.1f} s, {hand_pairs:,} pairs")
@@ -258,14 +258,15 @@ def few_keys(scale: float, streaming: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--few-keys", action="store_true", help="the low-cardinality key shape (batch)")
-    parser.add_argument("--streaming", action="store_true", help="--few-keys: as streams, a month per micro-batch")
+    parser.add_argument("--streaming", action="store_true", help="--few-keys: as streams of monthly files")
+    parser.add_argument("--months-per-batch", type=int, default=1, help="--streaming: months per micro-batch (12: one)")
     parser.add_argument("--scale", type=float, default=0.1, help="--few-keys: share of the ~337k flights")
     parser.add_argument("--people", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", help="run one master in this process (used internally)")
     args = parser.parse_args()
     if args.few_keys:
-        few_keys(args.scale, args.streaming)
+        few_keys(args.scale, args.streaming, args.months_per_batch)
         return
     if args.master:
         one_master(args.master, args.people, args.repeat)

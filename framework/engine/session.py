@@ -37,6 +37,10 @@ DEFAULT_CONF: dict[str, str] = {
     # messages: four more round trips to the JVM per call (6100 vs 2730 calls to plan the SWA
     # benchmark's four micro-batches). Tributary's errors name the spec's file and line instead.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # The embedded engine keeps streaming state (join buffers, aggregation state) in the driver's
+    # heap; Spark's 1 GB default ran out on the contact-join benchmark (300k people, one
+    # micro-batch) once time joins carried a bucket. Set only when Spark starts the JVM here.
+    "spark.driver.memory": "2g",
 }
 
 #: PySpark's own loggers that print an error's query context to stderr as JSON

@@ -4,9 +4,9 @@ Left input A, right input B, key columns `on`, event time column `event_time` in
 
 Time window (`within: {before, after}`): pairs (a, b) with equal keys and
 b.ts in [a.ts - before, a.ts + after], both ends included. It is one plain Spark join whose
-condition is the key equalities plus that range, nothing else (no sort, window or aggregate), so
-the same plan runs on streaming inputs as a stream-stream join once the caller has set
-watermarks on the sources.
+condition is the key equalities, a time bucket (so a key with few values is not compared all with
+all) and that range, nothing else (no sort, window or aggregate), so the same plan runs on
+streaming inputs as a stream-stream join once the caller has set watermarks on the sources.
 
 Count window (`last: {left: W_A, right: W_B}`), Algorithm 1 of Liu et al.: A and B are merged into
 one arrival sequence; when a row arrives it meets the matching rows among the last W rows (all
@@ -165,19 +165,23 @@ def _time_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right: 
 
     Why the bucket: Spark joins on the equalities and checks the range on each pair they give, so
     a key with few values (a carrier, a sensor type) compares every A row with every B row of its
-    key: a year of hourly rows on 3 keys is billions of comparisons for a one-hour window. With
-    w = before + after (at least a second), A row a goes to bucket ⌊a.ts / w⌋ and B row b to each
-    bucket an A row it can meet lives in, ⌊(b.ts − after) / w⌋ … ⌊(b.ts + before) / w⌋ (at most
-    two): a and b meet in exactly one bucket when they are in range, so the pairs are the same,
-    each once, a left join keeps every A row once, and the cost follows the matching pairs. Batch
-    only, for now (_plain_time_join)."""
+    key: a year of hourly rows on 3 keys is billions of comparisons for a one-hour window. With a
+    bucket width W ≥ before + after, A row a goes to bucket ⌊a.ts / W⌋ and B row b to each bucket
+    an A row it can meet lives in, ⌊(b.ts − after) / W⌋ … ⌊(b.ts + before) / W⌋ (at most two): a
+    and b meet in exactly one bucket when they are in range, so the pairs are the same, each once,
+    a left join keeps every A row once, and the cost follows the matching pairs.
+
+    W: in batch, before + after (at least a second), the fewest comparisons. On streams B rows sit
+    in the join's state until the watermark passes them, and a B row reaching two buckets is
+    stored twice: with W = before + after every B row does (state +50% on the contact-join
+    benchmark, which then ran out of heap), with W = 8 × (before + after) one in eight does
+    (+7%), while a bucket still holds only 8 windows of a key's rows."""
     from pyspark.sql import functions as F
 
     spec = context.spec.join
-    if left.isStreaming or right.isStreaming:
-        return _plain_time_join(context, plan, left, right)
     before_us, after_us = round(spec.within.before * 1_000_000), round(spec.within.after * 1_000_000)
-    width = max(before_us + after_us, 1_000_000)
+    streaming = left.isStreaming or right.isStreaming
+    width = max(before_us + after_us, 1_000_000) * (STREAM_BUCKET_WINDOWS if streaming else 1)
     a_micros = _micros(left, spec.event_time, f"__a{_index(left, spec.event_time)}")
     b_micros = _micros(right, spec.event_time, f"__b{_index(right, spec.event_time)}")
     a = _renamed(left, "__a", [F.floor(a_micros / F.lit(width)).alias(A_BUCKET)])
@@ -198,24 +202,7 @@ def _time_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right: 
     return _finish(plan, joined, left, right)
 
 
-def _plain_time_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right: DataFrame) -> DataFrame:
-    """Streams: the keys and the range only. With the bucket as a join key, a stream-stream join
-    ran out of memory on the contact-join benchmark (300k people), so streams keep Spark's plan."""
-    from pyspark.sql import functions as F
-
-    spec = context.spec.join
-    a, b = _renamed(left, "__a"), _renamed(right, "__b")
-    a_ts = F.col(f"__a{_index(left, spec.event_time)}")
-    b_ts = F.col(f"__b{_index(right, spec.event_time)}")
-    condition = (
-        _key_condition(context, left, right)
-        & (b_ts >= a_ts - _interval(spec.within.before))
-        & (b_ts <= a_ts + _interval(spec.within.after))
-    )
-    joined = a.join(b, on=condition, how="inner" if spec.type == "inner" else "left_outer")
-    return _finish(plan, joined, left, right)
-
-
+STREAM_BUCKET_WINDOWS = 8  # a stream's time bucket spans this many windows (see _time_join)
 A_BUCKET, B_BUCKET = "__a_bucket", "__b_bucket"  # the time bucket of an A row, one reached by a B row
 
 
