@@ -227,7 +227,9 @@ def run(
             try:
                 result = run_pipeline(compiled, prof, full_refresh=full_refresh, continuous=continuous, reporter=progress)
             except TributaryError as e:
-                if e.result is not None and e.result.quality:  # show what stopped the run
+                if e.result is not None and e.result.outputs:  # what did and did not reach the tables
+                    out.print(run_summary(e.result))
+                elif e.result is not None and e.result.quality:  # show what stopped the run
                     out.print(quality_table(e.result.quality))
                 if isinstance(e, RunFailed) and e.result is not None and e.result.log_file:
                     _show_spark_log(Path(e.result.log_file), verbose)

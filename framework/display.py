@@ -105,20 +105,22 @@ def plan_tables(plan: RunPlan) -> list[Table]:
 
 def run_summary(result: RunResult) -> Group:
     outputs = Table(
-        title=f"run {result.run_id} · {result.pipeline} · {result.status} in {result.duration_s:.1f}s",
+        title=f"run {result.run_id} · {result.pipeline} · {result.status} in {result.duration_s:.1f}s"
+        + (f" (first micro-batch after {result.startup_s:.1f}s)" if result.startup_s is not None else ""),
         title_justify="left",
         header_style="bold",
     )
     for column in ("output", "mode", "rows written", "delta version", "status", "seconds", "table"):
         outputs.add_column(column, justify="right" if column in ("rows written", "delta version", "seconds") else "left")
     for out in result.outputs:
+        status = out.status + (f": unchanged, already written by run {out.written_by}" if out.written_by else "")
         outputs.add_row(
             *_row(
                 out.name,
                 out.mode,
-                _n(out.rows if out.status != OutputStatus.SKIPPED else 0),
+                _written(out),
                 _n(out.version),
-                Text(out.status, style=_style(out.status)),
+                Text(status, style=_style(out.status)),
                 f"{out.duration_s:.2f}",
                 out.table,
             )
@@ -147,6 +149,13 @@ def run_summary(result: RunResult) -> Group:
 
 
 _SEVERITY_STYLE = {"fail": "red", "drop": "yellow", "warn": "yellow"}
+
+
+def _written(out: Any) -> str:
+    """Rows that reached the table: a skipped output wrote none, a failed run's staged rows did not count."""
+    if out.status == OutputStatus.NOT_COMMITTED:
+        return f"0 ({out.rows:,} staged, not committed)" if out.rows else "0"
+    return _n(out.rows if out.status == OutputStatus.WRITTEN else 0)
 
 
 def quality_table(results: list[Any]) -> Table:

@@ -305,6 +305,14 @@ def test_a_failing_fail_expectation_commits_nothing(spark, cli, project):
     assert json.loads(failed[0]["failing_samples"]) == [{"id": 9, "customer": "eve", "amount": 99999.0, "doubled": 199998.0}]
     ends = [r for r in delta_rows(project / "warehouse" / "_tributary" / "events") if r["event"] == "run_end"]
     assert sorted(r["status"] for r in ends) == ["failed", "ok"]
+    assert "staged, not committed" in out and "not committed" in out
+    from framework.engine.events import RECENT_RUNS_SQL
+    from framework.io.delta.delta_rs import DeltaRsStore
+
+    listed = DeltaRsStore().query(str(project / "warehouse" / "_tributary" / "events"), RECENT_RUNS_SQL.format(limit=5))
+    written = {r["status"]: r["rows_written"] for r in listed.to_pylist()}
+    assert written["ok"] > 0 and not written["failed"]  # `tributary runs`: the failed run wrote no rows
+    assert cli("runs")[0] == 0
 
 
 def test_output_expectations_drop_only_from_that_output(spark, cli, project):

@@ -94,6 +94,34 @@ def test_rerunning_the_same_append_run_does_not_duplicate(spark, cli, project):
     assert len(delta_rows(table)) == 8
 
 
+def test_an_identical_rerun_commits_nothing_anywhere(spark, cli, project):
+    """Overwrite outputs and the quarantine too: the same inputs, spec and vars again write no
+    new Delta version, and the summary names the run whose commit holds the rows."""
+    from deltalake import DeltaTable
+
+    bad = "{not json\n"
+    write(project / "data/samples/service_calls/static/part-bad.json", bad * 3)
+    assert cli("run", "service_calls")[0] == 0
+    warehouse = project / "warehouse"
+    tables = [warehouse / "service_stats", warehouse / "daily_head_stats", warehouse / "_tributary" / "quarantine"]
+    versions = [delta_version(t) for t in tables]
+    first = DeltaTable(str(tables[0])).history(1)[0]["tributary.run_id"]
+    assert len(delta_rows(tables[2])) == 3
+
+    code, out, err = cli("run", "service_calls")
+    assert code == 0, out + err
+    assert [delta_version(t) for t in tables] == versions
+    assert len(delta_rows(tables[2])) == 3
+    assert f"unchanged, already written by run {first}" in out
+
+    assert cli("run", "service_calls", "--var", "min_calls=2")[0] == 0  # not identical: overwrites again
+    assert delta_version(tables[0]) == versions[0] + 1
+    assert cli("run", "service_calls")[0] == 0  # back to the first run's vars: the table holds the newer rows
+    assert delta_version(tables[0]) == versions[0] + 2, "an old run's commit must not mask a newer table"
+    assert cli("run", "service_calls")[0] == 0
+    assert delta_version(tables[0]) == versions[0] + 2
+
+
 def test_merge_updates_rows_in_place(spark, cli, project):
     assert cli("run", "service_calls")[0] == 0
     table = project / "warehouse" / "daily_head_stats"

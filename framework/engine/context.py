@@ -63,6 +63,8 @@ class RunContext:
     cleanup: ExitStack = field(default_factory=ExitStack)  # closed by the runner when the run ends
     #: swa steps with size: auto that learned from this run's input at its start (no history yet)
     learned: dict[str, Any] = field(default_factory=dict)
+    #: batch: the run key (framework.engine.transaction.run_key), computed once
+    key: str | None = None
 
     def __post_init__(self) -> None:
         self.result.quality = self.quality.results

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from framework.engine.results import RunResult, RunStatus
+from framework.engine.results import OutputStatus, RunResult, RunStatus
 from framework.io.delta.base import DeltaStore
 
 EVENT_SCHEMA = pa.schema(
@@ -91,7 +91,13 @@ def record_result(events: EventLog, result: RunResult) -> None:
             rows=out.rows,
             version=out.version,
             duration_s=out.duration_s,
-            details={"table": out.table, "mode": out.mode, "previous_version": out.previous_version, **out.observed},
+            details={
+                "table": out.table,
+                "mode": out.mode,
+                "previous_version": out.previous_version,
+                **({"written_by": out.written_by} if out.written_by else {}),
+                **out.observed,
+            },
         )
     for figures in result.capacity:
         events.record("capacity", name=figures.step, status="ok", details=figures.as_dict())
@@ -101,7 +107,13 @@ def record_result(events: EventLog, result: RunResult) -> None:
         events.record("quarantine", name=source, status="ok", rows=count)
     for source, count in result.late.items():
         events.record("late_rows", name=source, status="ok", rows=count)
-    events.record("run_end", status=result.status, duration_s=result.duration_s, error=result.error)
+    events.record(
+        "run_end",
+        status=result.status,
+        duration_s=result.duration_s,
+        error=result.error,
+        details={"startup_s": result.startup_s} if result.startup_s is not None else None,
+    )
 
 
 RECENT_RUNS_SQL = f"""
@@ -110,7 +122,7 @@ SELECT run_id,
        date_format(min(CASE WHEN event = 'run_start' THEN ts END), '%Y-%m-%d %H:%M:%S') AS started,
        coalesce(max(CASE WHEN event = 'run_end' THEN status END), '{RunStatus.INCOMPLETE}') AS status,
        round(max(CASE WHEN event = 'run_end' THEN duration_s END), 1) AS seconds,
-       sum(CASE WHEN event = 'output_end' THEN rows END) AS rows_written,
+       sum(CASE WHEN event = 'output_end' AND status = '{OutputStatus.WRITTEN}' THEN rows END) AS rows_written,
        max(CASE WHEN event = 'run_end' THEN error END) AS error
 FROM t
 GROUP BY run_id

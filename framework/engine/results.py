@@ -7,6 +7,7 @@ colour it the same way (`tone`).
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ class OutputStatus(StrEnum):
     PENDING = "pending"
     WRITTEN = "written"
     SKIPPED = "skipped"  # nothing new, or already written by an identical run
+    NOT_COMMITTED = "not committed"  # staged by a run that then failed: nothing reached the table
     FAILED = "failed"
     ROLLED_BACK = "rolled back"
 
@@ -85,6 +87,7 @@ _TONES: dict[str, Tone] = {
     OutputStatus.WRITTEN: Tone.PASS,
     OutputStatus.SKIPPED: Tone.WARN,
     OutputStatus.ROLLED_BACK: Tone.FAIL,
+    OutputStatus.NOT_COMMITTED: Tone.FAIL,
     CheckOutcome.PASS: Tone.PASS,
     CheckOutcome.WARN: Tone.WARN,
     CheckOutcome.DROPPED: Tone.WARN,
@@ -119,6 +122,7 @@ class OutputResult:
     previous_version: int | None = None
     duration_s: float = 0.0
     app_id: str = ""
+    written_by: str | None = None  # skipped: the run whose identical commit holds the rows
     observed: dict[str, Any] = field(default_factory=dict)  # streaming: state rows, rates, executors
 
 
@@ -139,6 +143,8 @@ class RunResult:
     quality: list[Any] = field(default_factory=list)  # ExpectationResult of every expectation checked
     error: str | None = None
     log_file: str | None = None  # Spark's log (errors with their Java stacks)
+    started_at: float = field(default_factory=time.time)  # wall clock (epoch seconds) when the run began
+    startup_s: float | None = None  # streaming: seconds from the run's start to its first micro-batch
 
     def output(self, name: str) -> OutputResult | None:
         return next((o for o in self.outputs if o.name == name), None)

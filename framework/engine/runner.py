@@ -24,7 +24,7 @@ from framework.engine.events import EventLog, record_result
 from framework.engine.failures import is_spark_error, spark_failure
 from framework.engine.frames import Frames, static_frames
 from framework.engine.lock import RunLock
-from framework.engine.results import RunResult, RunStatus, new_run_id
+from framework.engine.results import OutputStatus, RunResult, RunStatus, new_run_id
 from framework.engine.streaming import run_streaming
 from framework.errors import BadInput, RunFailed, TributaryError
 from framework.io.delta import DeltaStore, choose_store, local_store
@@ -61,6 +61,7 @@ def run_pipeline(
     compiled.functions.use(spark)
     store = choose_store(spark, profile.delta_writer, profile.storage_options)
     result = RunResult(run_id, plan.pipeline, store=store.name, log_file=spark_log_file(spark))
+    result.started_at = time.time() - (time.perf_counter() - started)  # Spark's start counts
     run = RunContext(compiled, plan, profile, spark, store, result, reporter or Silent(), continuous, stop or threading.Event())
     drive = run_streaming if plan.streaming else run_batch
     events = EventLog(store, run.internal(EVENTS_TABLE), run.run_id, plan.pipeline)
@@ -77,6 +78,9 @@ def run_pipeline(
         result.status = RunStatus.OK
     except BaseException as e:
         result.status = RunStatus.FAILED
+        for output in result.outputs:
+            if output.status == OutputStatus.PENDING:  # staged (or not even that): nothing reached its table
+                output.status = OutputStatus.NOT_COMMITTED
         error = RunFailed(spark_failure(run, e)) if is_spark_error(e) else _as_run_error(e)
         result.error = one_line(error)
         if isinstance(error, TributaryError):

@@ -39,6 +39,7 @@ from framework.io.stream_sink import ExactlyOnceDeltaSink
 from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchOperator, MicroBatchSetup
 from framework.operators.swa_stream import SwaStream
 from framework.spec.durations import spark_interval
+from framework.spec.steps import JoinStep
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -288,7 +289,14 @@ class StreamingRun:
                     self.auditors[owner] = auditor
                 auditor.sources.append(
                     AuditedSource(
-                        name, planned.location, source.read_files, event_time_column(spec), planned.readers, quarantine, late
+                        name,
+                        planned.location,
+                        source.read_files,
+                        event_time_column(spec),
+                        planned.readers,
+                        quarantine,
+                        late,
+                        behind_join=self._behind_time_join(name, owner),
                     )
                 )
             elif has_late:
@@ -304,6 +312,21 @@ class StreamingRun:
                 )
                 late = self._sink(f"_late_{name}", run.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
                 self._start(source.raw, late.name, late, None)  # type: ignore[arg-type]
+
+    def _behind_time_join(self, source: str, output: str) -> bool:
+        """Whether `source` reaches `output` through a time-window join (a stream-stream join)."""
+        plan = self.run.plan
+        todo, seen = [plan.output(output).step], set()
+        while todo:
+            node = todo.pop()
+            if node in seen or plan.is_source(node):
+                continue
+            seen.add(node)
+            step = plan.step(node)
+            if isinstance(step.spec, JoinStep) and step.spec.join.within is not None and source in plan.upstream_sources(node):
+                return True
+            todo.extend(step.inputs)
+        return False
 
     def _audit(self) -> None:
         reports = {q.name: q.query for q in self.queries if q.result is not None}
@@ -328,6 +351,8 @@ class StreamingRun:
                     _raise_if_failed(q)
                     if not q.query.isActive:
                         raise RunFailed(f"output '{q.name}': its streaming query stopped")
+                    if q.result is not None:
+                        self.run.reporter.update("output", q.name, Progress.STREAMING, _waiting(q))
                 if time.monotonic() - audited > max(self.run.compiled.spec.trigger.processing_time, 5.0):
                     self._audit()
                     audited = time.monotonic()
@@ -337,6 +362,7 @@ class StreamingRun:
 
     def _collect(self, executors: int) -> None:
         result, plan = self.run.result, self.run.plan
+        result.startup_s = _startup(self.queries, result.started_at)
         for q in self.queries:
             if q.result is not None:
                 q.result.observed = observed_load(q.query, executors)
@@ -373,6 +399,30 @@ class StreamingRun:
 
 def run_streaming(run: RunContext) -> None:
     StreamingRun(run).execute()
+
+
+def _waiting(q: _Query) -> str:
+    """What a continuous query is doing, for its progress line: its state and what it has done."""
+    status = q.query.status or {}
+    message = str(status.get("message") or "")
+    state = "running a batch" if status.get("isTriggerActive") else (message[:1].lower() + message[1:]) or "starting"
+    done = f"{q.sink.batches} batch(es), {q.sink.rows:,} rows written"
+    last = q.query.lastProgress
+    seen = sum(int(_get(s, "numInputRows") or 0) for s in (_get(last, "sources") or [])) if last else 0
+    return f"{state} · {done}" + (f" · last trigger read {seen:,} rows" if last else " · no trigger finished yet")
+
+
+def _startup(queries: list[_Query], started_at: float) -> float | None:
+    """Seconds from the run's start to its first micro-batch (Spark's start and planning included)."""
+    from datetime import datetime
+
+    firsts = []
+    for q in queries:
+        progress = q.query.recentProgress or []
+        stamp = _get(progress[0], "timestamp") if progress else None
+        if stamp:
+            firsts.append(datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp())
+    return round(min(firsts) - started_at, 1) if firsts else None
 
 
 def _raise_if_failed(q: _Query) -> None:

@@ -7,9 +7,11 @@
    committed are restored to their previous version.
 
 Each commit carries a Delta application transaction id, tributary/<pipeline>/<output>/<run key>:
-the run key hashes the spec, the rendered SQL, the vars and the input files or versions, so an
-identical run finds its transaction in the table and writes nothing twice. Overwrite is
-idempotent by itself; its id is the run's own, so an old run never masks a newer table.
+the run key hashes the spec, the rendered SQL, the vars and the input files or versions. One rule
+for every output and the quarantine: an identical run commits nothing. An append or merge (and
+the quarantine) is skipped when its id is anywhere in the table's log (its rows are there); an
+overwrite only when the table's latest commit carries it (a newer write in between is replaced
+again, with a higher transaction version, so an old run never masks a newer table).
 """
 
 from __future__ import annotations
@@ -50,19 +52,20 @@ class Staged:
     result: OutputResult
     write: StagedWrite
     keys: tuple[str, ...] = ()
+    txn_version: int = 0  # overwrite: above any earlier commit of the same id (see the module's docstring)
 
 
 def stage_outputs(run: RunContext, frames: Frames) -> list[Staged]:
     """Every output of the plan in staging (an output an identical run wrote is skipped)."""
     store, key = run.store, run_key(run)
+    if run.plan.full_refresh:
+        key += "-refresh"  # a rebuild is not the append or merge an identical plain run made
     staged = []
     for output in run.plan.outputs:
         result = OutputResult(output.name, output.step, output.table, output.mode, previous_version=store.version(output.table))
         run.result.outputs.append(result)
-        result.app_id = f"tributary/{run.pipeline}/{output.name}/{run.run_id if output.mode == 'overwrite' else key}"
-        if output.mode != "overwrite" and store.has_transaction(output.table, result.app_id):
-            result.status, result.version = OutputStatus.SKIPPED, result.previous_version
-            run.reporter.update("output", output.name, OutputStatus.SKIPPED, "already written by an identical run")
+        result.app_id = f"tributary/{run.pipeline}/{output.name}/{key}"
+        if _already_written(run, result):
             continue
         run.reporter.update("output", output.name, Progress.COMPUTING)
         began = time.perf_counter()
@@ -89,9 +92,22 @@ def stage_outputs(run: RunContext, frames: Frames) -> list[Staged]:
         result.rows, result.duration_s = write.rows, time.perf_counter() - began
         if output.mode == "merge":
             _check_unique_keys(frame.sparkSession, write, list(output.keys), output.name)
-        staged.append(Staged(result, write, output.keys))
+        txn_version = result.previous_version + 1 if output.mode == "overwrite" and result.previous_version is not None else 0
+        staged.append(Staged(result, write, output.keys, txn_version))
         run.reporter.update("output", output.name, Progress.STAGED, f"{write.rows:,} rows")
     return staged
+
+
+def _already_written(run: RunContext, result: OutputResult) -> bool:
+    """Whether an identical run's commit already holds this output's rows (then it is skipped)."""
+    if result.previous_version is None:
+        return False
+    writer = run.store.written_by(result.table, result.app_id, latest_only=result.mode == "overwrite")
+    if writer is None:
+        return False
+    result.status, result.version, result.written_by = OutputStatus.SKIPPED, result.previous_version, writer
+    run.reporter.update("output", result.name, OutputStatus.SKIPPED, f"unchanged, already written by run {writer}")
+    return True
 
 
 def stage_quarantine(run: RunContext, frames: Frames) -> list[Staged]:
@@ -114,7 +130,10 @@ def stage_quarantine(run: RunContext, frames: Frames) -> list[Staged]:
     frame = quarantine_records(frame, run.run_id, run.pipeline)
     table = run.internal(QUARANTINE_TABLE)
     result = OutputResult(QUARANTINE_OUTPUT, "-", table, "append", previous_version=run.store.version(table))
-    result.app_id = f"tributary/{run.pipeline}/{QUARANTINE_OUTPUT}/{run.run_id}"
+    result.app_id = f"tributary/{run.pipeline}/{QUARANTINE_OUTPUT}/{run_key(run)}"
+    if _already_written(run, result):
+        run.result.outputs.append(result)
+        return []
     write = run.store.stage(frame, result.name, table, run.staging(result.name), [])
     result.rows = write.rows
     run.result.quarantined = {name: s.bad_count() or 0 for name, s in bad}
@@ -132,7 +151,15 @@ def commit_all(run: RunContext, staged: list[Staged]) -> None:
         result = item.result
         try:
             run.reporter.update("output", result.name, Progress.COMMITTING)
-            outcome = run.store.commit(run.spark, item.write, result.mode, list(item.keys), result.app_id, run_id=run.run_id)  # type: ignore[arg-type]
+            outcome = run.store.commit(
+                run.spark,
+                item.write,
+                result.mode,
+                list(item.keys),
+                result.app_id,
+                item.txn_version,
+                run.run_id,  # type: ignore[arg-type]
+            )
         except BaseException:
             result.status = OutputStatus.FAILED
             for done in reversed(committed):
@@ -152,6 +179,12 @@ def discard(run: RunContext, staged: list[Staged]) -> None:
 
 def run_key(run: RunContext) -> str:
     """Identifies 'the same batch run': same spec, rendered SQL, vars and input files/versions."""
+    if run.key is None:
+        run.key = _run_key(run)
+    return run.key
+
+
+def _run_key(run: RunContext) -> str:
     compiled = run.compiled
     fingerprint: dict[str, Any] = {
         "spec": compiled.spec.model_dump(mode="json", by_alias=True),

@@ -2,9 +2,12 @@
 
 Reading a source a second time (a separate audit query) doubled the cost of every streaming run.
 Instead the main query counts malformed records as it reads (observed metrics) and Spark counts
-the rows its stateful operators drop behind the watermark. After batches commit, a batch whose
-counts are both zero needs nothing; otherwise the files that batch read (the checkpoint's
-`sources/<i>/` log) are read again and split into
+the rows its stateful operators drop behind the watermark. A stream-stream join counts none (a
+late row it cannot match is just not kept), so for a source behind one the query also observes
+each batch's oldest event time, and a batch whose oldest row is older than its watermark had
+late rows. After batches commit, a batch with nothing malformed and nothing late needs nothing;
+otherwise the files that batch read (the checkpoint's `sources/<i>/` log) are read again and
+split into
 - malformed records → the quarantine table, and
 - rows older than that batch's watermark (the checkpoint's `offsets/<batch>`) → late_rows
   (every row Spark dropped is among them; a row just under the watermark that a join still
@@ -16,7 +19,7 @@ batch whose counts were lost with a crashed process is audited by reading its fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
@@ -38,6 +41,8 @@ class AuditedSource:
     steps: tuple[str, ...]
     quarantine: ExactlyOnceDeltaSink | None
     late: ExactlyOnceDeltaSink | None
+    #: the source reaches the output through a stream-stream join (Spark counts no late rows there)
+    behind_join: bool = False
 
 
 @dataclass
@@ -53,7 +58,8 @@ class CheckpointAuditor:
         """Audit every committed batch not audited yet; `progress` holds this process's reports."""
         metrics = {_get(p, "batchId"): p for p in progress}
         last = self._last_audited()
-        for batch in StreamCheckpoint(self.checkpoint).committed():
+        checkpoint = StreamCheckpoint(self.checkpoint)
+        for batch in checkpoint.committed():
             if batch <= last:
                 continue
             report = metrics.get(batch)
@@ -64,7 +70,8 @@ class CheckpointAuditor:
             for source in self.sources:
                 bad = _bad_count(observed, source.name) if observed is not None else None
                 needs_quarantine = source.quarantine is not None and (bad is None or bad > 0)
-                needs_late = source.late is not None and (dropped is None or dropped > 0)
+                behind = source.behind_join and _oldest_is_late(observed, source.name, checkpoint.watermark(batch))
+                needs_late = source.late is not None and (dropped is None or dropped > 0 or behind)
                 if needs_quarantine or needs_late:
                     self._audit_batch(batch, source, needs_quarantine, needs_late)
             self._mark_audited(batch)
@@ -107,6 +114,24 @@ class CheckpointAuditor:
 
     def _count(self, source: str, kind: str, sink: ExactlyOnceDeltaSink) -> None:
         self.counts.setdefault(source, {"bad": 0, "late": 0})[kind] = sink.rows
+
+
+def _oldest_is_late(observed: Any, source: str, watermark: datetime | None) -> bool:
+    """Whether the batch's oldest row of `source` is older than the batch's watermark (True when
+    the oldest event time is unknown: the audit then looks)."""
+    from framework.io.sources import oldest_metric
+
+    if watermark is None:
+        return False
+    row = observed.get(oldest_metric(source)) if isinstance(observed, dict) else None
+    if row is None:
+        return observed is None
+    value = _get(row, "oldest")
+    if value is None and hasattr(row, "asDict"):
+        value = row.asDict().get("oldest")
+    if value is None:
+        return False  # the batch had no rows of this source
+    return int(value) < round(watermark.replace(tzinfo=UTC).timestamp() * 1_000_000)
 
 
 def _bad_count(observed: Any, source: str) -> int | None:

@@ -210,9 +210,15 @@ def read_source_stream(spark: SparkSession, name: str, spec: AnySource, location
             )
         )
     if spec.watermark is not None:
+        from pyspark.sql import functions as F
+
         from framework.spec.durations import spark_interval
 
         assert column is not None  # the spec refuses a watermark without an event time
+        # the oldest event time of each micro-batch: a batch whose oldest row is behind its watermark
+        # had late rows, even where no operator counts them as dropped (a stream-stream join)
+        oldest = F.min(F.unix_micros(F.col(column).cast("timestamp"))).alias("oldest")  # micros: no time zone to get wrong
+        frame.df = frame.df.observe(oldest_metric(name), oldest)
         frame.df = frame.df.withWatermark(column, spark_interval(spec.watermark))
     if frame.raw is None:
         frame.raw = frame.df
@@ -259,6 +265,11 @@ def _with_corrupt(declared: Any) -> Any:
     from pyspark.sql.types import StringType, StructField, StructType
 
     return StructType([*declared.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
+
+
+def oldest_metric(source: str) -> str:
+    """The observed metric holding a streaming source's oldest event time per micro-batch."""
+    return f"tributary_oldest_{source}"
 
 
 def _with_corrupt_column(reader: Any, declared: Any) -> Any:

@@ -100,7 +100,7 @@ class RunReport:
 
     @property
     def rows_written(self) -> int:
-        return sum(o.rows or 0 for o in self.outputs if not o.internal and o.status != OutputStatus.SKIPPED)
+        return sum(o.rows or 0 for o in self.outputs if not o.internal and o.status == OutputStatus.WRITTEN)
 
     @property
     def quarantined(self) -> int:

@@ -131,6 +131,22 @@ class DeltaStore(ABC):
         """The Tributary run that made the table's latest commit (from its commit metadata)."""
 
     @abstractmethod
+    def commits(self, table: str, limit: int) -> list[tuple[str | None, str | None]]:
+        """(app id, run id) of the table's newest `limit` commits, newest first (None where a
+        commit was not made by Tributary)."""
+
+    def written_by(self, table: str, app_id: str, latest_only: bool) -> str | None:
+        """The run whose commit carries `app_id`: the table's latest commit only (an overwrite is
+        current only while nothing came after it), or any commit (an append or merge stays
+        applied). None when there is none; "an identical run" when its run id is not found."""
+        if latest_only:
+            newest = self.commits(table, 1)
+            return (newest[0][1] or "an identical run") if newest and newest[0][0] == app_id else None
+        if not self.has_transaction(table, app_id):
+            return None
+        return next((run for app, run in self.commits(table, 1000) if app == app_id and run), "an identical run")
+
+    @abstractmethod
     def commit(
         self,
         spark: SparkSession,

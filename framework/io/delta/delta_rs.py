@@ -89,6 +89,11 @@ class DeltaRsStore(DeltaStore):
         history = dt.history(1) if dt is not None else []
         return history[0].get("tributary.run_id") if history else None
 
+    def commits(self, table: str, limit: int) -> list[tuple[str | None, str | None]]:
+        dt = self._table(table)
+        history = dt.history(limit) if dt is not None else []
+        return [(h.get("tributary.app_id"), h.get("tributary.run_id")) for h in history]
+
     def commit(
         self,
         spark: SparkSession,

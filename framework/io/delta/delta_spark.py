@@ -83,6 +83,20 @@ class SparkDeltaStore(DeltaStore):
         except ValueError:
             return None
 
+    def commits(self, table: str, limit: int) -> list[tuple[str | None, str | None]]:
+        from delta.tables import DeltaTable
+
+        if not self._exists(table):
+            return []
+        found: list[tuple[str | None, str | None]] = []
+        for row in DeltaTable.forPath(self.spark, table).history(limit).select("userMetadata").collect():
+            try:
+                meta = json.loads(row[0]) if row[0] else {}
+            except ValueError:
+                meta = {}
+            found.append((meta.get("tributary.app_id"), meta.get("tributary.run_id")))
+        return found
+
     def commit(
         self,
         spark: SparkSession,
@@ -108,7 +122,7 @@ class SparkDeltaStore(DeltaStore):
             condition = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
             spark.conf.set(_TXN_APP_ID, app_id)
             spark.conf.set(_TXN_VERSION, str(txn_version))
-            spark.conf.set(_USER_METADATA, json.dumps({"tributary.run_id": run_id}))
+            spark.conf.set(_USER_METADATA, json.dumps({"tributary.run_id": run_id, "tributary.app_id": app_id}))
             try:
                 (
                     DeltaTable.forPath(spark, staged.table)
@@ -124,7 +138,7 @@ class SparkDeltaStore(DeltaStore):
                 spark.conf.unset(_USER_METADATA)
         else:
             writer = frame.write.format("delta").option("txnAppId", app_id).option("txnVersion", txn_version)
-            writer = writer.option("userMetadata", json.dumps({"tributary.run_id": run_id}))
+            writer = writer.option("userMetadata", json.dumps({"tributary.run_id": run_id, "tributary.app_id": app_id}))
             writer = writer.mode("append" if mode == "append" else "overwrite")
             if mode != "append":
                 writer = writer.option("overwriteSchema", "true")
