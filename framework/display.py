@@ -186,7 +186,10 @@ def _observed(r: Any) -> str:
     if r.scope == "integration" and isinstance(r.observed_value, (int, float)):
         return f"{r.observed_value:,.4f}".rstrip("0").rstrip(".")
     if r.unexpected_count is not None:
-        text = f"{r.unexpected_count:,} of {r.element_count:,} rows ({r.unexpected_percent or 0:.2f}%)"
+        if r.element_count is None:  # a stream's quarantine query sees only the refused rows
+            text = f"{r.unexpected_count:,} rows"
+        else:
+            text = f"{r.unexpected_count:,} of {r.element_count:,} rows ({r.unexpected_percent or 0:.2f}%)"
         return text + (f", {r.quarantined:,} quarantined" if r.quarantined else "")
     if isinstance(r.observed_value, float):
         return f"{r.observed_value:,.4f}".rstrip("0").rstrip(".")

@@ -117,7 +117,9 @@ def test_a_streaming_pipeline_with_expectations_is_bad_input(cli, project):
     write(project / "pipelines" / "orders.yaml", text)
     code, out, err = cli("validate", "orders")
     assert code == 2, out + err
-    assert "expectations are checked in batch runs" in out + err
+    assert "expect_table_row_count_to_be_between with severity fail is checked in batch runs only" in out + err
+    assert "expect_column_mean_to_be_between with severity warn" in out + err
+    assert "expect_column_values_to_not_be_null" not in out + err  # drop: judged per micro-batch
 
 
 def test_the_catalog_describes_the_installed_great_expectations():
@@ -364,3 +366,74 @@ def test_an_expectation_gx_cannot_evaluate_is_an_error_not_a_silent_failure(spar
     spec = ExpectationSpec.model_validate({"expect_column_values_to_match_regex": {"column": "name", "regex": "(["}})
     (result,) = check(frame, "t", "step", [spec])
     assert result.success is False and result.error and result.blocks_run
+
+
+STREAM_CHECKED = """\
+name: checked
+mode: streaming
+sources:
+  raw:
+    format: json
+    path: data/orders
+    schema: id BIGINT, customer STRING, amount DOUBLE, ts TIMESTAMP
+    event_time: ts
+    watermark: 5s
+steps:
+  orders:                      # read by two steps: refused rows leave the stream (their own query)
+    sql: select id, customer, amount, ts from {{ source('raw') }}
+    expectations:
+      - expect_column_values_to_not_be_null: {column: customer}
+        severity: drop
+  big:                         # its output is its only reader: split in the output's sink
+    sql: select id, customer, amount from {{ ref('orders') }}
+    expectations:
+      - expect_column_values_to_be_between: {column: amount, min_value: 0, max_value: 1000}
+        severity: drop
+  sessions:                    # per micro-batch: its rows exist only in its output's sink
+    swa: {input: orders, key: [customer], size: 2, timeout: 10s, event_time: ts, aggregates: {total: sum(amount)}}
+outputs:
+  big: {mode: append}
+  sessions:
+    mode: append
+    expectations:
+      - expect_column_values_to_be_between: {column: total, min_value: 0, max_value: 100}
+        severity: drop
+"""
+
+
+def test_a_stream_drops_rows_failing_row_level_expectations_into_the_quarantine(spark, cli, project):
+    """Every input row is in `big` or refused by exactly one check; the SWA output's check judges
+    the windows the operator emits; the quality log counts each expectation's refused rows."""
+    rows = [
+        {"id": 1, "customer": "ann", "amount": 10.0, "ts": "2026-11-02T08:00:00"},
+        {"id": 2, "customer": None, "amount": 20.0, "ts": "2026-11-02T08:00:01"},  # orders: no customer
+        {"id": 3, "customer": "bob", "amount": 5000.0, "ts": "2026-11-02T08:00:02"},  # big: amount; sessions: total
+        {"id": 4, "customer": "ann", "amount": 30.0, "ts": "2026-11-02T08:00:03"},
+        {"id": 5, "customer": "bob", "amount": 1.0, "ts": "2026-11-02T08:00:04"},
+        {"id": 6, "customer": "cid", "amount": 2.0, "ts": "2026-11-02T09:00:00"},  # moves the watermark on
+    ]
+    write(project / "data" / "orders" / "part-0.json", "".join(json.dumps(r) + "\n" for r in rows))
+    write(project / "pipelines" / "checked.yaml", STREAM_CHECKED)
+    code, out, err = cli("run", "checked")
+    assert code == 0, out + err
+
+    warehouse = project / "warehouse"
+    quarantine = delta_rows(warehouse / "_tributary" / "quarantine")
+    refused = {(r["source"], json.loads(r["record"]).get("id")) for r in quarantine}
+    assert {(s, i) for s, i in refused if s != "sessions"} == {("orders", 2), ("big", 3)}
+    assert sorted(r["id"] for r in delta_rows(warehouse / "big")) == [1, 4, 5, 6]
+    sessions = delta_rows(warehouse / "sessions")
+    assert sorted((r["customer"], r["total"]) for r in sessions) == [("ann", 40.0)]  # bob's 5001 refused
+    refused_windows = [json.loads(r["record"]) for r in quarantine if r["source"] == "sessions"]
+    assert [(w["customer"], w["total"]) for w in refused_windows] == [("bob", 5001.0)]
+    assert all("expect_column_values_to_be_between" in r["reason"] for r in quarantine if r["source"] != "orders")
+
+    quality = {(r["target"], r["expectation"]): r for r in delta_rows(warehouse / "_tributary" / "quality")}
+    assert quality[("orders", "expect_column_values_to_not_be_null")]["unexpected_count"] == 1
+    big = quality[("big", "expect_column_values_to_be_between")]
+    assert (big["element_count"], big["unexpected_count"], big["success"]) == (5, 1, False)
+    assert quality[("sessions", "expect_column_values_to_be_between")]["unexpected_count"] == 1
+    assert "quarantined" in out
+
+    assert cli("run", "checked")[0] == 0  # nothing new: nothing quarantined twice
+    assert len(delta_rows(warehouse / "_tributary" / "quarantine")) == len(quarantine)

@@ -373,6 +373,9 @@ def test_continuous_mode_picks_up_new_files_and_stops_cleanly_on_sigterm(spark, 
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     assert len(delta_rows(table)) == first + 1 and "ok" in out
+    assert "first micro-batch after" in out  # the start-up is accounted for
+    started = [r for r in delta_rows(project / "warehouse" / "_tributary" / "events") if r["event"] == "run_end"]
+    assert json.loads(started[-1]["details"])["startup_s"] > 0
 
 
 def test_contact_join_example_streams_the_same_pairs_as_batch(spark, cli, project):

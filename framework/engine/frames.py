@@ -8,13 +8,14 @@ outputs' sinks (their frame here is the stream the sink reads). The rest is the 
 - each step gets its inputs' frames and its rendered SQL (StepContext), and a temporary view;
 - expectations are attached where the plan puts them (framework.quality.gate): rows a `drop`
   expectation refuses are split off by the write of the output the plan names, or read again
-  from the cached rows for the quarantine;
+  from the cached rows for the quarantine (streams: framework.engine.stream_checks);
 - a step several readers share is computed once.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
@@ -48,6 +49,8 @@ class Frames:
     #: a step run per micro-batch -> a frame with the columns it writes (its frame is its input stream)
     columns: dict[str, DataFrame] = field(default_factory=dict)
     row_counts: dict[str, Observation] = field(default_factory=dict)  # batch: observed while staging
+    #: streaming: a step read further whose drop expectations refused rows -> those rows (with MASK)
+    refused: dict[str, DataFrame] = field(default_factory=dict)
 
     def output_frame(self, output: PlannedOutput) -> DataFrame:
         return self.staged.get(output.name, self.frames[output.step])
@@ -67,6 +70,15 @@ class Reading(Protocol):
     def count_rows(self, frames: Frames, step: str, frame: DataFrame) -> DataFrame: ...
 
     def share(self, run: RunContext, frame: DataFrame) -> DataFrame: ...
+
+    def checks_in_frames(self, step: PlannedStep | None) -> bool:
+        """Whether the frames carry the row checks of `step` (None: of an output); if not, the
+        output's sink judges them on each micro-batch (framework.engine.stream_checks)."""
+        ...
+
+    def split_off(self, run: RunContext, built: Frames, step: PlannedStep, frame: DataFrame) -> None:
+        """Send the rows with a drop mask, which leave `step` here, towards the quarantine."""
+        ...
 
 
 class BatchReading:
@@ -92,6 +104,21 @@ class BatchReading:
         frame = frame.persist()
         run.on_exit(frame.unpersist)
         return frame
+
+    def checks_in_frames(self, step: PlannedStep | None) -> bool:
+        return True
+
+    def split_off(self, run: RunContext, built: Frames, step: PlannedStep, frame: DataFrame) -> None:
+        """Split off by the write of the output that stages the step (one pass), else read again
+        from the cached rows."""
+        from pyspark.sql import functions as F
+
+        masked = F.col(MASK).isNotNull()
+        if step.split_by is not None:
+            built.staged[step.split_by] = frame
+        else:
+            rows = run.quality.quarantined(step.name, CheckScope.STEP, frame.where(masked))
+            run.rejected.append(Rejected(step.name, rows, run.quality.observation(step.name, CheckScope.STEP)))
 
 
 class StreamReading:
@@ -123,6 +150,18 @@ class StreamReading:
     def share(self, run: RunContext, frame: DataFrame) -> DataFrame:
         return frame  # a stream cannot be cached; each output query reads its own
 
+    def checks_in_frames(self, step: PlannedStep | None) -> bool:
+        """Only a step other steps read: its rows must leave the stream before its readers see
+        them. The rest are judged in the output's sink, where the rows of a per-micro-batch step
+        exist at all and refused rows commit with the output's batch."""
+        return step is not None and step.split_by is None and step.kind.streaming(step.spec) is not Streaming.PER_MICRO_BATCH
+
+    def split_off(self, run: RunContext, built: Frames, step: PlannedStep, frame: DataFrame) -> None:
+        """A quarantine query of their own writes them (framework.engine.stream_checks)."""
+        from pyspark.sql import functions as F
+
+        built.refused[step.name] = frame.where(F.col(MASK).isNotNull())
+
 
 def build_frames(run: RunContext, reading: Reading) -> Frames:
     plan, built = run.plan, Frames()
@@ -137,7 +176,7 @@ def build_frames(run: RunContext, reading: Reading) -> Frames:
         frame.createOrReplaceTempView(node)
         run.on_exit(partial(run.spark.catalog.dropTempView, node))
     for output in plan.outputs:
-        if output.expectations:
+        if output.expectations and reading.checks_in_frames(None):
             checked = _attach(run, reading, ("outputs", output.name), built.frames[output.step], output.expectations, split=True)
             built.staged[output.name] = checked
     return built
@@ -151,13 +190,13 @@ def _build_step(run: RunContext, reading: Reading, built: Frames, step: PlannedS
     context = StepContext(run.spark, step.name, step.spec, inputs, step.sql, run.rejected, run.compiled.functions, sizes)
     built.contexts[step.name] = context
     frame = reading.step(run, built, step, context)
-    if step.expectations:
+    if step.expectations and reading.checks_in_frames(step):
         frame = _attach(
             run, reading, ("steps", step.name), frame, step.expectations, split=step.split_by is not None, shared=step.shared
         )
     frame = reading.count_rows(built, step.name, frame)
     if MASK in frame.columns:
-        frame = _split_masked(run, built, step, frame)
+        frame = _split_masked(reading, run, built, step, frame)
     run.result.steps.append(StepResult(step.name, step.kind.name, StepStatus.PLANNED, plan_s=time.perf_counter() - began))
     run.reporter.update("step", step.name, StepStatus.PLANNED)
     if step.shared and not step.checks_rows:
@@ -165,18 +204,12 @@ def _build_step(run: RunContext, reading: Reading, built: Frames, step: PlannedS
     return frame
 
 
-def _split_masked(run: RunContext, built: Frames, step: PlannedStep, frame: DataFrame) -> DataFrame:
-    """A step's rows minus those its drop expectations masked. They go to quarantine: split off
-    by the write of the output that stages them (one pass), else read again from the cache."""
+def _split_masked(reading: Reading, run: RunContext, built: Frames, step: PlannedStep, frame: DataFrame) -> DataFrame:
+    """A step's rows minus those its drop expectations masked; those go to the quarantine."""
     from pyspark.sql import functions as F
 
-    masked = F.col(MASK).isNotNull()
-    if step.split_by is not None:
-        built.staged[step.split_by] = frame
-    else:
-        rows = run.quality.quarantined(step.name, CheckScope.STEP, frame.where(masked))
-        run.rejected.append(Rejected(step.name, rows, run.quality.observation(step.name, CheckScope.STEP)))
-    return frame.where(~masked).drop(MASK)
+    reading.split_off(run, built, step, frame)
+    return frame.where(F.col(MASK).isNull()).drop(MASK)
 
 
 def _attach(
@@ -189,6 +222,12 @@ def _attach(
     shared: bool = False,
 ) -> DataFrame:
     """The frame with its expectations attached (framework.quality.gate.QualityGate.attach)."""
+    missing_columns(run, at, frame, specs)
+    return run.quality.attach(at[1], at[0][:-1], frame, list(specs), partial(reading.share, run), split=split, shared=shared)
+
+
+def missing_columns(run: RunContext, at: tuple[str, str], frame: DataFrame, specs: Sequence[ExpectationSpec]) -> None:
+    """Bad input when an expectation of the step or output at `at` names a column `frame` lacks."""
     missing = QualityGate.missing(frame, list(specs))
     if missing:
         raise BadInput(
@@ -201,7 +240,6 @@ def _attach(
                 for i, spec, columns in missing
             ]
         )
-    return run.quality.attach(at[1], at[0][:-1], frame, list(specs), partial(reading.share, run), split=split, shared=shared)
 
 
 def static_frames(run: RunContext) -> Frames:

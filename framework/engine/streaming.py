@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from framework.engine.context import RunContext
-from framework.engine.frames import Frames, StreamReading, build_frames
+from framework.engine.frames import Frames, StreamReading, build_frames, missing_columns
 from framework.engine.output_checks import check_outputs
 from framework.engine.results import OutputResult, OutputStatus, Progress, StepStatus
 from framework.engine.source_pins import check_source_columns, pin_source_columns
 from framework.engine.state_figures import streaming_figures
+from framework.engine.stream_checks import BatchCheck, CheckedBatches, RefusedRows
 from framework.errors import BadInput, RunFailed
 from framework.io import staging as staging_files
 from framework.io.checkpoint_audit import AuditedSource, CheckpointAuditor
@@ -38,8 +39,9 @@ from framework.io.sources import event_time_column
 from framework.io.stream_sink import ExactlyOnceDeltaSink
 from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchOperator, MicroBatchSetup
 from framework.operators.swa_stream import SwaStream
+from framework.plan.model import CheckScope
+from framework.quality.gate import MASK
 from framework.spec.durations import spark_interval
-from framework.spec.steps import JoinStep
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -64,6 +66,8 @@ class StreamingRun:
     run: RunContext
     queries: list[_Query] = field(default_factory=list)
     operators: dict[str, MicroBatchOperator] = field(default_factory=dict)  # output -> its per-micro-batch operator
+    checks: list[BatchCheck] = field(default_factory=list)  # drop expectations judged per micro-batch
+    sink_checks: dict[str, list[BatchCheck]] = field(default_factory=dict)  # output -> those its sink judges
     auditors: dict[str, CheckpointAuditor] = field(default_factory=dict)  # output -> its sources' audit
     began: float = field(default_factory=time.perf_counter)
 
@@ -81,6 +85,7 @@ class StreamingRun:
             for output in run.plan.outputs:
                 self._start_output(frames, output)
             self._start_audits(frames)
+            self._start_refused(frames)
             self._wait()
             self._audit()
         finally:
@@ -148,13 +153,45 @@ class StreamingRun:
         )
         run.result.outputs.append(result)
         operator = self._operator(frames, output)
-        sink = self._sink(output.name, output.table, output.mode, output.keys, output.partition_by, operator)
-        if operator is not None:
-            sink.side = {
-                side: self._sink(f"_{side}_{output.name}", run.internal(_SIDE_TABLES[side]), "append")
-                for side in operator.side_tables
-            }
+        checks = self._batch_checks(frames, output)
+        prepare = CheckedBatches(checks, operator) if checks else operator
+        sink = self._sink(output.name, output.table, output.mode, output.keys, output.partition_by, prepare)
+        sides = set(operator.side_tables if operator is not None else ()) | ({QUARANTINE} if checks else set())
+        sink.side = {side: self._sink(f"_{side}_{output.name}", run.internal(_SIDE_TABLES[side]), "append") for side in sides}
         self._start(frames.frames[output.step], output.name, sink, result)
+
+    def _batch_checks(self, frames: Frames, output: PlannedOutput) -> list[BatchCheck]:
+        """The drop expectations the output's sink judges on each micro-batch: those of its step
+        when the frames do not carry them (framework.engine.frames), then its own."""
+        run, step = self.run, self.run.plan.step(output.step)
+        columns = frames.columns_of(step.name)
+        targets = []
+        if step.drops_rows and step.name not in frames.refused:
+            first = next(o.name for o in run.plan.outputs if o.step == step.name)
+            targets.append((("steps", step.name), CheckScope.STEP, step.expectations, first == output.name))
+        if any(e.on == "rows" and e.severity == "drop" for e in output.expectations):
+            targets.append((("outputs", output.name), CheckScope.OUTPUT, output.expectations, True))
+        checks = []
+        for at, scope, expectations, record in targets:
+            specs = list(expectations)  # a stream's are all row-level drops (framework.compiler)
+            missing_columns(run, at, columns, specs)
+            check = BatchCheck.on(columns, at[1], scope, specs, run.run_id, run.pipeline)
+            check.record = record
+            checks.append(check)
+        self.checks += checks
+        self.sink_checks[output.name] = checks
+        return checks
+
+    def _start_refused(self, frames: Frames) -> None:
+        """A quarantine query for each step whose refused rows left the stream (framework.engine.frames)."""
+        run = self.run
+        for step, rows in frames.refused.items():
+            specs = list(run.plan.step(step).expectations)
+            check = BatchCheck.on(rows.drop(MASK), step, CheckScope.STEP, specs, run.run_id, run.pipeline)
+            check.rows = None  # its query sees only the refused rows
+            self.checks.append(check)
+            sink = self._sink(f"_quarantine_{step}", run.internal(QUARANTINE_TABLE), "append", prepare=RefusedRows(check))
+            self._start(rows, sink.name, sink, None)
 
     def _operator(self, frames: Frames, output: PlannedOutput) -> MicroBatchOperator | None:
         """The per-micro-batch operator of an output whose step runs in its sink, with its state
@@ -289,14 +326,7 @@ class StreamingRun:
                     self.auditors[owner] = auditor
                 auditor.sources.append(
                     AuditedSource(
-                        name,
-                        planned.location,
-                        source.read_files,
-                        event_time_column(spec),
-                        planned.readers,
-                        quarantine,
-                        late,
-                        behind_join=self._behind_time_join(name, owner),
+                        name, planned.location, source.read_files, event_time_column(spec), planned.readers, quarantine, late
                     )
                 )
             elif has_late:
@@ -312,21 +342,6 @@ class StreamingRun:
                 )
                 late = self._sink(f"_late_{name}", run.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
                 self._start(source.raw, late.name, late, None)  # type: ignore[arg-type]
-
-    def _behind_time_join(self, source: str, output: str) -> bool:
-        """Whether `source` reaches `output` through a time-window join (a stream-stream join)."""
-        plan = self.run.plan
-        todo, seen = [plan.output(output).step], set()
-        while todo:
-            node = todo.pop()
-            if node in seen or plan.is_source(node):
-                continue
-            seen.add(node)
-            step = plan.step(node)
-            if isinstance(step.spec, JoinStep) and step.spec.join.within is not None and source in plan.upstream_sources(node):
-                return True
-            todo.extend(step.inputs)
-        return False
 
     def _audit(self) -> None:
         reports = {q.name: q.query for q in self.queries if q.result is not None}
@@ -374,8 +389,10 @@ class StreamingRun:
                     self.run.reporter.update("output", q.name, q.result.status, f"{q.sink.replayed} replayed batch(es) skipped")
                 side = q.sink.side
                 step = plan.output(q.name).step
-                if QUARANTINE in side and side[QUARANTINE].rows:
-                    result.quarantined[step] = side[QUARANTINE].rows
+                if QUARANTINE in side and side[QUARANTINE].rows:  # the operator's own, besides the checks' (below)
+                    own = side[QUARANTINE].rows - sum(c.quarantined for c in self.sink_checks.get(q.name, []))
+                    if own:
+                        result.quarantined[step] = own
                 if LATE in side and side[LATE].rows:
                     result.late[", ".join(plan.upstream_sources(step)) or step] = side[LATE].rows
             elif q.name.startswith("_late_") and q.sink.rows:
@@ -390,6 +407,10 @@ class StreamingRun:
             if isinstance(operator, SwaStream) and operator.batches:
                 batches = [operator.batches[b] for b in sorted(operator.batches)]
                 result.capacity.append(streaming_figures(operator.step, operator.spec.swa, batches, operator.sizes))
+        for check in self.checks:
+            self.run.quality.results += check.results()
+            if check.quarantined:
+                result.quarantined[check.target] = result.quarantined.get(check.target, 0) + check.quarantined
         for auditor in self.auditors.values():
             for source in auditor.sources:
                 for sink, counts in ((source.quarantine, result.quarantined), (source.late, result.late)):

@@ -1,13 +1,12 @@
 """Malformed and late rows of file sources, found from a streaming query's own checkpoint.
 
 Reading a source a second time (a separate audit query) doubled the cost of every streaming run.
-Instead the main query counts malformed records as it reads (observed metrics) and Spark counts
-the rows its stateful operators drop behind the watermark. A stream-stream join counts none (a
-late row it cannot match is just not kept), so for a source behind one the query also observes
-each batch's oldest event time, and a batch whose oldest row is older than its watermark had
-late rows. After batches commit, a batch with nothing malformed and nothing late needs nothing;
-otherwise the files that batch read (the checkpoint's `sources/<i>/` log) are read again and
-split into
+Instead the main query counts malformed records as it reads (observed metrics) and observes each
+batch's oldest event time per source: a batch whose oldest row is older than its watermark had
+late rows, whichever operator met them (Spark counts the rows its stateful aggregations drop, but
+not those a stream-stream join or a per-micro-batch operator leaves out). After batches commit, a
+batch with nothing malformed and nothing late needs nothing; otherwise the files that batch read
+(the checkpoint's `sources/<i>/` log) are read again and split into
 - malformed records → the quarantine table, and
 - rows older than that batch's watermark (the checkpoint's `offsets/<batch>`) → late_rows
   (every row Spark dropped is among them; a row just under the watermark that a join still
@@ -41,8 +40,6 @@ class AuditedSource:
     steps: tuple[str, ...]
     quarantine: ExactlyOnceDeltaSink | None
     late: ExactlyOnceDeltaSink | None
-    #: the source reaches the output through a stream-stream join (Spark counts no late rows there)
-    behind_join: bool = False
 
 
 @dataclass
@@ -70,8 +67,8 @@ class CheckpointAuditor:
             for source in self.sources:
                 bad = _bad_count(observed, source.name) if observed is not None else None
                 needs_quarantine = source.quarantine is not None and (bad is None or bad > 0)
-                behind = source.behind_join and _oldest_is_late(observed, source.name, checkpoint.watermark(batch))
-                needs_late = source.late is not None and (dropped is None or dropped > 0 or behind)
+                late = _oldest_is_late(observed, source.name, checkpoint.watermark(batch))
+                needs_late = source.late is not None and (late or (dropped is not None and dropped > 0))
                 if needs_quarantine or needs_late:
                     self._audit_batch(batch, source, needs_quarantine, needs_late)
             self._mark_audited(batch)

@@ -216,7 +216,7 @@ def read_source_stream(spark: SparkSession, name: str, spec: AnySource, location
 
         assert column is not None  # the spec refuses a watermark without an event time
         # the oldest event time of each micro-batch: a batch whose oldest row is behind its watermark
-        # had late rows, even where no operator counts them as dropped (a stream-stream join)
+        # had late rows, whichever operator met them (framework.io.checkpoint_audit)
         oldest = F.min(F.unix_micros(F.col(column).cast("timestamp"))).alias("oldest")  # micros: no time zone to get wrong
         frame.df = frame.df.observe(oldest_metric(name), oldest)
         frame.df = frame.df.withWatermark(column, spark_interval(spec.watermark))

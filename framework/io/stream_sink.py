@@ -33,6 +33,17 @@ class WrittenRows:
     side: dict[str, DataFrame] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class SplitRows:
+    """What a `prepare` returns when it sets some of the batch's rows aside for other tables: the
+    rows to write, the rows for each side sink (as WrittenRows.side), and what to release once the
+    batch is committed (e.g. the persisted batch both were read from)."""
+
+    rows: DataFrame
+    side: dict[str, DataFrame] = field(default_factory=dict)
+    release: Callable[[], object] | None = None
+
+
 @dataclass
 class ExactlyOnceDeltaSink:
     store: DeltaStore
@@ -45,7 +56,7 @@ class ExactlyOnceDeltaSink:
     keys: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
     #: optional: turn the micro-batch into the rows to write (e.g. late rows), given the batch id
-    prepare: Callable[[DataFrame, int], DataFrame | WrittenRows] | None = None
+    prepare: Callable[[DataFrame, int], DataFrame | WrittenRows | SplitRows] | None = None
     on_commit: Callable[[str, int, int, int | None], None] | None = None
     #: sinks of the side tables a `prepare` may hand rows to (WrittenRows.side)
     side: dict[str, ExactlyOnceDeltaSink] = field(default_factory=dict)
@@ -60,11 +71,19 @@ class ExactlyOnceDeltaSink:
             batch.write.format("noop").mode("overwrite").save()
             self.replayed += 1
             return
-        spark = batch.sparkSession
-        frame = self.prepare(batch, batch_id) if self.prepare else batch
-        if isinstance(frame, WrittenRows):
+        prepared = self.prepare(batch, batch_id) if self.prepare else batch
+        try:
+            self._commit(batch.sparkSession, prepared, batch_id)
+        finally:
+            if isinstance(prepared, SplitRows) and prepared.release is not None:
+                prepared.release()
+
+    def _commit(self, spark: Any, frame: DataFrame | WrittenRows | SplitRows, batch_id: int) -> None:
+        if isinstance(frame, (WrittenRows, SplitRows)):
             for table, rows in frame.side.items():
                 self.side[table](rows, batch_id)
+        if isinstance(frame, SplitRows):
+            frame = frame.rows
         if isinstance(frame, WrittenRows) and not self.partition_by:
             staged = self.store.staged(self.name, self.table, frame.folder, frame.schema, [])
         else:

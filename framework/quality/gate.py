@@ -73,6 +73,11 @@ class QualityGate:
         specs = [s for s in specs if s.on == "rows"]
         if not specs:
             return frame
+        if frame.isStreaming:  # drop expectations only (the compiler's rule): the mask, nothing observed
+            conditions = failing_conditions(frame, specs)
+            tagged = frame.withColumn(MASK, drop_mask([conditions[s.label] for s in specs]))
+            self._pending.append(_Pending(target, scope, specs, ObservedSuite(specs), None, tagged, None))
+            return tagged
         observed = plan(frame, specs)
         drops = [i for i, s in enumerate(specs) if s.severity == "drop"]
         cached = persist(frame) if shared or observed.fallback or (drops and not split) else None
@@ -172,7 +177,8 @@ def _describe(result: ExpectationResult) -> str:
     if result.error:
         seen = f"error: {result.error}"
     elif result.unexpected_count is not None:
-        seen = f"{result.unexpected_count:,} of {result.element_count:,} rows unexpected"
+        of = f" of {result.element_count:,}" if result.element_count is not None else ""
+        seen = f"{result.unexpected_count:,}{of} rows unexpected"
     else:
         seen = f"observed {result.observed_value}"
     return f"{result.expectation}({args}): {seen}"

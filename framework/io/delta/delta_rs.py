@@ -105,6 +105,7 @@ class DeltaRsStore(DeltaStore):
         run_id: str = "",
     ) -> CommitResult:
         from deltalake import CommitProperties, Schema, Transaction
+        from deltalake.exceptions import DeltaError
         from deltalake.transaction import AddAction, create_table_with_add_actions
 
         dt = self._table(staged.table)
@@ -127,16 +128,23 @@ class DeltaRsStore(DeltaStore):
                 for f in staged.files
             ]
             if dt is None:
-                create_table_with_add_actions(
-                    staged.table,
-                    schema,
-                    actions,
-                    mode="error",
-                    partition_by=staged.partition_by or None,
-                    storage_options=self.storage_options,
-                    commit_properties=properties,
-                )
-            else:
+                try:
+                    create_table_with_add_actions(
+                        staged.table,
+                        schema,
+                        actions,
+                        mode="error",
+                        partition_by=staged.partition_by or None,
+                        storage_options=self.storage_options,
+                        commit_properties=properties,
+                    )
+                except DeltaError as e:
+                    # streaming queries share the quarantine and late-row tables: another one may
+                    # have created the table first; then this is an append like any other
+                    dt = self._table(staged.table)
+                    if "already exists" not in str(e) or dt is None or mode != "append":
+                        raise
+            if dt is not None:
                 dt.create_write_transaction(
                     actions,
                     mode="append" if mode == "append" else "overwrite",
