@@ -121,7 +121,7 @@ def ids_in(rows: list[dict]) -> set[int]:
     return found
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=deliveries())
 @example(batches=[[(0, False), (3, False)], [(12, False), (None, True)], [(25, False), (None, True), (None, True)]])
 def test_every_late_row_is_in_an_output_or_in_late_rows(spark, cli, project, batches):
