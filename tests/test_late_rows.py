@@ -50,6 +50,7 @@ KINDS = {
         "join: {left: a_count_join_left, right: b_count_join_left, on: [k], type: left, last: {left: 1000, right: 1000}}"
     ),
     "swa": "swa: {input: a_swa, key: [k], size: 3, timeout: 4s, event_time: ts, aggregates: {ids: collect_list(id)}}",
+    "tumbling": "tumbling: {input: a_tumbling, key: [k], size: 3, event_time: ts, aggregates: {ids: collect_list(id)}}",
     "sql_aggregation": (
         "sql: select window(ts, '10 seconds') as w, k, collect_list(id) as ids "
         "from {{ source('a_sql_aggregation') }} group by window(ts, '10 seconds'), k"

@@ -2,13 +2,14 @@
 whole input in its total order (window = advance = W), grouped by key inside each window.
 
 A unit is one key group inside one window. `closed_by` is `count` for a full window and
-`end_of_input` for the last, shorter one. Global positions come from time buckets
+`end_of_input` for the last, shorter one. On streams it runs per micro-batch
+(framework.operators.tumbling_stream). Global positions come from time buckets
 (framework.operators.ordering), so no single partition has to hold the input.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from framework.operators.context import StepContext
 from framework.operators.keyed_windows import (
@@ -24,12 +25,14 @@ from framework.operators.keyed_windows import (
     used_columns,
 )
 from framework.operators.ordering import global_positions
-from framework.operators.registry import StepKind, Streaming, register
+from framework.operators.registry import MicroBatch, StepKind, per_micro_batch, register
 from framework.spec.steps import TumblingStep
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from framework.operators.micro_batch import MicroBatchSetup
+    from framework.operators.tumbling_stream import TumblingStream
     from framework.spec.steps import TumblingSpec
 
 POSITION = "__tributary_position"
@@ -65,8 +68,24 @@ def units(rows: DataFrame, spec: TumblingSpec) -> tuple[DataFrame, Column, Colum
     return assigned, F.min(MICROS).over(window), F.max(MICROS).over(window)
 
 
-def _batch_only(step: Any) -> Streaming:
-    return Streaming.BATCH_ONLY
+def _input_stream(context: StepContext) -> DataFrame:
+    return context.inputs[context.spec.tumbling.input]
 
 
-register(StepKind(TumblingStep, build=build_tumbling, streaming=_batch_only, checks=(aggregate_problems,), units=units))
+def _operator(setup: MicroBatchSetup) -> TumblingStream:
+    from framework.operators.tumbling_stream import TumblingStream
+
+    return TumblingStream.for_output(setup)
+
+
+register(
+    StepKind(
+        TumblingStep,
+        build=build_tumbling,
+        streaming=per_micro_batch,
+        micro_batch=MicroBatch(stream=_input_stream, operator=_operator, check=build_tumbling),
+        checks=(aggregate_problems,),
+        needs_watermark="streaming count windows place tuples once the watermark has passed them",
+        units=units,
+    )
+)
