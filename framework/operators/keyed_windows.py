@@ -19,10 +19,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
-from framework.operators.columns import field_of, is_timestamp, missing_columns, quoted
+from framework.operators.columns import field_of, is_timestamp, lacking, missing_columns, quoted, untimely
 from framework.operators.context import StepContext
 from framework.operators.ordering import epoch_micros, orderable
-from framework.operators.registry import SpecProblem
+from framework.operators.registry import ColumnContext, SpecProblem, StepColumns
+from framework.schemas import Column, Schema
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -67,6 +68,73 @@ def aggregate_problems(step: Any) -> list[SpecProblem]:
                 )
             )
     return problems
+
+
+def keyed_window_columns(step: Any, context: ColumnContext) -> StepColumns:
+    """Before Spark starts: the columns the step names are in its input (key, event time,
+    tiebreak, truth, the column learned sizes are kept by), the event time is a timestamp, the
+    aggregates read columns the input has; the output is unit_rows': key, FIXED_COLUMNS, aggregates."""
+    from framework.schemas.query import analyze
+
+    kind = step.kind
+    spec: KeyedWindowSpec = getattr(step, kind)
+    schema = context.inputs[spec.input]
+    strategy = f" (strategy '{spec.key}')" if isinstance(spec.key, str) else ""
+    if isinstance(spec.key, str):
+        from framework.spec.steps import STRATEGIES
+
+        roles = [(f"key{strategy}", getattr(spec.columns, r), (kind, "columns", r)) for r in STRATEGIES[spec.key]]
+    else:
+        roles = [("key", c, (kind, "key", i)) for i, c in enumerate(spec.key)]
+    roles += [("event_time", spec.event_time, (kind, "event_time"))]
+    roles += [("tiebreak", c, (kind, "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
+    if spec.truth is not None:
+        roles += [("truth.instance", spec.truth.instance, (kind, "truth", "instance"))]
+        roles += [("truth.primary", spec.truth.primary, (kind, "truth", "primary"))]
+    learn = getattr(spec, "learn", None)
+    if getattr(spec, "learns", False) and learn is not None and learn.by is not None:
+        roles += [("learn.by", learn.by, (kind, "learn", "by"))]
+    problems = lacking(spec.input, schema, roles)
+    hint = "declare it TIMESTAMP in the source's schema, or cast it in a SQL step before this one"
+    problems += untimely(spec.input, schema, spec.event_time, (kind, "event_time"), hint)
+    fixed = {c.lower() for c in (*spec.key_columns(), *FIXED_COLUMNS)}
+    clash = [name for name in spec.aggregates if name.lower() in fixed]
+    if clash:
+        problems.append(
+            SpecProblem(
+                f"aggregate name(s) {clash} clash with the key or the fixed output columns",
+                (kind, "aggregates", clash[0]),
+                hint=f"every unit already has {', '.join(FIXED_COLUMNS)}; rename the aggregate",
+            )
+        )
+    event_time = schema.find(spec.event_time)
+    columns = [schema.find(c) or Column(c) for c in spec.key_columns()]
+    columns += [Column(n, event_time.type if event_time else None, event_time.inferred if event_time else False) for n in FIXED_COLUMNS[:2]]
+    columns += [Column("tuple_count", "BIGINT"), Column("closed_by", "STRING")]
+    for name, expression in spec.aggregates.items():
+        aggregate = _aggregate_columns(analyze, spec.input, schema, name, expression)
+        if aggregate is None:  # not one expression: aggregate_problems says so
+            columns.append(Column(name))
+            continue
+        found, column = aggregate
+        columns.append(column)
+        problems += [SpecProblem(f"aggregate '{name}': {f.message}", (kind, "aggregates", name), hint=f.hint) for f in found]
+    return StepColumns(Schema(tuple(columns), complete=True), list(problems))
+
+
+def _aggregate_columns(analyze: Any, input_name: str, schema: Schema, name: str, expression: str) -> Any:
+    """(findings, the output column) of one aggregate over the input, or None when it does not parse."""
+    import sqlglot
+
+    try:
+        parsed = sqlglot.parse(f"SELECT {expression} AS {quoted(name)} FROM {quoted(input_name)}", read="spark")
+    except sqlglot.errors.SqlglotError:
+        return None
+    if len(parsed) != 1 or parsed[0] is None or len(parsed[0].selects) != 1:
+        return None
+    analysis = analyze(parsed[0], {input_name: schema})
+    typed = analysis.schema.columns[0] if analysis.schema.columns else Column(name)
+    return analysis.findings, Column(name, typed.type, inferred=True)
 
 
 def spec_of(context: StepContext) -> KeyedWindowSpec:

@@ -19,6 +19,7 @@ from framework.operators.keyed_windows import (
     UNIT,
     aggregate_problems,
     checked_input,
+    keyed_window_columns,
     tuple_order,
     unit_rows,
     used_columns,
@@ -69,4 +70,13 @@ def _batch_only(step: Any) -> Streaming:
     return Streaming.BATCH_ONLY
 
 
-register(StepKind(TumblingStep, build=build_tumbling, streaming=_batch_only, checks=(aggregate_problems,), units=units))
+register(
+    StepKind(
+        TumblingStep,
+        build=build_tumbling,
+        streaming=_batch_only,
+        checks=(aggregate_problems,),
+        units=units,
+        output_schema=keyed_window_columns,
+    )
+)
