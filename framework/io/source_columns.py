@@ -60,4 +60,5 @@ def event_time_problems(name: str, spec: AnySource, schema: Schema) -> list[tupl
     except sqlglot.errors.SqlglotError:
         return []  # the run says what Spark makes of it
     known = Schema(tuple(c for c in schema.columns if c.name != EVENT_TIME))
-    return [(f"event_time '{spec.event_time}': {f.message}", f.hint) for f in analyze(parsed, {name: known}).findings]
+    findings = analyze(parsed, {name: known}).findings
+    return [(f"event_time '{spec.event_time}' is neither a column nor an expression over them: {f.message}", f.hint) for f in findings]

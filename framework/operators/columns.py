@@ -10,6 +10,7 @@ from framework.errors import Problem
 from framework.operators.registry import SpecProblem
 from framework.schemas import Schema
 from framework.schemas.columns import is_timestamp as is_timestamp_type
+from framework.schemas.columns import shown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -57,18 +58,26 @@ def not_a_timestamp(step: str, input_name: str, df: DataFrame, column: str, hint
 # -- the same, before Spark starts: against the inputs' schemas (framework.schemas) -------------------
 
 
-def lacking(input_name: str, schema: Schema, roles: list[tuple[str, str, tuple[str | int, ...]]]) -> list[SpecProblem]:
-    """One problem per (role, column, YAML path) whose column the input certainly lacks."""
+Role = tuple[str, str, str, tuple[str | int, ...]]  # (role, column, note after the column, YAML path)
+
+
+def lacking(input_name: str, schema: Schema, roles: list[Role]) -> list[SpecProblem]:
+    """One problem per role whose column the input certainly lacks (said as missing_columns says it)."""
     return [
-        SpecProblem(f"{role} column '{column}' is not in input '{input_name}'", at, hint=schema.hint(column, f"'{input_name}'"))
-        for role, column, at in roles
+        SpecProblem(
+            f"{role} column '{column}'{note} is not in input '{input_name}'", at, hint=schema.hint(column, f"'{input_name}'")
+        )
+        for role, column, note, at in roles
         if schema.lacks(column)
     ]
 
 
-def untimely(input_name: str, schema: Schema, column: str, at: tuple[str | int, ...], hint: str) -> list[SpecProblem]:
-    """A problem when the event time column's known type is not a timestamp."""
+def untimely(
+    input_name: str, schema: Schema, column: str, at: tuple[str | int, ...], hint: str, name_input: bool = True
+) -> list[SpecProblem]:
+    """A problem when the event time column's certain type is not a timestamp (said as the run says it)."""
     found = schema.find(column)
     if found is None or found.known_type is None or is_timestamp_type(found.known_type):
         return []
-    return [SpecProblem(f"event_time column '{column}' of input '{input_name}' is {found.known_type}, not a timestamp", at, hint=hint)]
+    of_input = f" of input '{input_name}'" if name_input else ""
+    return [SpecProblem(f"event_time column '{column}'{of_input} is {shown(found.known_type)}, not a timestamp", at, hint=hint)]

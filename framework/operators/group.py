@@ -284,9 +284,9 @@ def group_columns(step: Any, context: ColumnContext) -> StepColumns:
     spec: GroupSpec = step.group
     key_at = ("group", "key") if spec.key is not None else ("group", "context")
     listed = isinstance(spec.key if spec.key is not None else spec.context, list)
-    roles = [("key", c, (*key_at, i) if listed else key_at) for i, c in enumerate(spec.key_columns())]
-    roles += [("event_time", spec.event_time, ("group", "event_time"))]
-    roles += [("tiebreak", c, ("group", "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
+    roles = [("key", c, "", (*key_at, i) if listed else key_at) for i, c in enumerate(spec.key_columns())]
+    roles += [("event_time", spec.event_time, "", ("group", "event_time"))]
+    roles += [("tiebreak", c, "", ("group", "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
     problems: list[SpecProblem] = []
     hint = "declare it TIMESTAMP in the source's schema, or cast it in a SQL step before this one"
     for i, name in enumerate(spec.inputs):

@@ -354,8 +354,9 @@ def join_columns(step: JoinStep, context: ColumnContext) -> StepColumns:
     both have one). With an input whose columns are not all known, only the keys are certain."""
     spec = step.join
     left, right = context.inputs[spec.left], context.inputs[spec.right]
-    roles = [("key", c, ("join", "on", i)) for i, c in enumerate(spec.on)] + [("event_time", spec.event_time, ("join", "event_time"))]
-    roles += [("tiebreak", c, ("join", "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
+    roles = [("key", c, "", ("join", "on", i)) for i, c in enumerate(spec.on)]
+    roles += [("event_time", spec.event_time, "", ("join", "event_time"))]
+    roles += [("tiebreak", c, "", ("join", "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
     problems: list[SpecProblem] = []
     hint = "cast it to a timestamp in a SQL step before the join, or name another column in event_time"
     for name, schema in ((spec.left, left), (spec.right, right)):

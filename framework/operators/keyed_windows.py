@@ -79,24 +79,24 @@ def keyed_window_columns(step: Any, context: ColumnContext) -> StepColumns:
     kind = step.kind
     spec: KeyedWindowSpec = getattr(step, kind)
     schema = context.inputs[spec.input]
-    strategy = f" (strategy '{spec.key}')" if isinstance(spec.key, str) else ""
     if isinstance(spec.key, str):
         from framework.spec.steps import STRATEGIES
 
-        roles = [(f"key{strategy}", getattr(spec.columns, r), (kind, "columns", r)) for r in STRATEGIES[spec.key]]
+        note = f" (strategy '{spec.key}')"
+        roles = [("key", getattr(spec.columns, r), note, (kind, "columns", r)) for r in STRATEGIES[spec.key]]
     else:
-        roles = [("key", c, (kind, "key", i)) for i, c in enumerate(spec.key)]
-    roles += [("event_time", spec.event_time, (kind, "event_time"))]
-    roles += [("tiebreak", c, (kind, "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
+        roles = [("key", c, "", (kind, "key", i)) for i, c in enumerate(spec.key)]
+    roles += [("event_time", spec.event_time, "", (kind, "event_time"))]
+    roles += [("tiebreak", c, "", (kind, "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
     if spec.truth is not None:
-        roles += [("truth.instance", spec.truth.instance, (kind, "truth", "instance"))]
-        roles += [("truth.primary", spec.truth.primary, (kind, "truth", "primary"))]
+        roles += [("truth.instance", spec.truth.instance, "", (kind, "truth", "instance"))]
+        roles += [("truth.primary", spec.truth.primary, "", (kind, "truth", "primary"))]
     learn = getattr(spec, "learn", None)
     if getattr(spec, "learns", False) and learn is not None and learn.by is not None:
-        roles += [("learn.by", learn.by, (kind, "learn", "by"))]
+        roles += [("learn.by", learn.by, "", (kind, "learn", "by"))]
     problems = lacking(spec.input, schema, roles)
     hint = "declare it TIMESTAMP in the source's schema, or cast it in a SQL step before this one"
-    problems += untimely(spec.input, schema, spec.event_time, (kind, "event_time"), hint)
+    problems += untimely(spec.input, schema, spec.event_time, (kind, "event_time"), hint, name_input=False)
     fixed = {c.lower() for c in (*spec.key_columns(), *FIXED_COLUMNS)}
     clash = [name for name in spec.aggregates if name.lower() in fixed]
     if clash:
@@ -118,7 +118,10 @@ def keyed_window_columns(step: Any, context: ColumnContext) -> StepColumns:
             continue
         found, column = aggregate
         columns.append(column)
-        problems += [SpecProblem(f"aggregate '{name}': {f.message}", (kind, "aggregates", name), hint=f.hint) for f in found]
+        problems += [
+            SpecProblem(f"aggregate '{name}: {expression}' cannot run: {f.message}", (kind, "aggregates", name), hint=f.hint)
+            for f in found
+        ]
     return StepColumns(Schema(tuple(columns), complete=True), list(problems))
 
 

@@ -6,6 +6,7 @@ from framework.errors import BadInput, Problem
 from framework.operators.context import StepContext
 from framework.operators.registry import ColumnContext, SpecProblem, StepColumns, StepKind, register
 from framework.schemas import Column, Schema
+from framework.schemas.columns import shown
 from framework.spec.steps import UnionStep
 
 SOURCE_COLUMN = "_source"
@@ -60,7 +61,7 @@ def union_columns(step: UnionStep, context: ColumnContext) -> StepColumns:
             if had.known_type and column.known_type and had.known_type != column.known_type:
                 problems.append(
                     SpecProblem(
-                        f"column '{column.name}' is {had.known_type} in '{first[key]}' but {column.known_type} in '{name}'",
+                        f"column '{column.name}' is {shown(had.known_type)} in '{first[key]}' but {shown(column.known_type)} in '{name}'",
                         ("union", i),
                         hint="cast it to one type in a SQL step before the union",
                     )

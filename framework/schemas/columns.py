@@ -15,6 +15,7 @@ normalized by sqlglot's Spark dialect so that `long` and `BIGINT` are one type.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -136,11 +137,15 @@ def spark_type(text: str) -> str | None:
 
 
 def normalized(text: str) -> str:
+    """One spelling per Spark type: TIMESTAMP_LTZ is TIMESTAMP, DECIMAL is DECIMAL(10, 0), and
+    VARCHAR(n) / CHAR(n) are STRING (Spark reads them as strings)."""
     upper = text.upper()
     if upper == "TIMESTAMP_LTZ":
         return "TIMESTAMP"
     if upper == "DECIMAL":
         return "DECIMAL(10, 0)"
+    if re.fullmatch(r"(VAR)?CHAR\(\d+\)|TEXT", upper):
+        return "STRING"
     return text
 
 
@@ -163,6 +168,11 @@ def split_top_level(text: str, sep: str = ",") -> list[str]:
             current.append(ch)
     parts.append("".join(current))
     return [p for p in (p.strip() for p in parts) if p]
+
+
+def shown(type_: str) -> str:
+    """A type as Spark's messages write it (`int`, `decimal(10,2)`, `array<string>`)."""
+    return type_.lower().replace(", ", ",").replace(": ", ":")
 
 
 # -- what a type is, for the checks that need a kind of column -----------------------------------

@@ -243,17 +243,20 @@ def _names_defined(tree: exp.Expression) -> set[str]:
 
 
 def _hint(name: str, scope: Any, views: dict[str, Schema]) -> str | None:
-    """The closest column of the views the scope reads."""
-    columns = []
-    for source in scope.sources.values():
+    """The closest column of what the scope reads, else what each of those has."""
+    parts: list[tuple[str, list[Column]]] = []
+    for alias, source in scope.sources.items():
         if isinstance(source, exp.Table) and source.name.lower() in views:
-            columns += views[source.name.lower()].columns
-        elif hasattr(source, "expression") and isinstance(source.expression, exp.Select):
-            columns += [Column(p.alias_or_name) for p in source.expression.selects]
-    if not columns:
+            parts.append((source.name, list(views[source.name.lower()].columns)))
+        elif isinstance(getattr(source, "expression", None), exp.Select):
+            parts.append((alias, [Column(p.alias_or_name) for p in source.expression.selects]))
+    everything = Schema(tuple(c for _, columns in parts for c in columns))
+    if not everything.columns:
         return None
-    shown = [c.name for c in columns]
-    return Schema(tuple(columns)).hint(name, "the query's input") if shown else None
+    hint = everything.hint(name, "")
+    if hint.startswith("did you mean"):
+        return hint
+    return "; ".join(f"'{label}' has: {', '.join(c.name for c in columns)}" for label, columns in parts)
 
 
 # -- columns outside GROUP BY ---------------------------------------------------------------------
