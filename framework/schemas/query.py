@@ -64,6 +64,7 @@ def analyze(statement: exp.Expression, relations: dict[str, Schema], text: str |
     views = {name.lower(): schema for name, schema in relations.items()}
     tree = statement.copy()
     blockers = _blockers(tree, views)
+    reordered = _star_over_using(tree)
     _tag_projections(tree)
     mapping = _mapping(views)
     try:
@@ -93,7 +94,17 @@ def analyze(statement: exp.Expression, relations: dict[str, Schema], text: str |
     schema = _output(qualified, views)
     if blockers and schema.complete and any(b.startswith("PIVOT") for b in blockers):
         schema = schema.incomplete("its PIVOT names columns by Spark's rules")
+    if reordered and schema.complete:
+        schema = schema.incomplete("Spark orders * over a USING or NATURAL join its own way")
     return Analysis(schema, findings)
+
+
+def _star_over_using(tree: exp.Expression) -> bool:
+    """The output selects * (or t.*) over a USING or NATURAL join, whose columns Spark orders itself."""
+    root = _leftmost_select(tree)
+    if root is None or not any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star) for p in root.expressions):
+        return False
+    return any(join.args.get("using") or "NATURAL" in (join.text("method") or "").upper() for join in root.args.get("joins") or [])
 
 
 # -- what makes a query uncheckable -----------------------------------------------------------------
@@ -180,18 +191,22 @@ def _quoted(name: str) -> str:
 def _unknown_columns(
     qualified: exp.Expression, named_here: set[str], views: dict[str, Schema], text: str | None
 ) -> list[Finding]:
-    """Columns no view, alias or lambda of the query has (`named_here`: the query's own names, as
-    written, since the qualifier aliases every projection)."""
+    """Columns that nothing the query reads has, in their scope or an enclosing one (correlated
+    subqueries), and that are no alias or lambda parameter of the query (`named_here`, as
+    written: the qualifier aliases every projection)."""
     from sqlglot.optimizer.scope import traverse_scope
 
-    everywhere = {c.name.lower() for schema in views.values() for c in schema.columns}
     findings, seen = [], set()
     for scope in traverse_scope(qualified):
         if not isinstance(scope.expression, exp.Select) or scope.pivots:
             continue
+        visible: set[str] | None = None
         for column in scope.external_columns:
             name = column.name.lower()
-            if column.table or name in everywhere or name in named_here or name in NILADIC or name.startswith("_metadata"):
+            if column.table or name in named_here or name in NILADIC or name.startswith("_metadata"):
+                continue
+            visible = _visible(scope, views) if visible is None else visible
+            if not visible or name in visible:
                 continue
             line = _line(column)
             if (name, line) in seen:
@@ -200,6 +215,25 @@ def _unknown_columns(
             written = _as_written(column, text)
             findings.append(Finding(f"unknown column '{written}'", line, _hint(written, scope, views)))
     return findings
+
+
+def _visible(scope: Any, views: dict[str, Schema]) -> set[str]:
+    """The columns of what the scope and the scopes around it read (empty: not all known)."""
+    names: set[str] = set()
+    while scope is not None:
+        for source in scope.sources.values():
+            if isinstance(source, exp.Table):
+                view = views.get(source.name.lower())
+                if view is None or not view.complete:
+                    return set()
+                names |= {c.name.lower() for c in view.columns}
+                continue
+            select = _leftmost_select(getattr(source, "expression", None))
+            if select is None:
+                return set()
+            names |= {p.alias_or_name.lower() for p in select.selects}
+        scope = scope.parent
+    return names
 
 
 def _unknown_qualified(error: str, statement: exp.Expression, text: str | None, views: dict[str, Schema]) -> list[Finding]:
@@ -272,7 +306,9 @@ def _ungrouped_columns(qualified: exp.Expression, text: str | None) -> list[Find
             continue
         group = select.args.get("group")
         if group is not None:
-            if group.args.get("all") or any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")):
+            if group.args.get("all") or group.find(exp.Rollup, exp.Cube, exp.GroupingSets) is not None:
+                continue
+            if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")):
                 continue
             grouped = {e.sql("spark") for e in group.expressions}
         elif any(_aggregates(p, select) for p in select.expressions):
@@ -325,6 +361,9 @@ def _output(qualified: exp.Expression, views: dict[str, Schema]) -> Schema:
         if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
             uncertain = uncertain or "it selects * from a view whose columns are not all known"
             continue
+        if isinstance(projection, exp.Aliases):  # a generator's columns: `stack(...) AS (k, v)`
+            columns += [Column(e.name) for e in projection.expressions]
+            continue
         tag = projection.meta.get(_TAG, inner.meta.get(_TAG, ""))
         name = projection.alias_or_name
         if tag is None or (tag == "" and _GENERATED.match(name)):
@@ -338,7 +377,7 @@ def _output(qualified: exp.Expression, views: dict[str, Schema]) -> Schema:
     return Schema(tuple(columns), complete=not uncertain, why_incomplete=uncertain)
 
 
-def _leftmost_select(node: exp.Expression) -> exp.Select | None:
+def _leftmost_select(node: exp.Expression | None) -> exp.Select | None:
     while isinstance(node, (exp.SetOperation, exp.Subquery, exp.Paren)):
         node = node.this if not isinstance(node, exp.SetOperation) else node.left
     return node if isinstance(node, exp.Select) else None
@@ -403,7 +442,10 @@ def _written_output(statement: exp.Expression, views: dict[str, Schema], why: st
     columns, complete = [], True
     for projection in root.expressions:
         name = _certain_name(projection)
-        if name is None or name == "*" or "," in name:
+        if isinstance(projection, exp.Aliases):
+            columns += [Column(e.name) for e in projection.expressions]
+            continue
+        if name is None or name == "*":
             complete = False
             continue
         inner = projection.this if isinstance(projection, exp.Alias) else projection
