@@ -105,7 +105,8 @@ def validate(
     pipelines: Annotated[Optional[list[str]], typer.Argument(help="Pipeline files (default: all in pipelines/).")] = None,
     profile: ProfileOpt = None,
     explain: Annotated[
-        Optional[str], typer.Option("--explain", metavar="STEP", help="Also print the columns validate infers for this step or source.")
+        Optional[str],
+        typer.Option("--explain", metavar="STEP", help="Also print the columns validate infers for this step or source."),
     ] = None,
     debug: DebugOpt = False,
 ) -> None:

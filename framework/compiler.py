@@ -126,9 +126,7 @@ def compile_pipeline(
     if spec.mode == "streaming":
         _check_streaming_spec(loaded, graph)
     schemas, notes = _check_columns(loaded, graph, rendered, parsed, functions, found)
-    return CompiledPipeline(
-        project, loaded, variables, rendered, graph, graph.select(select), functions, found, schemas, notes
-    )
+    return CompiledPipeline(project, loaded, variables, rendered, graph, graph.select(select), functions, found, schemas, notes)
 
 
 def _check_columns(
@@ -161,7 +159,10 @@ def _check_columns(
                         hint="declare schema: to have validate check them",
                     )
                 )
-            problems += [loaded.problem(f"source '{node}': {m}", ("sources", node, "event_time"), hint=h) for m, h in event_time_problems(node, source, schema)]
+            problems += [
+                loaded.problem(f"source '{node}': {m}", ("sources", node, "event_time"), hint=h)
+                for m, h in event_time_problems(node, source, schema)
+            ]
         else:
             step = spec.steps[node]
             kind = kind_of(step)
@@ -169,11 +170,17 @@ def _check_columns(
                 schemas[node] = Schema.unknown(f"{kind.name} steps do not say their columns")
                 continue
             tree, text = parsed.get(node, (None, ""))
-            context = ColumnContext(node, {i: schemas[i] for i in graph.inputs.get(node, ())}, functions, rendered.get(node), tree, text)
+            context = ColumnContext(
+                node, {i: schemas[i] for i in graph.inputs.get(node, ())}, functions, rendered.get(node), tree, text
+            )
             result = kind.output_schema(step, context)
             schema = result.schema
             for p in result.problems:
-                located = p if isinstance(p, Problem) else loaded.problem(f"step '{node}': {p.message}", ("steps", node, *p.at), hint=p.hint)
+                located = (
+                    p
+                    if isinstance(p, Problem)
+                    else loaded.problem(f"step '{node}': {p.message}", ("steps", node, *p.at), hint=p.hint)
+                )
                 problems.append(located)
             problems += expectation_column_problems(loaded, ("steps", node), step.expectations, schema)
         schemas[node] = schema

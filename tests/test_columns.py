@@ -172,11 +172,16 @@ def test_an_expectation_on_a_missing_column_or_a_type_it_cannot_judge_is_named(c
     assert "did you mean 'customer'?" in err
     assert "pipelines/shop.yaml:21:44: output 'daily': expect_column_mean_to_be_between" not in err
     # the day's type is sqlglot's inference, not certain: no error; on a declared date it is one
-    _shop(project, PIPELINE.replace("    partition_by: [day]\n", "    partition_by: [day]\n" + checks.replace("custmer", "customer")))
+    _shop(
+        project,
+        PIPELINE.replace("    partition_by: [day]\n", "    partition_by: [day]\n" + checks.replace("custmer", "customer")),
+    )
     write(project / "sql" / "daily.sql", DAILY.replace("to_date(ts) as day", "cast(to_date(ts) as date) as day"))
     code, out, err = cli("validate", "shop")
     assert code == 2
-    assert "pipelines/shop.yaml:21:44: output 'daily': expect_column_mean_to_be_between needs a numeric column; 'day' is date" in err
+    assert (
+        "pipelines/shop.yaml:21:44: output 'daily': expect_column_mean_to_be_between needs a numeric column; 'day' is date" in err
+    )
 
 
 def test_union_join_and_swa_columns_are_checked_through_the_steps(cli, project):
@@ -208,7 +213,11 @@ steps:
 
 def test_a_source_without_a_schema_is_noted_and_what_reads_it_is_not_checked(cli, project):
     pipeline = PIPELINE.replace("    schema: id BIGINT, customer STRING, ts TIMESTAMP, amount DOUBLE, tags ARRAY<STRING>\n", "")
-    _shop(project, pipeline, DAILY.replace("       customer,\n", "       customer, whatever,\n").replace("customer\n", "customer, whatever\n"))
+    _shop(
+        project,
+        pipeline,
+        DAILY.replace("       customer,\n", "       customer, whatever,\n").replace("customer\n", "customer, whatever\n"),
+    )
     code, out, err = cli("validate", "shop")
     assert code == 0, out + err  # Spark infers the columns at run time: nothing certain to say about 'whatever"
     assert "note: pipelines/shop.yaml:3:3: source 'orders': no schema: Spark infers it when it reads the files" in err

@@ -29,9 +29,7 @@ def source_columns(spec: AnySource, log_ddl: str | None = None) -> Schema:
     else:
         schema = _file_columns(spec)
     if event_time_column(spec) == EVENT_TIME and schema.find(spec.event_time or "") is None:
-        schema = Schema(
-            (*schema.columns, Column(EVENT_TIME, "TIMESTAMP", inferred=True)), schema.complete, schema.why_incomplete
-        )
+        schema = Schema((*schema.columns, Column(EVENT_TIME, "TIMESTAMP", inferred=True)), schema.complete, schema.why_incomplete)
     return schema
 
 
@@ -43,7 +41,9 @@ def _file_columns(spec: FileSource) -> Schema:
     schema = from_ddl(ddl)
     if spec.origin:
         line_type = "BIGINT" if spec.format == "parquet" else "INT"  # a row index, or a line number
-        schema = Schema((*schema.columns, Column(FILE, "STRING"), Column(LINE, line_type)), schema.complete, schema.why_incomplete)
+        schema = Schema(
+            (*schema.columns, Column(FILE, "STRING"), Column(LINE, line_type)), schema.complete, schema.why_incomplete
+        )
     return schema
 
 
@@ -61,4 +61,6 @@ def event_time_problems(name: str, spec: AnySource, schema: Schema) -> list[tupl
         return []  # the run says what Spark makes of it
     known = Schema(tuple(c for c in schema.columns if c.name != EVENT_TIME))
     findings = analyze(parsed, {name: known}).findings
-    return [(f"event_time '{spec.event_time}' is neither a column nor an expression over them: {f.message}", f.hint) for f in findings]
+    return [
+        (f"event_time '{spec.event_time}' is neither a column nor an expression over them: {f.message}", f.hint) for f in findings
+    ]

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
-from framework.operators.columns import field_of, lacking, missing_columns, not_a_timestamp, quoted, untimely
+from framework.operators.columns import Role, field_of, lacking, missing_columns, not_a_timestamp, quoted, untimely
 from framework.operators.context import REASON, Rejected, StepContext
 from framework.operators.group_runner import (
     EVENT,
@@ -47,7 +47,8 @@ from framework.operators.group_runner import (
 from framework.operators.keyed_windows import rejection_reason, tuple_order, with_micros
 from framework.operators.micro_batch import MicroBatchSetup
 from framework.operators.registry import ColumnContext, MicroBatch, SpecProblem, StepColumns, StepKind, per_micro_batch, register
-from framework.schemas import Column, Schema
+from framework.schemas import Column as SchemaColumn
+from framework.schemas import Schema
 from framework.spec.steps import GroupStep
 
 if TYPE_CHECKING:
@@ -284,7 +285,7 @@ def group_columns(step: Any, context: ColumnContext) -> StepColumns:
     spec: GroupSpec = step.group
     key_at = ("group", "key") if spec.key is not None else ("group", "context")
     listed = isinstance(spec.key if spec.key is not None else spec.context, list)
-    roles = [("key", c, "", (*key_at, i) if listed else key_at) for i, c in enumerate(spec.key_columns())]
+    roles: list[Role] = [("key", c, "", (*key_at, i) if listed else key_at) for i, c in enumerate(spec.key_columns())]
     roles += [("event_time", spec.event_time, "", ("group", "event_time"))]
     roles += [("tiebreak", c, "", ("group", "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
     problems: list[SpecProblem] = []
@@ -298,15 +299,17 @@ def group_columns(step: Any, context: ColumnContext) -> StepColumns:
     keys = []
     for key in spec.key_columns():
         found = next((c for c in (context.inputs[n].find(key) for n in spec.inputs) if c is not None), None)
-        keys.append(found or Column(key))
+        keys.append(found or SchemaColumn(key))
     function = context.functions.group.get(spec.function)
     text = spec.returns if spec.returns is not None else function.returns if function is not None else None
     try:
-        returned = [Column(n, spark_type(t)) for n, t in columns(text)] if text is not None else None
+        returned = [SchemaColumn(n, spark_type(t)) for n, t in columns(text)] if text is not None else None
     except DdlError:
         returned = None
     if returned is None:  # function_problems says why
-        return StepColumns(Schema(tuple(keys), complete=False, why_incomplete="the function's returns are not known"), list(problems))
+        return StepColumns(
+            Schema(tuple(keys), complete=False, why_incomplete="the function's returns are not known"), list(problems)
+        )
     return StepColumns(Schema((*keys, *returned)), list(problems))
 
 

@@ -42,12 +42,13 @@ import operator
 from typing import TYPE_CHECKING
 
 from framework.errors import BadInput, Problem
-from framework.operators.columns import field_of, lacking, missing_columns, not_a_timestamp, quoted, untimely
+from framework.operators.columns import Role, field_of, lacking, missing_columns, not_a_timestamp, quoted, untimely
 from framework.operators.context import StepContext
 from framework.operators.micro_batch import MicroBatchSetup
 from framework.operators.ordering import bucket_count, bucket_of, epoch_micros, orderable
 from framework.operators.registry import ColumnContext, MicroBatch, SpecProblem, StepColumns, StepKind, Streaming, register
-from framework.schemas import Column, Schema
+from framework.schemas import Column as SchemaColumn
+from framework.schemas import Schema
 from framework.spec.steps import JoinStep
 
 if TYPE_CHECKING:
@@ -354,7 +355,7 @@ def join_columns(step: JoinStep, context: ColumnContext) -> StepColumns:
     both have one). With an input whose columns are not all known, only the keys are certain."""
     spec = step.join
     left, right = context.inputs[spec.left], context.inputs[spec.right]
-    roles = [("key", c, "", ("join", "on", i)) for i, c in enumerate(spec.on)]
+    roles: list[Role] = [("key", c, "", ("join", "on", i)) for i, c in enumerate(spec.on)]
     roles += [("event_time", spec.event_time, "", ("join", "event_time"))]
     roles += [("tiebreak", c, "", ("join", "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
     problems: list[SpecProblem] = []
@@ -363,15 +364,17 @@ def join_columns(step: JoinStep, context: ColumnContext) -> StepColumns:
         problems += lacking(name, schema, roles)
         problems += untimely(name, schema, spec.event_time, ("join", "event_time"), hint)
     keys = {c.lower() for c in spec.on}
-    out = [left.find(k) or Column(k) for k in spec.on]
+    out = [left.find(k) or SchemaColumn(k) for k in spec.on]
     if not (left.complete and right.complete):
         why = left.why_incomplete if not left.complete else right.why_incomplete
-        return StepColumns(Schema(tuple(out), complete=False, why_incomplete=f"an input's columns are not all known ({why})"), list(problems))
+        return StepColumns(
+            Schema(tuple(out), complete=False, why_incomplete=f"an input's columns are not all known ({why})"), list(problems)
+        )
     left_rest = [c for c in left.columns if c.name.lower() not in keys]
     right_rest = [c for c in right.columns if c.name.lower() not in keys]
     both = {c.name.lower() for c in left_rest} & {c.name.lower() for c in right_rest}
     for prefix, rest in ((spec.left, left_rest), (spec.right, right_rest)):
-        out += [Column(f"{prefix}_{c.name}", c.type, c.inferred) if c.name.lower() in both else c for c in rest]
+        out += [SchemaColumn(f"{prefix}_{c.name}", c.type, c.inferred) if c.name.lower() in both else c for c in rest]
     seen: set[str] = set()
     for column in out:
         if column.name.lower() in seen:

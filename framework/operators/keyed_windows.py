@@ -19,11 +19,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
-from framework.operators.columns import field_of, is_timestamp, lacking, missing_columns, quoted, untimely
+from framework.operators.columns import Role, field_of, is_timestamp, lacking, missing_columns, quoted, untimely
 from framework.operators.context import StepContext
 from framework.operators.ordering import epoch_micros, orderable
 from framework.operators.registry import ColumnContext, SpecProblem, StepColumns
-from framework.schemas import Column, Schema
+from framework.schemas import Column as SchemaColumn
+from framework.schemas import Schema
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -83,7 +84,7 @@ def keyed_window_columns(step: Any, context: ColumnContext) -> StepColumns:
         from framework.spec.steps import STRATEGIES
 
         note = f" (strategy '{spec.key}')"
-        roles = [("key", getattr(spec.columns, r), note, (kind, "columns", r)) for r in STRATEGIES[spec.key]]
+        roles: list[Role] = [("key", getattr(spec.columns, r), note, (kind, "columns", r)) for r in STRATEGIES[spec.key]]
     else:
         roles = [("key", c, "", (kind, "key", i)) for i, c in enumerate(spec.key)]
     roles += [("event_time", spec.event_time, "", (kind, "event_time"))]
@@ -108,13 +109,16 @@ def keyed_window_columns(step: Any, context: ColumnContext) -> StepColumns:
             )
         )
     event_time = schema.find(spec.event_time)
-    columns = [schema.find(c) or Column(c) for c in spec.key_columns()]
-    columns += [Column(n, event_time.type if event_time else None, event_time.inferred if event_time else False) for n in FIXED_COLUMNS[:2]]
-    columns += [Column("tuple_count", "BIGINT"), Column("closed_by", "STRING")]
+    columns = [schema.find(c) or SchemaColumn(c) for c in spec.key_columns()]
+    columns += [
+        SchemaColumn(n, event_time.type if event_time else None, event_time.inferred if event_time else False)
+        for n in FIXED_COLUMNS[:2]
+    ]
+    columns += [SchemaColumn("tuple_count", "BIGINT"), SchemaColumn("closed_by", "STRING")]
     for name, expression in spec.aggregates.items():
         aggregate = _aggregate_columns(analyze, spec.input, schema, name, expression)
         if aggregate is None:  # not one expression: aggregate_problems says so
-            columns.append(Column(name))
+            columns.append(SchemaColumn(name))
             continue
         found, column = aggregate
         columns.append(column)
@@ -128,16 +132,17 @@ def keyed_window_columns(step: Any, context: ColumnContext) -> StepColumns:
 def _aggregate_columns(analyze: Any, input_name: str, schema: Schema, name: str, expression: str) -> Any:
     """(findings, the output column) of one aggregate over the input, or None when it does not parse."""
     import sqlglot
+    from sqlglot import exp
 
     try:
         parsed = sqlglot.parse(f"SELECT {expression} AS {quoted(name)} FROM {quoted(input_name)}", read="spark")
     except sqlglot.errors.SqlglotError:
         return None
-    if len(parsed) != 1 or parsed[0] is None or len(parsed[0].selects) != 1:
+    if len(parsed) != 1 or not isinstance(parsed[0], exp.Select) or len(parsed[0].selects) != 1:
         return None
     analysis = analyze(parsed[0], {input_name: schema})
-    typed = analysis.schema.columns[0] if analysis.schema.columns else Column(name)
-    return analysis.findings, Column(name, typed.type, inferred=True)
+    typed = analysis.schema.columns[0] if analysis.schema.columns else SchemaColumn(name)
+    return analysis.findings, SchemaColumn(name, typed.type, inferred=True)
 
 
 def spec_of(context: StepContext) -> KeyedWindowSpec:

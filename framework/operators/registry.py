@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
     from framework.functions.loader import Functions
-    from framework.templating import RenderedSql
     from framework.operators.context import StepContext
     from framework.operators.micro_batch import MicroBatchOperator, MicroBatchSetup
+    from framework.templating import RenderedSql
 
 Builder = Callable[["StepContext"], "DataFrame"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from framework.errors import BadInput, Problem
 from framework.operators.context import StepContext
 from framework.operators.registry import ColumnContext, SpecProblem, StepColumns, StepKind, register
-from framework.schemas import Column, Schema
+from framework.schemas import Column as SchemaColumn
+from framework.schemas import Schema
 from framework.schemas.columns import shown
 from framework.spec.steps import UnionStep
 
@@ -41,7 +42,7 @@ def union_columns(step: UnionStep, context: ColumnContext) -> StepColumns:
     """As unionByName(allowMissingColumns) builds them: the first input's columns with `_source`
     after them, then each later input's new columns; a column two inputs type differently is an
     error, as build_union says at run time."""
-    columns: dict[str, Column] = {}  # lower-case name -> column, in order
+    columns: dict[str, SchemaColumn] = {}  # lower-case name -> column, in order
     first: dict[str, str] = {}  # lower-case name -> the first input that has it
     problems: list[SpecProblem] = []
     why = ""
@@ -49,7 +50,7 @@ def union_columns(step: UnionStep, context: ColumnContext) -> StepColumns:
         schema = context.inputs[name]
         if not schema.complete:
             why = why or f"input '{name}': {schema.why_incomplete}"
-        tag = Column(SOURCE_COLUMN, "STRING")  # withColumn: in place of an input's own _source, else last
+        tag = SchemaColumn(SOURCE_COLUMN, "STRING")  # withColumn: in place of an input's own _source, else last
         own = [tag if c.name.lower() == SOURCE_COLUMN else c for c in schema.columns]
         own += [] if schema.find(SOURCE_COLUMN) else [tag]
         for column in own:

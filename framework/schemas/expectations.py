@@ -41,6 +41,8 @@ TEXT = frozenset(
         "expect_column_values_to_not_match_like_pattern_list",
     }
 )
+
+
 def expectation_column_problems(loaded: Any, at: tuple[str, str], expectations: list[Any], schema: Schema) -> list[Problem]:
     """Problems of a step's or output's (`at`) row expectations against its schema, at the YAML
     line of the column named (`loaded` is the framework.spec.loader.LoadedPipeline)."""
@@ -49,7 +51,10 @@ def expectation_column_problems(loaded: Any, at: tuple[str, str], expectations: 
     for i, expectation in enumerate(expectations):
         if expectation.on != "rows":
             continue
-        named = [(arg, j, column, (*at, "expectations", i, expectation.name, arg, *(() if j is None else (j,)))) for arg, j, column in _named(expectation.kwargs)]
+        named = [
+            (arg, j, column, (*at, "expectations", i, expectation.name, arg, *(() if j is None else (j,))))
+            for arg, j, column in _named(expectation.kwargs)
+        ]
         absent = [(column, where) for _, _, column, where in named if schema.lacks(column)]
         if absent:
             problems.append(

@@ -55,7 +55,7 @@ class Analysis:
     findings: list[Finding] = field(default_factory=list)
 
 
-def analyze(statement: exp.Expression, relations: dict[str, Schema], text: str | None = None) -> Analysis:
+def analyze(statement: exp.Expr, relations: dict[str, Schema], text: str | None = None) -> Analysis:
     """The output schema of `statement` (a parsed query) over `relations` (view name -> schema),
     and what is certainly wrong with its columns. `text` is what sqlglot parsed (for names as
     written). Never raises: what sqlglot cannot follow is not checked."""
@@ -77,8 +77,8 @@ def analyze(statement: exp.Expression, relations: dict[str, Schema], text: str |
             quote_identifiers=False,
         )
     except Exception as e:  # noqa: BLE001 - sqlglot's optimizer may fail on Spark it does not know; then nothing is reported
-        findings = [] if blockers else _unknown_qualified(str(e), statement, text, views)
-        return Analysis(_written_output(statement, views, "sqlglot cannot follow the query"), findings)
+        stopped = [] if blockers else _unknown_qualified(str(e), statement, text, views)
+        return Analysis(_written_output(statement, views, "sqlglot cannot follow the query"), stopped)
     findings: list[Finding] = []
     if not blockers:
         try:
@@ -99,18 +99,20 @@ def analyze(statement: exp.Expression, relations: dict[str, Schema], text: str |
     return Analysis(schema, findings)
 
 
-def _star_over_using(tree: exp.Expression) -> bool:
+def _star_over_using(tree: exp.Expr) -> bool:
     """The output selects * (or t.*) over a USING or NATURAL join, whose columns Spark orders itself."""
     root = _leftmost_select(tree)
     if root is None or not any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star) for p in root.expressions):
         return False
-    return any(join.args.get("using") or "NATURAL" in (join.text("method") or "").upper() for join in root.args.get("joins") or [])
+    return any(
+        join.args.get("using") or "NATURAL" in (join.text("method") or "").upper() for join in root.args.get("joins") or []
+    )
 
 
 # -- what makes a query uncheckable -----------------------------------------------------------------
 
 
-def _blockers(tree: exp.Expression, views: dict[str, Schema]) -> list[str]:
+def _blockers(tree: exp.Expr, views: dict[str, Schema]) -> list[str]:
     """Why the names in the query cannot all be listed (empty: they can)."""
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     reasons = []
@@ -135,15 +137,14 @@ def _blockers(tree: exp.Expression, views: dict[str, Schema]) -> list[str]:
                 reasons.append("VALUES without column names")
         elif isinstance(node, exp.QueryTransform):
             reasons.append("TRANSFORM ... USING")
-        elif isinstance(node, exp.Select) and _exposes_names(node):
-            if any(_certain_name(p) is None for p in node.expressions):
-                reasons.append("a subquery with an unaliased expression")
+        elif isinstance(node, exp.Select) and _exposes_names(node) and any(_certain_name(p) is None for p in node.expressions):
+            reasons.append("a subquery with an unaliased expression")
     return reasons
 
 
 def _exposes_names(select: exp.Select) -> bool:
     """The select is a CTE or a derived table: other parts of the query name its columns."""
-    node: exp.Expression = select
+    node: exp.Expr = select
     while isinstance(node.parent, (exp.Subquery, exp.SetOperation, exp.Paren)):
         if isinstance(node.parent, exp.Subquery) and node.parent.args.get("alias") is not None and node.parent.alias_column_names:
             return False  # `(...) AS q(a, b)` names them
@@ -151,7 +152,7 @@ def _exposes_names(select: exp.Select) -> bool:
     return isinstance(node.parent, (exp.CTE, exp.From, exp.Join, exp.Lateral))
 
 
-def _certain_name(projection: exp.Expression) -> str | None:
+def _certain_name(projection: exp.Expr) -> str | None:
     """The output name Spark gives a projection, when it is certain."""
     if isinstance(projection, exp.Alias):
         return projection.alias
@@ -166,18 +167,16 @@ def _certain_name(projection: exp.Expression) -> str | None:
     return None
 
 
-def _tag_projections(tree: exp.Expression) -> None:
+def _tag_projections(tree: exp.Expr) -> None:
     for select in tree.find_all(exp.Select):
         for projection in select.expressions:
             projection.meta[_TAG] = _certain_name(projection)
 
 
-def _mapping(views: dict[str, Schema]) -> dict[str, dict[str, str]]:
+def _mapping(views: dict[str, Schema]) -> dict[str, object]:
     """sqlglot's schema: the views whose columns are all known (the others stay unknown tables)."""
     return {
-        name: {_quoted(c.name): c.type or "UNKNOWN" for c in schema.columns}
-        for name, schema in views.items()
-        if schema.complete
+        name: {_quoted(c.name): c.type or "UNKNOWN" for c in schema.columns} for name, schema in views.items() if schema.complete
     }
 
 
@@ -189,7 +188,7 @@ def _quoted(name: str) -> str:
 
 
 def _unknown_columns(
-    qualified: exp.Expression, named_here: set[str], views: dict[str, Schema], text: str | None
+    qualified: exp.Expr, named_here: set[str], views: dict[str, Schema], text: str | None
 ) -> list[Finding]:
     """Columns that nothing the query reads has, in their scope or an enclosing one (correlated
     subqueries), and that are no alias or lambda parameter of the query (`named_here`, as
@@ -236,7 +235,7 @@ def _visible(scope: Any, views: dict[str, Schema]) -> set[str]:
     return names
 
 
-def _unknown_qualified(error: str, statement: exp.Expression, text: str | None, views: dict[str, Schema]) -> list[Finding]:
+def _unknown_qualified(error: str, statement: exp.Expr, text: str | None, views: dict[str, Schema]) -> list[Finding]:
     """sqlglot stops at `t.x` when table t has no column x (with every name known, that is certain)."""
     match = re.match(r"Unknown column: (.+)$", error)
     if not match:
@@ -251,7 +250,7 @@ def _unknown_qualified(error: str, statement: exp.Expression, text: str | None, 
     return []
 
 
-def _table_of(column: exp.Column, statement: exp.Expression) -> str:
+def _table_of(column: exp.Column, statement: exp.Expr) -> str:
     """The view an alias qualifying a column stands for (its own name when it is no alias)."""
     alias = column.table.lower()
     for table in statement.find_all(exp.Table):
@@ -260,7 +259,7 @@ def _table_of(column: exp.Column, statement: exp.Expression) -> str:
     return alias
 
 
-def _names_defined(tree: exp.Expression) -> set[str]:
+def _names_defined(tree: exp.Expr) -> set[str]:
     """Aliases, lambda parameters and column lists the query itself defines."""
     names = set()
     for node in tree.walk():
@@ -296,7 +295,7 @@ def _hint(name: str, scope: Any, views: dict[str, Schema]) -> str | None:
 # -- columns outside GROUP BY ---------------------------------------------------------------------
 
 
-def _ungrouped_columns(qualified: exp.Expression, text: str | None) -> list[Finding]:
+def _ungrouped_columns(qualified: exp.Expr, text: str | None) -> list[Finding]:
     from sqlglot.optimizer.scope import traverse_scope
 
     findings = []
@@ -334,7 +333,7 @@ def _ungrouped_columns(qualified: exp.Expression, text: str | None) -> list[Find
     return findings
 
 
-def _aggregates(projection: exp.Expression, select: exp.Select) -> bool:
+def _aggregates(projection: exp.Expr, select: exp.Select) -> bool:
     """An aggregate of this select (not of a subquery, not a window function) is in the projection."""
     for node in projection.find_all(exp.AggFunc):
         if node.find_ancestor(exp.Select) is select and node.find_ancestor(exp.Window) is None:
@@ -345,7 +344,7 @@ def _aggregates(projection: exp.Expression, select: exp.Select) -> bool:
 # -- the output ---------------------------------------------------------------------------------
 
 
-def _output(qualified: exp.Expression, views: dict[str, Schema]) -> Schema:
+def _output(qualified: exp.Expr, views: dict[str, Schema]) -> Schema:
     from sqlglot.optimizer.scope import traverse_scope
 
     root = _leftmost_select(qualified)
@@ -377,13 +376,13 @@ def _output(qualified: exp.Expression, views: dict[str, Schema]) -> Schema:
     return Schema(tuple(columns), complete=not uncertain, why_incomplete=uncertain)
 
 
-def _leftmost_select(node: exp.Expression | None) -> exp.Select | None:
+def _leftmost_select(node: Any) -> exp.Select | None:
     while isinstance(node, (exp.SetOperation, exp.Subquery, exp.Paren)):
         node = node.this if not isinstance(node, exp.SetOperation) else node.left
     return node if isinstance(node, exp.Select) else None
 
 
-def _typed(name: str, inner: exp.Expression, projection: exp.Expression, read: Column | None) -> Column:
+def _typed(name: str, inner: exp.Expr, projection: exp.Expr, read: Column | None) -> Column:
     """The projection's column: a view's column passed through keeps its type (and spelling when
     not renamed); a cast has its target type; anything else gets sqlglot's inference, if any."""
     if read is not None:
@@ -396,7 +395,9 @@ def _typed(name: str, inner: exp.Expression, projection: exp.Expression, read: C
     return Column(name, normalized(type_.sql("spark")), inferred=True)
 
 
-def _read_column(node: exp.Expression, scope: Any, scopes: dict[int, Any], views: dict[str, Schema], depth: int = 0) -> Column | None:
+def _read_column(
+    node: exp.Expr, scope: Any, scopes: dict[int, Any], views: dict[str, Schema], depth: int = 0
+) -> Column | None:
     """The view column a qualified column passes through unchanged, through derived tables and CTEs."""
     if scope is None or depth > 32 or not isinstance(node, exp.Column) or len(node.parts) != 2:
         return None
@@ -417,15 +418,15 @@ def _read_column(node: exp.Expression, scope: Any, scopes: dict[int, Any], views
 # -- where and as written ---------------------------------------------------------------------------
 
 
-def _line(node: exp.Expression) -> int:
-    for candidate in (node, node.this if isinstance(node.this, exp.Expression) else None):
+def _line(node: exp.Expr) -> int:
+    for candidate in (node, node.this if isinstance(node.this, exp.Expr) else None):
         if candidate is not None and candidate.meta.get("line"):
             return int(candidate.meta["line"])
     return 1
 
 
 def _as_written(column: exp.Column, text: str | None) -> str:
-    meta = column.this.meta if isinstance(column.this, exp.Expression) else {}
+    meta = column.this.meta if isinstance(column.this, exp.Expr) else {}
     start, end = meta.get("start"), meta.get("end")
     if text is not None and start is not None and end is not None:
         written = text[start : end + 1]
@@ -433,7 +434,7 @@ def _as_written(column: exp.Column, text: str | None) -> str:
     return column.name
 
 
-def _written_output(statement: exp.Expression, views: dict[str, Schema], why: str) -> Schema:
+def _written_output(statement: exp.Expr, views: dict[str, Schema], why: str) -> Schema:
     """Names from the query as written, when sqlglot cannot qualify it: certain for aliases and
     plain columns; types only from casts."""
     root = _leftmost_select(statement)
