@@ -248,3 +248,37 @@ def test_a_steps_event_time_must_be_a_timestamp_when_its_type_is_known(cli, proj
     write(project / "pipelines" / "typed.yaml", pipeline)
     code, out, err = cli("validate", "typed")
     assert code == 2 and "pipelines/typed.yaml:6:" in err and "event_time column 'ms' is bigint, not a timestamp" in err
+
+
+def test_parquet_footers_and_delta_logs_give_their_sources_columns(cli, project):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import write_deltalake
+
+    (project / "data" / "facts").mkdir(parents=True)
+    pq.write_table(pa.table({"k": ["a"], "v": [1.5]}), project / "data" / "facts" / "part-0.parquet")
+    write_deltalake(str(project / "data" / "dims"), pa.table({"k": ["a"], "label": ["first"]}))
+    pipeline = textwrap.dedent(
+        """\
+        name: lookups
+        sources:
+          facts: {format: parquet, path: data/facts}
+          dims: {format: delta, path: data/dims}
+        steps:
+          joined:
+            sql: |
+              select f.k, f.v, d.lable
+              from {{ source('facts') }} f join {{ source('dims') }} d on f.k = d.k
+        outputs:
+          joined: {}
+        """
+    )
+    write(project / "pipelines" / "lookups.yaml", pipeline)
+    code, out, err = cli("validate", "lookups")
+    assert code == 2
+    assert "pipelines/lookups.yaml:8: step 'joined': unknown column 'd.lable'" in err and "did you mean 'label'?" in err
+    write(project / "pipelines" / "lookups.yaml", pipeline.replace("d.lable", "d.label"))
+    code, out, err = cli("validate", "lookups", "--explain", "joined")
+    assert code == 0, out + err
+    rows = [[cell.strip() for cell in line.split("│")[1:4]] for line in out.splitlines() if line.startswith("│")]
+    assert rows == [["k", "STRING", "certain"], ["v", "DOUBLE", "certain"], ["label", "STRING", "certain"]]

@@ -16,6 +16,7 @@ cannot be told apart in any output either.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
@@ -115,34 +116,60 @@ def keyed_window_columns(step: Any, context: ColumnContext) -> StepColumns:
         for n in FIXED_COLUMNS[:2]
     ]
     columns += [SchemaColumn("tuple_count", "BIGINT"), SchemaColumn("closed_by", "STRING")]
-    for name, expression in spec.aggregates.items():
-        aggregate = _aggregate_columns(analyze, spec.input, schema, name, expression)
-        if aggregate is None:  # not one expression: aggregate_problems says so
-            columns.append(SchemaColumn(name))
-            continue
-        found, column = aggregate
+    for name, (column, findings) in _aggregate_columns(spec.input, schema, tuple(spec.aggregates.items())).items():
         columns.append(column)
+        expression = spec.aggregates[name]
         problems += [
             SpecProblem(f"aggregate '{name}: {expression}' cannot run: {f.message}", (kind, "aggregates", name), hint=f.hint)
-            for f in found
+            for f in findings
         ]
     return StepColumns(Schema(tuple(columns), complete=True), list(problems))
 
 
-def _aggregate_columns(analyze: Any, input_name: str, schema: Schema, name: str, expression: str) -> Any:
-    """(findings, the output column) of one aggregate over the input, or None when it does not parse."""
+@functools.lru_cache(maxsize=64)
+def _aggregate_columns(input_name: str, schema: Schema, aggregates: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """name -> (its output column, what is wrong with the columns it reads), the aggregates read
+    as one query over the input, one per line (an SWA step and its tumbling baseline often share
+    them, hence the cache). An aggregate that is not one expression gets an untyped column
+    (aggregate_problems says why)."""
+    import sqlglot
+    from sqlglot import exp
+
+    from framework.schemas.query import analyze
+
+    result: dict[str, Any] = {name: (SchemaColumn(name), []) for name, _ in aggregates}
+    readable = [(n, e) for n, e in aggregates if _one_expression(e)]
+    if not readable:
+        return result
+    text, first_lines = "SELECT", []
+    for name, expression in readable:
+        first_lines.append(text.count("\n") + 2)
+        text += f"\n{expression} AS {quoted(name)}" + ("," if len(first_lines) < len(readable) else "")
+    try:
+        parsed = sqlglot.parse_one(f"{text}\nFROM {quoted(input_name)}", read="spark")
+    except sqlglot.errors.SqlglotError:
+        return result
+    if not isinstance(parsed, exp.Select) or len(parsed.selects) != len(readable):
+        return result
+    analysis = analyze(parsed, {input_name: schema})
+    typed = {c.name.lower(): c for c in analysis.schema.columns}
+    ends = [*first_lines[1:], text.count("\n") + 2]
+    for (name, _), first, end in zip(readable, first_lines, ends, strict=True):
+        found = typed.get(name.lower())
+        column = SchemaColumn(name, found.type if found else None, inferred=True)
+        result[name] = (column, [f for f in analysis.findings if first <= f.line < end])
+    return result
+
+
+def _one_expression(expression: str) -> bool:
     import sqlglot
     from sqlglot import exp
 
     try:
-        parsed = sqlglot.parse(f"SELECT {expression} AS {quoted(name)} FROM {quoted(input_name)}", read="spark")
+        parsed = sqlglot.parse(f"SELECT {expression}", read="spark")
     except sqlglot.errors.SqlglotError:
-        return None
-    if len(parsed) != 1 or not isinstance(parsed[0], exp.Select) or len(parsed[0].selects) != 1:
-        return None
-    analysis = analyze(parsed[0], {input_name: schema})
-    typed = analysis.schema.columns[0] if analysis.schema.columns else SchemaColumn(name)
-    return analysis.findings, SchemaColumn(name, typed.type, inferred=True)
+        return False
+    return len(parsed) == 1 and isinstance(parsed[0], exp.Select) and len(parsed[0].expressions) == 1
 
 
 def spec_of(context: StepContext) -> KeyedWindowSpec:

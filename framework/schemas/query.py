@@ -187,9 +187,7 @@ def _quoted(name: str) -> str:
 # -- unknown columns ---------------------------------------------------------------------------------
 
 
-def _unknown_columns(
-    qualified: exp.Expr, named_here: set[str], views: dict[str, Schema], text: str | None
-) -> list[Finding]:
+def _unknown_columns(qualified: exp.Expr, named_here: set[str], views: dict[str, Schema], text: str | None) -> list[Finding]:
     """Columns that nothing the query reads has, in their scope or an enclosing one (correlated
     subqueries), and that are no alias or lambda parameter of the query (`named_here`, as
     written: the qualifier aliases every projection)."""
@@ -395,9 +393,7 @@ def _typed(name: str, inner: exp.Expr, projection: exp.Expr, read: Column | None
     return Column(name, normalized(type_.sql("spark")), inferred=True)
 
 
-def _read_column(
-    node: exp.Expr, scope: Any, scopes: dict[int, Any], views: dict[str, Schema], depth: int = 0
-) -> Column | None:
+def _read_column(node: exp.Expr, scope: Any, scopes: dict[int, Any], views: dict[str, Schema], depth: int = 0) -> Column | None:
     """The view column a qualified column passes through unchanged, through derived tables and CTEs."""
     if scope is None or depth > 32 or not isinstance(node, exp.Column) or len(node.parts) != 2:
         return None
