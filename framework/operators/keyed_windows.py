@@ -76,7 +76,6 @@ def keyed_window_columns(step: Any, context: ColumnContext) -> StepColumns:
     """Before Spark starts: the columns the step names are in its input (key, event time,
     tiebreak, truth, the column learned sizes are kept by), the event time is a timestamp, the
     aggregates read columns the input has; the output is unit_rows': key, FIXED_COLUMNS, aggregates."""
-    from framework.schemas.query import analyze
 
     kind = step.kind
     spec: KeyedWindowSpec = getattr(step, kind)
