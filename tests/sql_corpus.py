@@ -9,7 +9,7 @@ EVENTS = (
     "geo STRUCT<lat: DOUBLE, lon: DOUBLE>, items ARRAY<STRUCT<sku: STRING, n: INT>>, day DATE, price DECIMAL(10,2), "
     "flag BOOLEAN, local TIMESTAMP_NTZ, CamelCase STRING"
 )
-PEOPLE = "name STRING, country STRING, since TIMESTAMP"
+PEOPLE = "name STRING, country STRING, since TIMESTAMP, `home town` STRING"
 VIEWS = {"cx_events": EVENTS, "cx_people": PEOPLE}
 
 VALID = [
@@ -59,6 +59,8 @@ VALID = [
     "select geo.lat, geo.lon, cx_events.geo.lat as lat2 from cx_events",
     "select attrs['k'] as k, attrs.k as k2, tags[0] as first_tag, items.sku as skus, element_at(tags, 1) as t from cx_events",
     "select named_struct('a', id, 'b', name) as s from cx_events",
+    "select geo.*, items[0].sku as first_sku from cx_events",
+    "select `Home Town`, `home town` as town, upper(`HOME TOWN`) as loud from cx_people",
     "select s.a from (select named_struct('a', id, 'b', name) as s from cx_events)",
     # generators: explode and friends, LATERAL VIEW, table functions
     "select explode(tags) as tag from cx_events",
