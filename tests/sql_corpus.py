@@ -119,6 +119,21 @@ VALID = [
     "select timestampadd(hour, 1, ts) as later, datediff(day, day) as zero, make_date(2026, 1, 1) as d from cx_events",
     "select to_json(named_struct('a', id)) as j, from_json('{\"a\": 1}', 'a INT') as parsed from cx_events",
     "select get_json_object('{\"a\": 1}', '$.a') as a, parse_json('{\"a\": 1}') as v from cx_events",
+    "select variant_get(parse_json('{}'), '$.a', 'int') as a from cx_events",
+    # keywords inside calls that are no columns: named arguments, units, SQL-standard forms
+    "select mask(name, upperChar => 'X') as m from cx_events",
+    "select extract(year from ts) as y, extract(dayofweek from ts) as dow, date_part('month', ts) as mo from cx_events",
+    "select datediff(day, ts, ts) as d3, timestampdiff(minute, ts, ts) as td, date_add(day, 1) as da from cx_events",
+    "select trim(both 'x' from name) as t, position('a' in name) as p, substring(name from 1 for 2) as s from cx_events",
+    "select overlay(name placing 'x' from 1) as o, name is distinct from 'x' as d, qty div 2 as q from cx_events",
+    "select percentile_cont(0.5) within group (order by amount) as med, listagg(name, ',') within group (order by name) as names from cx_events",
+    "select name, any_value(amount) as a, first(amount, true) as f, count(distinct name, qty) as c from cx_events group by name",
+    "select name as n, sum(amount) as total from cx_events group by n having total > 1 order by total desc, n",
+    "select e.* from cx_events e lateral view explode(tags) v as tag",
+    "select * from cx_events lateral view explode(tags) v as tag",
+    "select * from cx_events lateral view explode(tags) v",
+    "select uuid() as u, rand() as r, input_file_name() as f, current_timezone() as tz from cx_events",
+    "select name, count(1) as n from cx_events where name is not null group by name limit 5 offset 2",
 ]
 
 #: (query, what the check says) for queries Spark refuses too

@@ -65,6 +65,7 @@ def analyze(statement: exp.Expr, relations: dict[str, Schema], text: str | None 
     tree = statement.copy()
     blockers = _blockers(tree, views)
     reordered = _star_over_using(tree)
+    starred = _selects_star(tree)
     _tag_projections(tree)
     mapping = _mapping(views)
     try:
@@ -92,17 +93,22 @@ def analyze(statement: exp.Expr, relations: dict[str, Schema], text: str | None 
     except Exception:  # noqa: BLE001 - types are a bonus: without them the names still stand
         pass
     schema = _output(qualified, views)
-    if blockers and schema.complete and any(b.startswith("PIVOT") for b in blockers):
-        schema = schema.incomplete("its PIVOT names columns by Spark's rules")
+    if blockers and schema.complete and (starred or "PIVOT" in blockers):
+        schema = schema.incomplete(f"Spark lists its columns itself ({blockers[0]})")
     if reordered and schema.complete:
         schema = schema.incomplete("Spark orders * over a USING or NATURAL join its own way")
     return Analysis(schema, findings)
 
 
+def _selects_star(tree: exp.Expr) -> bool:
+    root = _leftmost_select(tree)
+    return root is not None and any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star) for p in root.expressions)
+
+
 def _star_over_using(tree: exp.Expr) -> bool:
     """The output selects * (or t.*) over a USING or NATURAL join, whose columns Spark orders itself."""
     root = _leftmost_select(tree)
-    if root is None or not any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star) for p in root.expressions):
+    if root is None or not _selects_star(tree):
         return False
     return any(
         join.args.get("using") or "NATURAL" in (join.text("method") or "").upper() for join in root.args.get("joins") or []
