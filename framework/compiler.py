@@ -24,7 +24,7 @@ from framework.functions.loader import Functions, load_functions
 from framework.graph import PipelineGraph, StepCycle
 from framework.io.locations import INTERNAL_DIR, Warehouse, is_uri, output_location, overlap, within
 from framework.io.sources import source_location
-from framework.operators.registry import ColumnContext, SpecProblem, StepKind, Streaming, kind_of, kinds
+from framework.operators.registry import ColumnContext, SpecProblem, StepColumns, StepKind, Streaming, kind_of, kinds
 from framework.profiles import Profile
 from framework.project import Project
 from framework.schemas import Schema
@@ -173,7 +173,10 @@ def _check_columns(
             context = ColumnContext(
                 node, {i: schemas[i] for i in graph.inputs.get(node, ())}, functions, rendered.get(node), tree, text
             )
-            result = kind.output_schema(step, context)
+            try:
+                result = kind.output_schema(step, context)
+            except Exception as e:  # noqa: BLE001 - a check that cannot follow a step must not stop the pipeline
+                result = StepColumns(Schema.unknown(f"validate could not follow it ({type(e).__name__}: {e})"))
             schema = result.schema
             for p in result.problems:
                 located = (

@@ -60,6 +60,7 @@ VALID = [
     "select attrs['k'] as k, attrs.k as k2, tags[0] as first_tag, items.sku as skus, element_at(tags, 1) as t from cx_events",
     "select named_struct('a', id, 'b', name) as s from cx_events",
     "select geo.*, items[0].sku as first_sku from cx_events",
+    "select lat, lon from (select geo.* from cx_events)",
     "select `Home Town`, `home town` as town, upper(`HOME TOWN`) as loud from cx_people",
     "select s.a from (select named_struct('a', id, 'b', name) as s from cx_events)",
     # generators: explode and friends, LATERAL VIEW, table functions

@@ -102,7 +102,7 @@ def analyze(statement: exp.Expr, relations: dict[str, Schema], text: str | None 
 
 def _selects_star(tree: exp.Expr) -> bool:
     root = _leftmost_select(tree)
-    return root is not None and any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star) for p in root.expressions)
+    return root is not None and any(p.is_star for p in root.expressions)
 
 
 def _star_over_using(tree: exp.Expr) -> bool:
@@ -232,7 +232,7 @@ def _visible(scope: Any, views: dict[str, Schema]) -> set[str]:
                 names |= {c.name.lower() for c in view.columns}
                 continue
             select = _leftmost_select(getattr(source, "expression", None))
-            if select is None:
+            if select is None or any(p.is_star for p in select.selects):  # a struct's fields: s.*
                 return set()
             names |= {p.alias_or_name.lower() for p in select.selects}
         scope = scope.parent
@@ -361,8 +361,8 @@ def _output(qualified: exp.Expr, views: dict[str, Schema]) -> Schema:
     columns, uncertain = [], ""
     for projection in root.expressions:
         inner = projection.this if isinstance(projection, exp.Alias) else projection
-        if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
-            uncertain = uncertain or "it selects * from a view whose columns are not all known"
+        if inner.is_star:  # left unexpanded: over a view whose columns are not known, or a struct's fields
+            uncertain = uncertain or "it selects * of something whose columns are not all known"
             continue
         if isinstance(projection, exp.Aliases):  # a generator's columns: `stack(...) AS (k, v)`
             columns += [Column(e.name) for e in projection.expressions]
@@ -448,7 +448,7 @@ def _written_output(statement: exp.Expr, views: dict[str, Schema], why: str) -> 
         if isinstance(projection, exp.Aliases):
             columns += [Column(e.name) for e in projection.expressions]
             continue
-        if name is None or name == "*":
+        if name is None or projection.is_star:
             complete = False
             continue
         inner = projection.this if isinstance(projection, exp.Alias) else projection
