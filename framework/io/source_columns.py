@@ -24,7 +24,7 @@ def source_columns(spec: AnySource, log_ddl: str | None = None) -> Schema:
         schema = Schema((Column(FILE, "STRING"), Column(LINE, "INT"), *(Column(n, spark_type(t)) for n, t in typed.items())))
     elif isinstance(spec, DeltaSource):
         if log_ddl is None:
-            return Schema.unknown("no Delta table there yet to read its columns from")
+            return Schema.unknown("no Delta log to read its columns from at validate (no table there yet, or a remote one)")
         schema = from_ddl(log_ddl)
     else:
         schema = _file_columns(spec)
@@ -36,7 +36,11 @@ def source_columns(spec: AnySource, log_ddl: str | None = None) -> Schema:
 def _file_columns(spec: FileSource) -> Schema:
     ddl = spec.ddl()
     if ddl is None:
-        why = "no schema: Spark infers it when it reads the files" if spec.format != "parquet" else "no Parquet files yet"
+        why = (
+            "no schema: Spark infers it when it reads the files"
+            if spec.format != "parquet"
+            else "no schema, and no Parquet files to read it from at validate (none there yet, or remote ones)"
+        )
         return Schema.unknown(why)
     schema = from_ddl(ddl)
     if spec.origin:
