@@ -282,3 +282,72 @@ def test_parquet_footers_and_delta_logs_give_their_sources_columns(cli, project)
     assert code == 0, out + err
     rows = [[cell.strip() for cell in line.split("│")[1:4]] for line in out.splitlines() if line.startswith("│")]
     assert rows == [["k", "STRING", "certain"], ["v", "DOUBLE", "certain"], ["label", "STRING", "certain"]]
+
+
+SHAPES = """\
+name: shapes
+sources:
+  static_calls:
+    format: json
+    path: data/samples/service_calls/static
+    schema: ts TIMESTAMP, client_ip STRING, head_service STRING, requested_service STRING, response_ms INT
+    origin: true
+  image_calls:
+    format: json
+    path: data/samples/service_calls/images
+    schema: ts TIMESTAMP, client_ip STRING, head_service STRING, requested_service STRING, response_ms INT
+  requests:
+    format: text
+    path: data/samples/access_log
+    event_time: "try_to_timestamp(substring_index(substring_index(value, '[', -1), ']', 1), 'dd/MMM/yyyy:HH:mm:ss Z')"
+steps:
+  stacked:
+    union: [static_calls, image_calls]
+  paired:
+    join: {left: static_calls, right: image_calls, on: [client_ip], within: {before: 1s, after: 1s}}
+  views:
+    swa:
+      input: stacked
+      key: head+client
+      columns: {head: head_service, client: client_ip}
+      size: 5
+      timeout: 10s
+      event_time: ts
+      aggregates: {total: sum(response_ms), services: collect_set(requested_service)}
+  summary:
+    sql: |
+      select s.head_service, count(*) as calls, max(s.ts) as last, first(s._source) as stream
+      from {{ ref('stacked') }} s
+      group by s.head_service
+  lines:
+    sql: select * from {{ source('requests') }}
+outputs:
+  stacked: {}
+  paired: {}
+  views: {}
+  summary: {}
+  lines: {}
+"""
+
+
+def test_the_columns_validate_lists_are_the_columns_spark_writes(spark, cli, project):
+    """Each kind's output_schema against a real run: names in order, and every type validate calls
+    certain, as the Delta tables hold them."""
+    from framework.compiler import compile_pipeline
+    from framework.io.source_schema import delta_log_schema
+    from framework.profiles import load_profile
+    from framework.project import find_project
+
+    write(project / "pipelines" / "shapes.yaml", SHAPES)
+    code, out, err = cli("run", "shapes")
+    assert code == 0, out + err
+    found = find_project(project)
+    compiled = compile_pipeline(found, project / "pipelines" / "shapes.yaml", load_profile(found, None))
+    for output in ("stacked", "paired", "views", "summary", "lines"):
+        schema = compiled.schemas[output]
+        written = from_ddl(delta_log_schema(output, str(project / "warehouse" / output)) or "")
+        assert schema.complete, output
+        assert schema.names == written.names, output
+        for column, actual in zip(schema.columns, written.columns, strict=True):
+            if column.known_type is not None:
+                assert column.known_type == actual.type, (output, column, actual)
