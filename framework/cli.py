@@ -85,9 +85,9 @@ def _show_spark_log(log: Path, verbose: bool, lines: int = 400) -> None:
         err.print(f"Spark's log: {log} (run again with --verbose to print it)", markup=False, soft_wrap=True)
 
 
-def _print_warnings(warnings: list[Problem]) -> None:
+def _print_warnings(warnings: list[Problem], label: str = "warning") -> None:
     for warning in warnings:
-        err.print("  [yellow]warning:[/] ", end="")
+        err.print(f"  [yellow]{label}:[/] ", end="")
         err.print(str(warning).replace("\n", "\n  "), markup=False, soft_wrap=True)
 
 
@@ -104,9 +104,13 @@ def _compile(pipeline: str, profile_name: str | None, variables: list[str] | Non
 def validate(
     pipelines: Annotated[Optional[list[str]], typer.Argument(help="Pipeline files (default: all in pipelines/).")] = None,
     profile: ProfileOpt = None,
+    explain: Annotated[
+        Optional[str],
+        typer.Option("--explain", metavar="STEP", help="Also print the columns validate infers for this step or source."),
+    ] = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Check pipelines without starting Spark: schema, keys, refs, cycles, templates, SQL syntax."""
+    """Check pipelines without starting Spark: schema, keys, refs, cycles, templates, SQL syntax, columns."""
 
     def body() -> None:
         from framework.compiler import compile_pipeline
@@ -115,13 +119,20 @@ def validate(
         paths = [project.pipeline_path(p) for p in pipelines] if pipelines else project.all_pipelines()
         if not paths:
             raise BadInput(Problem("no pipelines found", hint="pass a pipeline file or add one under pipelines/"))
-        failures = []
+        failures, nodes, explained = [], set(), False
         for path in paths:
             shown = project.relative(path)
             try:
                 compiled = compile_pipeline(project, path, prof)
                 out.print(f"[green]✓[/] {shown}  ({len(compiled.spec.steps)} steps, {len(compiled.spec.outputs)} outputs)")
                 _print_warnings(compiled.warnings)
+                _print_warnings(compiled.notes, "note")
+                nodes |= set(compiled.schemas)
+                if explain is not None and explain in compiled.schemas:
+                    from framework.display import schema_table
+
+                    out.print(schema_table(explain, compiled.graph.kinds[explain], compiled.schemas[explain], shown))
+                    explained = True
             except BadInput as e:
                 failures.append(e)
                 out.print(f"[red]✗[/] {shown}")
@@ -129,6 +140,11 @@ def validate(
                     err.print(f"  {p}".replace("\n", "\n  "), markup=False, soft_wrap=True)
         if failures:
             raise typer.Exit(2)
+        if explain is not None and not explained:
+            from framework.spec.base import did_you_mean
+
+            hint = did_you_mean(explain, nodes) or None
+            raise BadInput(Problem(f"--explain {explain}: no step or source of that name in the pipelines validated", hint=hint))
 
     _guard(debug, body)
 

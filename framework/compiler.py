@@ -24,9 +24,10 @@ from framework.functions.loader import Functions, load_functions
 from framework.graph import PipelineGraph, StepCycle
 from framework.io.locations import INTERNAL_DIR, Warehouse, is_uri, output_location, overlap, within
 from framework.io.sources import source_location
-from framework.operators.registry import SpecProblem, StepKind, Streaming, kind_of, kinds
+from framework.operators.registry import ColumnContext, SpecProblem, StepColumns, StepKind, Streaming, kind_of, kinds
 from framework.profiles import Profile
 from framework.project import Project
+from framework.schemas import Schema
 from framework.spec.base import closest, did_you_mean
 from framework.spec.expectations import INTEGRATION_COLUMNS, MAX_DROP_EXPECTATIONS
 from framework.spec.loader import LoadedPipeline, load_pipeline
@@ -49,6 +50,8 @@ class CompiledPipeline:
     selected: list[str]  # steps chosen by --select, in run order
     functions: Functions = NO_FUNCTIONS  # what udfs/ registered
     source_schemas: dict[str, str] = field(default_factory=dict)  # Parquet (footers) and Delta (log) sources' schemas
+    schemas: dict[str, Schema] = field(default_factory=dict)  # every source's and step's columns, as far as known
+    notes: list[Problem] = field(default_factory=list)  # what validate could not check (a source without a schema)
 
     @property
     def spec(self):  # noqa: ANN201 - the Pipeline model
@@ -84,6 +87,7 @@ def compile_pipeline(
 
     problems: list[Problem] = []
     rendered: dict[str, RenderedSql] = {}
+    parsed: dict[str, tuple[Any, str]] = {}  # sql step -> (sqlglot tree, the text it read)
     inputs: dict[str, tuple[str, ...]] = {}
     for name, step in spec.steps.items():
         kind = kind_of(step)
@@ -95,7 +99,8 @@ def compile_pipeline(
             _check_expectations(loaded, ("steps", name), step)
             if kind.template is not None:
                 sql = _render_step(renderer, loaded, name, kind, step)
-                _check_sql(loaded, sql, set(spec.steps) | set(spec.sources), functions, strict=profile.sql_policy == "strict")
+                nodes = set(spec.steps) | set(spec.sources)
+                parsed[name] = _check_sql(loaded, sql, nodes, functions, strict=profile.sql_policy == "strict")
                 rendered[name] = sql
                 declared = [*declared, *sql.sources, *sql.refs]
             inputs[name] = tuple(dict.fromkeys(declared))
@@ -117,10 +122,88 @@ def compile_pipeline(
         graph = PipelineGraph.build(inputs, kinds, outputs)
     except StepCycle as e:
         raise BadInput(*_cycle_problems(loaded, e.cycle)) from None
-    loaded, schemas = _source_schemas(loaded, project, profile)
+    loaded, found = _source_schemas(loaded, project, profile)
     if spec.mode == "streaming":
         _check_streaming_spec(loaded, graph)
-    return CompiledPipeline(project, loaded, variables, rendered, graph, graph.select(select), functions, schemas)
+    schemas, notes = _check_columns(loaded, graph, rendered, parsed, functions, found)
+    return CompiledPipeline(project, loaded, variables, rendered, graph, graph.select(select), functions, found, schemas, notes)
+
+
+def _check_columns(
+    loaded: LoadedPipeline,
+    graph: PipelineGraph,
+    rendered: dict[str, RenderedSql],
+    parsed: dict[str, tuple[Any, str]],
+    functions: Functions,
+    found: dict[str, str],
+) -> tuple[dict[str, Schema], list[Problem]]:
+    """Every node's columns in graph order (sources from their specs, steps from their kind's
+    output_schema over their inputs'), raising what is certainly wrong with the columns the steps,
+    outputs and expectations name; notes say which sources' columns are not known."""
+    from framework.io.source_columns import event_time_problems, source_columns
+    from framework.schemas.expectations import expectation_column_problems
+
+    spec = loaded.spec
+    schemas: dict[str, Schema] = {}
+    problems: list[Problem] = []
+    notes: list[Problem] = []
+    for node in graph.order():
+        if node in spec.sources:
+            source = spec.sources[node]
+            schema = source_columns(source, found.get(node))
+            if not schema.complete:
+                notes.append(
+                    loaded.problem(
+                        f"source '{node}': {schema.why_incomplete}, so the columns steps read from it are not checked",
+                        ("sources", node),
+                        hint="declare schema: to have validate check them",
+                    )
+                )
+            problems += [
+                loaded.problem(f"source '{node}': {m}", ("sources", node, "event_time"), hint=h)
+                for m, h in event_time_problems(node, source, schema)
+            ]
+        else:
+            step = spec.steps[node]
+            kind = kind_of(step)
+            if kind.output_schema is None:
+                schemas[node] = Schema.unknown(f"{kind.name} steps do not say their columns")
+                continue
+            tree, text = parsed.get(node, (None, ""))
+            context = ColumnContext(
+                node, {i: schemas[i] for i in graph.inputs.get(node, ())}, functions, rendered.get(node), tree, text
+            )
+            try:
+                result = kind.output_schema(step, context)
+            except Exception as e:  # noqa: BLE001 - a check that cannot follow a step must not stop the pipeline
+                result = StepColumns(Schema.unknown(f"validate could not follow it ({type(e).__name__}: {e})"))
+            schema = result.schema
+            for p in result.problems:
+                located = (
+                    p
+                    if isinstance(p, Problem)
+                    else loaded.problem(f"step '{node}': {p.message}", ("steps", node, *p.at), hint=p.hint)
+                )
+                problems.append(located)
+            problems += expectation_column_problems(loaded, ("steps", node), step.expectations, schema)
+        schemas[node] = schema
+    for name, output in spec.outputs.items():
+        step_name = spec.output_step(name)
+        schema = schemas.get(step_name, Schema.unknown(""))
+        for setting in ("keys", "partition_by"):
+            for i, column in enumerate(getattr(output, setting)):
+                if schema.lacks(column):
+                    problems.append(
+                        loaded.problem(
+                            f"output '{name}': {setting} column '{column}' is not a column of step '{step_name}'",
+                            ("outputs", name, setting, i),
+                            hint=schema.hint(column, f"'{step_name}'"),
+                        )
+                    )
+        problems += expectation_column_problems(loaded, ("outputs", name), output.expectations, schema)
+    if problems:
+        raise BadInput(*problems)
+    return schemas, notes
 
 
 def _source_schemas(loaded: LoadedPipeline, project: Project, profile: Profile) -> tuple[LoadedPipeline, dict[str, str]]:
@@ -397,12 +480,14 @@ def _check_declared_inputs(loaded: LoadedPipeline, step: str, declared: list[str
 
 def _check_sql(
     loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str], functions: Functions, strict: bool = False
-) -> None:
+) -> tuple[Any, str]:
     """Spark-dialect syntax check; one query per step; pipeline nodes only through ref()/source();
-    with the strict SQL policy, no JVM calls and no reads of files by path."""
+    with the strict SQL policy, no JVM calls and no reads of files by path. Returns the query's
+    sqlglot tree and the text sqlglot read."""
+    text = _for_sqlglot(sql.text)
     try:
         with _deeper_recursion():
-            statements = [s for s in sqlglot.parse(_for_sqlglot(sql.text), read="spark") if s is not None]
+            statements = [s for s in sqlglot.parse(text, read="spark") if s is not None]
     except RecursionError:
         raise BadInput(
             sql.problem(
@@ -466,6 +551,7 @@ def _check_sql(
     _check_functions(sql, statements[0], functions)
     if strict:
         _check_strict(sql, statements[0])
+    return statements[0], text
 
 
 def _check_functions(sql: RenderedSql, statement: Any, functions: Functions) -> None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from framework.engine.results import RunResult
     from framework.plan.model import RunPlan
+    from framework.schemas import Schema
 
 _STYLE = {Tone.PASS: "green", Tone.WARN: "yellow", Tone.FAIL: "red", Tone.NEUTRAL: ""}
 
@@ -101,6 +102,23 @@ def plan_tables(plan: RunPlan) -> list[Table]:
             checks += f"{', ' if checks else ''}quarantines rows {output.split.target}'s checks refuse"
         outputs.add_row(*_row(output.name, output.step, output.mode, layout, checks, output.table))
     return [nodes, outputs]
+
+
+def schema_table(node: str, kind: str, schema: Schema, pipeline: str) -> Group:
+    """The columns validate infers for a step or source (`validate --explain`): each with its type,
+    and whether that type is certain (declared, or passed through) or sqlglot's inference."""
+    table = Table()
+    for header in ("column", "type", "type is"):
+        table.add_column(header)
+    for column in schema.columns:
+        known = "unknown" if column.type is None else "inferred" if column.inferred else "certain"
+        table.add_row(*_row(column.name, column.type or "?", known))
+    what = "source" if kind == "source" else f"{kind} step"
+    heading = Text(f"columns of {what} '{node}' ({pipeline})")
+    parts: list[Any] = [heading, table]
+    if not schema.complete:
+        parts.append(Text(f"and more that validate cannot list: {schema.why_incomplete}"))
+    return Group(*parts)
 
 
 def run_summary(result: RunResult) -> Group:

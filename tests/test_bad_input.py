@@ -236,12 +236,13 @@ def test_streaming_join_needs_watermarks(cli, project):
     assert "step 'contacts': a streaming join needs a watermark" in err and "['phones']" in err
 
 
-def test_spark_window_grouping_passes_the_syntax_check(cli, demo):
+def test_spark_window_grouping_passes_the_syntax_check(cli, demo, project):
     demo.write_text(
         GOOD.replace("select head_service, response_ms", "select window(ts, '1 minute') as w, count(*) as n").replace(
             "from {{ source('calls') }}", "from {{ source('calls') }}\n      group by window(ts, '1 minute')"
         )
     )
+    write(project / "sql" / "stats.sql", "select w.start, w.end, n from {{ ref('recent') }}\n")
     code, _, err = cli("validate", "pipelines/demo.yaml")
     assert code == 0, err
 

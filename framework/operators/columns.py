@@ -1,11 +1,16 @@
 """Finding the columns a step names in its inputs: case-insensitive lookup, quoting, and one
-problem per named column an input lacks (listing what the input has)."""
+problem per named column an input lacks (listing what the input has); on DataFrames when the step
+runs, and on the inputs' schemas when `validate` checks it (framework.schemas)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from framework.errors import Problem
+from framework.operators.registry import SpecProblem
+from framework.schemas import Schema
+from framework.schemas.columns import is_timestamp as is_timestamp_type
+from framework.schemas.columns import shown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -48,3 +53,31 @@ def not_a_timestamp(step: str, input_name: str, df: DataFrame, column: str, hint
         return []
     kind = field.dataType.simpleString()
     return [Problem(f"step '{step}': event_time column '{column}' of input '{input_name}' is {kind}, not a timestamp", hint=hint)]
+
+
+# -- the same, before Spark starts: against the inputs' schemas (framework.schemas) -------------------
+
+
+Role = tuple[str, str, str, tuple[str | int, ...]]  # (role, column, note after the column, YAML path)
+
+
+def lacking(input_name: str, schema: Schema, roles: list[Role]) -> list[SpecProblem]:
+    """One problem per role whose column the input certainly lacks (said as missing_columns says it)."""
+    return [
+        SpecProblem(
+            f"{role} column '{column}'{note} is not in input '{input_name}'", at, hint=schema.hint(column, f"'{input_name}'")
+        )
+        for role, column, note, at in roles
+        if schema.lacks(column)
+    ]
+
+
+def untimely(
+    input_name: str, schema: Schema, column: str, at: tuple[str | int, ...], hint: str, name_input: bool = True
+) -> list[SpecProblem]:
+    """A problem when the event time column's certain type is not a timestamp (said as the run says it)."""
+    found = schema.find(column)
+    if found is None or found.known_type is None or is_timestamp_type(found.known_type):
+        return []
+    of_input = f" of input '{input_name}'" if name_input else ""
+    return [SpecProblem(f"event_time column '{column}'{of_input} is {shown(found.known_type)}, not a timestamp", at, hint=hint)]

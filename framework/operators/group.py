@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
-from framework.operators.columns import field_of, missing_columns, not_a_timestamp, quoted
+from framework.operators.columns import Role, field_of, lacking, missing_columns, not_a_timestamp, quoted, untimely
 from framework.operators.context import REASON, Rejected, StepContext
 from framework.operators.group_runner import (
     EVENT,
@@ -46,7 +46,9 @@ from framework.operators.group_runner import (
 )
 from framework.operators.keyed_windows import rejection_reason, tuple_order, with_micros
 from framework.operators.micro_batch import MicroBatchSetup
-from framework.operators.registry import MicroBatch, SpecProblem, StepKind, per_micro_batch, register
+from framework.operators.registry import ColumnContext, MicroBatch, SpecProblem, StepColumns, StepKind, per_micro_batch, register
+from framework.schemas import Column as SchemaColumn
+from framework.schemas import Schema
 from framework.spec.steps import GroupStep
 
 if TYPE_CHECKING:
@@ -273,6 +275,44 @@ def function_problems(step: Any, functions: Functions) -> Iterable[SpecProblem]:
         )
 
 
+def group_columns(step: Any, context: ColumnContext) -> StepColumns:
+    """Before Spark starts: every input has the key, event time and tiebreak columns (a timestamp
+    event time, no `_input` of its own when the step adds it); the output is output_rows': the key
+    columns (as the first input having each spells and types it), then the declared returns."""
+    from framework.functions.ddl import DdlError, columns
+    from framework.schemas.columns import spark_type
+
+    spec: GroupSpec = step.group
+    key_at = ("group", "key") if spec.key is not None else ("group", "context")
+    listed = isinstance(spec.key if spec.key is not None else spec.context, list)
+    roles: list[Role] = [("key", c, "", (*key_at, i) if listed else key_at) for i, c in enumerate(spec.key_columns())]
+    roles += [("event_time", spec.event_time, "", ("group", "event_time"))]
+    roles += [("tiebreak", c, "", ("group", "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
+    problems: list[SpecProblem] = []
+    hint = "declare it TIMESTAMP in the source's schema, or cast it in a SQL step before this one"
+    for i, name in enumerate(spec.inputs):
+        schema = context.inputs[name]
+        problems += lacking(name, schema, roles)
+        problems += untimely(name, schema, spec.event_time, ("group", "event_time"), hint)
+        if len(spec.inputs) > 1 and schema.find(INPUT) is not None:
+            problems.append(SpecProblem(f"input '{name}' has a column '{INPUT}', which the step adds", ("group", "inputs", i)))
+    keys = []
+    for key in spec.key_columns():
+        found = next((c for c in (context.inputs[n].find(key) for n in spec.inputs) if c is not None), None)
+        keys.append(found or SchemaColumn(key))
+    function = context.functions.group.get(spec.function)
+    text = spec.returns if spec.returns is not None else function.returns if function is not None else None
+    try:
+        returned = [SchemaColumn(n, spark_type(t)) for n, t in columns(text)] if text is not None else None
+    except DdlError:
+        returned = None
+    if returned is None:  # function_problems says why
+        return StepColumns(
+            Schema(tuple(keys), complete=False, why_incomplete="the function's returns are not known"), list(problems)
+        )
+    return StepColumns(Schema((*keys, *returned)), list(problems))
+
+
 def streaming_problems(step: Any) -> Iterable[SpecProblem]:
     """A context that never completes must not be held forever: on streams, all_inputs needs a timeout."""
     close = step.group.close
@@ -305,5 +345,6 @@ register(
         function_checks=function_problems,
         streaming_checks=(streaming_problems,),
         needs_watermark="streaming group steps close groups when the watermark passes them",
+        output_schema=group_columns,
     )
 )

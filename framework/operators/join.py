@@ -42,11 +42,13 @@ import operator
 from typing import TYPE_CHECKING
 
 from framework.errors import BadInput, Problem
-from framework.operators.columns import field_of, missing_columns, not_a_timestamp, quoted
+from framework.operators.columns import Role, field_of, lacking, missing_columns, not_a_timestamp, quoted, untimely
 from framework.operators.context import StepContext
 from framework.operators.micro_batch import MicroBatchSetup
 from framework.operators.ordering import bucket_count, bucket_of, epoch_micros, orderable
-from framework.operators.registry import MicroBatch, StepKind, Streaming, register
+from framework.operators.registry import ColumnContext, MicroBatch, SpecProblem, StepColumns, StepKind, Streaming, register
+from framework.schemas import Column as SchemaColumn
+from framework.schemas import Schema
 from framework.spec.steps import JoinStep
 
 if TYPE_CHECKING:
@@ -347,6 +349,46 @@ def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right:
     return _finish(plan, joined, left, right)
 
 
+def join_columns(step: JoinStep, context: ColumnContext) -> StepColumns:
+    """Before Spark starts: the named columns in both inputs, a timestamp event time, and the
+    output as _OutputPlan names it (keys once, then A's and B's other columns, prefixed where
+    both have one). With an input whose columns are not all known, only the keys are certain."""
+    spec = step.join
+    left, right = context.inputs[spec.left], context.inputs[spec.right]
+    roles: list[Role] = [("key", c, "", ("join", "on", i)) for i, c in enumerate(spec.on)]
+    roles += [("event_time", spec.event_time, "", ("join", "event_time"))]
+    roles += [("tiebreak", c, "", ("join", "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
+    problems: list[SpecProblem] = []
+    hint = "cast it to a timestamp in a SQL step before the join, or name another column in event_time"
+    for name, schema in ((spec.left, left), (spec.right, right)):
+        problems += lacking(name, schema, roles)
+        problems += untimely(name, schema, spec.event_time, ("join", "event_time"), hint)
+    keys = {c.lower() for c in spec.on}
+    out = [left.find(k) or SchemaColumn(k) for k in spec.on]
+    if not (left.complete and right.complete):
+        why = left.why_incomplete if not left.complete else right.why_incomplete
+        return StepColumns(
+            Schema(tuple(out), complete=False, why_incomplete=f"an input's columns are not all known ({why})"), list(problems)
+        )
+    left_rest = [c for c in left.columns if c.name.lower() not in keys]
+    right_rest = [c for c in right.columns if c.name.lower() not in keys]
+    both = {c.name.lower() for c in left_rest} & {c.name.lower() for c in right_rest}
+    for prefix, rest in ((spec.left, left_rest), (spec.right, right_rest)):
+        out += [SchemaColumn(f"{prefix}_{c.name}", c.type, c.inferred) if c.name.lower() in both else c for c in rest]
+    seen: set[str] = set()
+    for column in out:
+        if column.name.lower() in seen:
+            problems.append(
+                SpecProblem(
+                    f"the join would output column '{column.name}' twice",
+                    ("join",),
+                    hint="rename the columns of one input in a SQL step before the join",
+                )
+            )
+        seen.add(column.name.lower())
+    return StepColumns(Schema(tuple(out)), list(problems))
+
+
 def _streaming(step: JoinStep) -> Streaming:
     """A time window is Spark's stream-stream join; a count window needs the final arrival order,
     so it runs per micro-batch (framework.operators.count_join_stream)."""
@@ -372,5 +414,6 @@ register(
         streaming=_streaming,
         micro_batch=MicroBatch(stream=_tagged_inputs, operator=_operator, check=build_join),
         needs_watermark="a streaming join needs a watermark on its inputs",
+        output_schema=join_columns,
     )
 )

@@ -16,13 +16,16 @@ cannot be told apart in any output either.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
-from framework.operators.columns import field_of, is_timestamp, missing_columns, quoted
+from framework.operators.columns import Role, field_of, is_timestamp, lacking, missing_columns, quoted, untimely
 from framework.operators.context import StepContext
 from framework.operators.ordering import epoch_micros, orderable
-from framework.operators.registry import SpecProblem
+from framework.operators.registry import ColumnContext, SpecProblem, StepColumns
+from framework.schemas import Column as SchemaColumn
+from framework.schemas import Schema
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -67,6 +70,105 @@ def aggregate_problems(step: Any) -> list[SpecProblem]:
                 )
             )
     return problems
+
+
+def keyed_window_columns(step: Any, context: ColumnContext) -> StepColumns:
+    """Before Spark starts: the columns the step names are in its input (key, event time,
+    tiebreak, truth, the column learned sizes are kept by), the event time is a timestamp, the
+    aggregates read columns the input has; the output is unit_rows': key, FIXED_COLUMNS, aggregates."""
+
+    kind = step.kind
+    spec: KeyedWindowSpec = getattr(step, kind)
+    schema = context.inputs[spec.input]
+    if isinstance(spec.key, str):
+        from framework.spec.steps import STRATEGIES
+
+        note = f" (strategy '{spec.key}')"
+        roles: list[Role] = [("key", getattr(spec.columns, r), note, (kind, "columns", r)) for r in STRATEGIES[spec.key]]
+    else:
+        roles = [("key", c, "", (kind, "key", i)) for i, c in enumerate(spec.key)]
+    roles += [("event_time", spec.event_time, "", (kind, "event_time"))]
+    roles += [("tiebreak", c, "", (kind, "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
+    if spec.truth is not None:
+        roles += [("truth.instance", spec.truth.instance, "", (kind, "truth", "instance"))]
+        roles += [("truth.primary", spec.truth.primary, "", (kind, "truth", "primary"))]
+    learn = getattr(spec, "learn", None)
+    if getattr(spec, "learns", False) and learn is not None and learn.by is not None:
+        roles += [("learn.by", learn.by, "", (kind, "learn", "by"))]
+    problems = lacking(spec.input, schema, roles)
+    hint = "declare it TIMESTAMP in the source's schema, or cast it in a SQL step before this one"
+    problems += untimely(spec.input, schema, spec.event_time, (kind, "event_time"), hint, name_input=False)
+    fixed = {c.lower() for c in (*spec.key_columns(), *FIXED_COLUMNS)}
+    clash = [name for name in spec.aggregates if name.lower() in fixed]
+    if clash:
+        problems.append(
+            SpecProblem(
+                f"aggregate name(s) {clash} clash with the key or the fixed output columns",
+                (kind, "aggregates", clash[0]),
+                hint=f"every unit already has {', '.join(FIXED_COLUMNS)}; rename the aggregate",
+            )
+        )
+    event_time = schema.find(spec.event_time)
+    columns = [schema.find(c) or SchemaColumn(c) for c in spec.key_columns()]
+    columns += [
+        SchemaColumn(n, event_time.type if event_time else None, event_time.inferred if event_time else False)
+        for n in FIXED_COLUMNS[:2]
+    ]
+    columns += [SchemaColumn("tuple_count", "BIGINT"), SchemaColumn("closed_by", "STRING")]
+    for name, (column, findings) in _aggregate_columns(spec.input, schema, tuple(spec.aggregates.items())).items():
+        columns.append(column)
+        expression = spec.aggregates[name]
+        problems += [
+            SpecProblem(f"aggregate '{name}: {expression}' cannot run: {f.message}", (kind, "aggregates", name), hint=f.hint)
+            for f in findings
+        ]
+    return StepColumns(Schema(tuple(columns), complete=True), list(problems))
+
+
+@functools.lru_cache(maxsize=64)
+def _aggregate_columns(input_name: str, schema: Schema, aggregates: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """name -> (its output column, what is wrong with the columns it reads), the aggregates read
+    as one query over the input, one per line (an SWA step and its tumbling baseline often share
+    them, hence the cache). An aggregate that is not one expression gets an untyped column
+    (aggregate_problems says why)."""
+    import sqlglot
+    from sqlglot import exp
+
+    from framework.schemas.query import analyze
+
+    result: dict[str, Any] = {name: (SchemaColumn(name), []) for name, _ in aggregates}
+    readable = [(n, e) for n, e in aggregates if _one_expression(e)]
+    if not readable:
+        return result
+    text, first_lines = "SELECT", []
+    for name, expression in readable:
+        first_lines.append(text.count("\n") + 2)
+        text += f"\n{expression} AS {quoted(name)}" + ("," if len(first_lines) < len(readable) else "")
+    try:
+        parsed = sqlglot.parse_one(f"{text}\nFROM {quoted(input_name)}", read="spark")
+    except sqlglot.errors.SqlglotError:
+        return result
+    if not isinstance(parsed, exp.Select) or len(parsed.selects) != len(readable):
+        return result
+    analysis = analyze(parsed, {input_name: schema})
+    typed = {c.name.lower(): c for c in analysis.schema.columns}
+    ends = [*first_lines[1:], text.count("\n") + 2]
+    for (name, _), first, end in zip(readable, first_lines, ends, strict=True):
+        found = typed.get(name.lower())
+        column = SchemaColumn(name, found.type if found else None, inferred=True)
+        result[name] = (column, [f for f in analysis.findings if first <= f.line < end])
+    return result
+
+
+def _one_expression(expression: str) -> bool:
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        parsed = sqlglot.parse(f"SELECT {expression}", read="spark")
+    except sqlglot.errors.SqlglotError:
+        return False
+    return len(parsed) == 1 and isinstance(parsed[0], exp.Select) and len(parsed[0].expressions) == 1
 
 
 def spec_of(context: StepContext) -> KeyedWindowSpec:

@@ -14,10 +14,12 @@ Arrow): `tributary validate` asks it too.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from framework.errors import Problem
+from framework.schemas import Schema
 from framework.spec.steps import STEP_KINDS, StepSpec
 
 if TYPE_CHECKING:
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from framework.functions.loader import Functions
     from framework.operators.context import StepContext
     from framework.operators.micro_batch import MicroBatchOperator, MicroBatchSetup
+    from framework.templating import RenderedSql
 
 Builder = Callable[["StepContext"], "DataFrame"]
 
@@ -57,6 +60,33 @@ class MicroBatch:
     operator: Callable[[MicroBatchSetup], MicroBatchOperator]
     #: the step on empty static frames: checks its inputs and gives the output's columns
     check: Builder
+
+
+@dataclass(frozen=True)
+class ColumnContext:
+    """What a kind's `output_schema` reads: the schemas of the step's inputs (sources and steps it
+    reads, by name; framework.schemas), the project's udfs/, and for a template step its rendered
+    query as sqlglot parsed it."""
+
+    step: str
+    inputs: dict[str, Schema]
+    functions: Functions
+    sql: RenderedSql | None = None
+    statement: Any = None  # the sqlglot tree of the query
+    parsed_text: str = ""  # the text sqlglot parsed (the rendered SQL, `window(` quoted)
+
+
+@dataclass(frozen=True)
+class StepColumns:
+    """A step's output columns, and what is certainly wrong with the columns it names: at a path
+    inside the step's YAML (SpecProblem), or already located (a template's file:line)."""
+
+    schema: Schema
+    problems: list[SpecProblem | Problem] = field(default_factory=list)
+
+
+#: A kind's output columns from its inputs' and its settings, before Spark starts
+OutputSchema = Callable[[Any, ColumnContext], StepColumns]
 
 
 #: Tuples of a step's input with the unit each belongs to, and when that unit opened and closed
@@ -94,6 +124,8 @@ class StepKind:
     template: Callable[[Any], str] | None = None
     #: measurable against ground truth: its settings declare `truth:` (framework.integration)
     units: Units | None = None
+    #: its output columns from its inputs' schemas, and what is wrong with the columns it names (validate)
+    output_schema: OutputSchema | None = None
 
     @property
     def name(self) -> str:

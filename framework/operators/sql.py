@@ -7,7 +7,8 @@ from typing import Any
 
 from framework.errors import BadInput, Problem
 from framework.operators.context import StepContext
-from framework.operators.registry import StepKind, register
+from framework.operators.registry import ColumnContext, StepColumns, StepKind, register
+from framework.schemas import Schema
 from framework.spec.steps import SqlStep
 
 _POSITION = re.compile(r"line (\d+),? pos (\d+)")
@@ -42,4 +43,16 @@ def build_sql(context: StepContext):  # noqa: ANN201 - a DataFrame
         ) from None
 
 
-register(StepKind(SqlStep, build=build_sql, template=lambda step: step.sql))
+def sql_columns(step: SqlStep, context: ColumnContext) -> StepColumns:
+    """The query's output columns over the views it reads (framework.schemas.query), and its
+    unknown or ungrouped columns at the template's own lines."""
+    from framework.schemas.query import analyze
+
+    if context.statement is None or context.sql is None:
+        return StepColumns(Schema.unknown("its query was not parsed"))
+    analysis = analyze(context.statement, context.inputs, context.parsed_text)
+    sql = context.sql
+    return StepColumns(analysis.schema, [sql.problem(f.message, f.line, f.hint) for f in analysis.findings])
+
+
+register(StepKind(SqlStep, build=build_sql, template=lambda step: step.sql, output_schema=sql_columns))

@@ -38,6 +38,7 @@ from framework.operators.keyed_windows import (
     UNIT,
     aggregate_problems,
     checked_input,
+    keyed_window_columns,
     spec_of,
     tuple_order,
     unit_rows,
@@ -274,5 +275,6 @@ register(
         checks=(aggregate_problems,),
         needs_watermark="streaming SWA closes windows by the watermark",
         units=units,
+        output_schema=keyed_window_columns,
     )
 )

@@ -20,6 +20,7 @@ from framework.operators.keyed_windows import (
     UNIT,
     aggregate_problems,
     checked_input,
+    keyed_window_columns,
     tuple_order,
     unit_rows,
     used_columns,
@@ -87,5 +88,6 @@ register(
         checks=(aggregate_problems,),
         needs_watermark="streaming count windows place tuples once the watermark has passed them",
         units=units,
+        output_schema=keyed_window_columns,
     )
 )
