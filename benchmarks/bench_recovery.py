@@ -92,13 +92,22 @@ def land(root: Path, files: int, rng: random.Random) -> None:
             return f"2026-11-02T{minute // 60:02d}:{minute % 60:02d}:{second:02d}Z"
 
         clicks = [
-            {"user": f"u{rng.randrange(40)}", "page": f"/p{rng.randrange(9)}", "ts": ts(rng.randrange(60)), "ms": rng.randrange(-3, 400)}
+            {
+                "user": f"u{rng.randrange(40)}",
+                "page": f"/p{rng.randrange(9)}",
+                "ts": ts(rng.randrange(60)),
+                "ms": rng.randrange(-3, 400),
+            }
             for _ in range(200)
         ]
         if f >= 12:  # late: ten minutes behind the newest rows seen
             clicks += [{"user": f"u{i}", "page": "/late", "ts": ts(i, minute - 10), "ms": 1} for i in range(3)]
         views = [
-            {"user": f"u{rng.randrange(40)}", "ts": ts(rng.randrange(60)), "ad": None if rng.random() < 0.05 else f"a{rng.randrange(5)}"}
+            {
+                "user": f"u{rng.randrange(40)}",
+                "ts": ts(rng.randrange(60)),
+                "ad": None if rng.random() < 0.05 else f"a{rng.randrange(5)}",
+            }
             for _ in range(60)
         ]
         for side, rows in (("clicks", clicks), ("views", views)):

@@ -80,17 +80,16 @@ class ExactlyOnceDeltaSink:
 
     def _commit(self, spark: Any, frame: DataFrame | WrittenRows | SplitRows, batch_id: int) -> None:
         if isinstance(frame, (WrittenRows, SplitRows)):
-            for table, rows in frame.side.items():
-                self.side[table](rows, batch_id)
-        if isinstance(frame, SplitRows):
-            frame = frame.rows
-        if isinstance(frame, WrittenRows) and not self.partition_by:
-            staged = self.store.staged(self.name, self.table, frame.folder, frame.schema, [])
+            for table, side_rows in frame.side.items():
+                self.side[table](side_rows, batch_id)
+        rows = frame.rows if isinstance(frame, SplitRows) else frame
+        if isinstance(rows, WrittenRows) and not self.partition_by:
+            staged = self.store.staged(self.name, self.table, rows.folder, rows.schema, [])
         else:
-            if isinstance(frame, WrittenRows):  # laid out again in the table's partition folders
-                frame = spark.read.schema(frame.schema).parquet(frame.folder)
+            if isinstance(rows, WrittenRows):  # laid out again in the table's partition folders
+                rows = spark.read.schema(rows.schema).parquet(rows.folder)
             staging = join(self.staging_root, f"batch-{batch_id}")
-            staged = self.store.stage(frame, self.name, self.table, staging, list(self.partition_by))
+            staged = self.store.stage(rows, self.name, self.table, staging, list(self.partition_by))
         if staged.rows == 0:
             self.store.discard(staged)
             return

@@ -123,7 +123,7 @@ class DeltaRsStore(DeltaStore):
         else:
             schema = Schema.from_arrow(spark_to_arrow(staged.schema))
             staging_files.move_into(staged.staging, staged.files, staged.table)
-            actions = [
+            actions: list[Any] = [
                 AddAction(f["path"], f["size"], f["partition_values"], f["mtime_ms"], True, json.dumps({"numRecords": f["rows"]}))
                 for f in staged.files
             ]
