@@ -26,7 +26,7 @@ def send(command: str | list[str], summary: dict[str, Any], cwd: Path) -> dict[s
         done = subprocess.run(
             command,
             shell=isinstance(command, str),
-            input=json.dumps(summary, indent=2, default=str),
+            input=json.dumps(summary, default=str) + "\n",  # one line: alerts appended to a file are JSON lines
             capture_output=True,
             text=True,
             timeout=ALERT_TIMEOUT_S,

@@ -179,6 +179,7 @@ def _assemble(rows: list[dict[str, Any]]) -> list[RunRecord]:
                 run.versions[row["name"]] = row["version"]
         elif event == "schedule":
             run.attempt, run.outcome = details, row["status"]
+            run.error = row["error"] or run.error  # the scheduler's word: timed out, abandoned
             if run.started is None:
                 run.started = row["ts"]
         elif event == "capacity":
