@@ -379,10 +379,10 @@ def next_cmd(
         from framework.display import rows_table
         from framework.io.delta import local_store
         from framework.io.locations import EVENTS_TABLE, Warehouse
+        from framework.schedule.clock import SystemClock
         from framework.schedule.due import outlook
         from framework.schedule.history import RunLog
         from framework.schedule.pipelines import scheduled_pipelines
-        from framework.schedule.clock import SystemClock
 
         project, prof = _context(pipelines[0] if pipelines else None, profile)
         found, problems = scheduled_pipelines(project, pipelines)
@@ -408,7 +408,10 @@ def next_cmd(
                     "next fire": fire.astimezone(cron.zone).isoformat() if fire else "– (past its end)",
                     "runs then": runs_then,
                     "due now": (f"{len(seen.due)}: from {seen.due[0].label()}" if seen.due else "–"),
-                    "retries waiting": ", ".join(f"{d.label()} (attempt {d.attempt}) at {d.at.astimezone(cron.zone).isoformat()}" for d in seen.waiting) or "–",
+                    "retries waiting": ", ".join(
+                        f"{d.label()} (attempt {d.attempt}) at {d.at.astimezone(cron.zone).isoformat()}" for d in seen.waiting
+                    )
+                    or "–",
                 }
             )
         out.print(rows_table(f"schedules at {now.isoformat(timespec='seconds')}", rows))
@@ -420,7 +423,9 @@ def next_cmd(
 
 @app.command()
 def scheduler(
-    pipelines: Annotated[Optional[list[str]], typer.Argument(help="Pipelines to serve (default: every one with a schedule).")] = None,
+    pipelines: Annotated[
+        Optional[list[str]], typer.Argument(help="Pipelines to serve (default: every one with a schedule).")
+    ] = None,
     once: Annotated[bool, typer.Option("--once", help="Run what is due now, then exit (for a crontab line).")] = False,
     profile: ProfileOpt = None,
     var: VarOpt = None,
@@ -447,9 +452,13 @@ def scheduler(
 @app.command()
 def backfill(
     pipeline: PipelineArg,
-    begin: Annotated[str, typer.Option("--from", help="Start of the first interval (a date or time; naive: the schedule's timezone).")],
+    begin: Annotated[
+        str, typer.Option("--from", help="Start of the first interval (a date or time; naive: the schedule's timezone).")
+    ],
     end: Annotated[str, typer.Option("--to", help="End of the last interval.")],
-    parallel: Annotated[int, typer.Option("--parallel", help="Run up to K intervals at once (outputs that append or merge).")] = 1,
+    parallel: Annotated[
+        int, typer.Option("--parallel", help="Run up to K intervals at once (outputs that append or merge).")
+    ] = 1,
     profile: ProfileOpt = None,
     var: VarOpt = None,
     debug: DebugOpt = False,

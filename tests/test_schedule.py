@@ -162,7 +162,9 @@ def test_templates_see_the_interval_as_typed_timestamp_literals(cli, project):
 
 
 def test_a_run_that_needs_an_interval_and_has_none_is_bad_input(cli, project):
-    unscheduled = INTERVAL_PIPELINE.split("sources:")[0].split("schedule:")[0] + "sources:" + INTERVAL_PIPELINE.split("sources:")[1]
+    unscheduled = (
+        INTERVAL_PIPELINE.split("sources:")[0].split("schedule:")[0] + "sources:" + INTERVAL_PIPELINE.split("sources:")[1]
+    )
     write(project / "pipelines/interval_calls.yaml", unscheduled)
     assert cli("validate", "interval_calls")[0] == 0  # rendered with a sample interval
     code, _, err = cli("run", "interval_calls")
@@ -191,7 +193,14 @@ def _pipeline(**schedule) -> ScheduledPipeline:
 
 def _attempt(interval: Interval, outcome: str, finished: datetime, trigger: str = SCHEDULE) -> RunRecord:
     status = "ok" if outcome == OK else "failed"
-    return RunRecord("r", "p", interval=interval, status=status, outcome=outcome, attempt={"trigger": trigger, "finished_at": finished.isoformat()})
+    return RunRecord(
+        "r",
+        "p",
+        interval=interval,
+        status=status,
+        outcome=outcome,
+        attempt={"trigger": trigger, "finished_at": finished.isoformat()},
+    )
 
 
 def test_catch_up_runs_every_interval_since_start_oldest_first_and_retries_after_their_wait():

@@ -20,7 +20,10 @@ EVENT_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
         ("pipeline", pa.string()),
-        ("event", pa.string()),  # run_start | run_end | step_end | output_end | quarantine | late_rows | capacity | held | schedule
+        (
+            "event",
+            pa.string(),
+        ),  # run_start | run_end | step_end | output_end | quarantine | late_rows | capacity | held | schedule
         ("name", pa.string()),  # step or output name (null for run events)
         ("status", pa.string()),  # framework.engine.results: RunStatus, StepStatus, OutputStatus
         ("rows", pa.int64()),

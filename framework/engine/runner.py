@@ -80,7 +80,11 @@ def run_pipeline(
     events.record("run_start", status=RunStatus.RUNNING, details=_start_details(run))
     events.flush()
     local = plan.warehouse.is_local()
-    lock = RunLock(Path(run.internal(f"{LOCKS_DIR}/{plan.pipeline}.lock")), run.run_id) if local and concurrent is None else nullcontext()
+    lock = (
+        RunLock(Path(run.internal(f"{LOCKS_DIR}/{plan.pipeline}.lock")), run.run_id)
+        if local and concurrent is None
+        else nullcontext()
+    )
     try:
         with run.cleanup, lock:
             run.on_exit(lambda: _remove_staging(run))
@@ -95,7 +99,9 @@ def run_pipeline(
                 output.status = OutputStatus.NOT_COMMITTED
         error = RunFailed(spark_failure(run, e)) if is_spark_error(e) else _as_run_error(e)
         result.error = one_line(error)
-        result.exit_code = error.exit_code if isinstance(error, TributaryError) else 130 if isinstance(error, KeyboardInterrupt) else 1
+        result.exit_code = (
+            error.exit_code if isinstance(error, TributaryError) else 130 if isinstance(error, KeyboardInterrupt) else 1
+        )
         if isinstance(error, TributaryError):
             error.result = result
         raise error from (None if isinstance(e, TributaryError) else e)

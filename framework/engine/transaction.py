@@ -162,11 +162,11 @@ def commit_all(run: RunContext, staged: list[Staged]) -> None:
             outcome = run.store.commit(
                 run.spark,
                 item.write,
-                result.mode,
+                result.mode,  # type: ignore[arg-type]
                 list(item.keys),
                 result.app_id,
                 item.txn_version,
-                run.run_id,  # type: ignore[arg-type]
+                run.run_id,
             )
         except BaseException:
             result.status = OutputStatus.FAILED

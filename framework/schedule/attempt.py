@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -108,20 +108,16 @@ class Abandon(AbstractContextManager["Abandon"]):
         self._thread = threading.Thread(target=self._watch, name="tributary-abandon", daemon=True)
 
     def __enter__(self) -> Abandon:
-        try:
+        with suppress(Exception):  # Spark Connect has no SparkContext here: _cancel interrupts all instead
             self.spark.sparkContext.setJobGroup(self.group, "tributary scheduled run", interruptOnCancel=True)
-        except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext here: interruptAll instead
-            pass
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._done.set()
         self._thread.join()
-        try:
+        with suppress(Exception):
             self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-        except Exception:  # noqa: BLE001
-            pass
 
     def _watch(self) -> None:
         deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
@@ -138,16 +134,12 @@ class Abandon(AbstractContextManager["Abandon"]):
     def _cancel(self) -> None:
         try:
             self.spark.sparkContext.cancelJobGroup(self.group)
-        except Exception:  # noqa: BLE001
-            try:
+        except Exception:  # noqa: BLE001 - Spark Connect
+            with suppress(Exception):
                 self.spark.interruptAll()
-            except Exception:  # noqa: BLE001
-                pass
-        try:
+        with suppress(Exception):  # a query may stop by itself meanwhile
             for query in self.spark.streams.active:
                 query.stop()
-        except Exception:  # noqa: BLE001 - the query may stop by itself meanwhile
-            pass
 
 
 @dataclass
@@ -233,11 +225,17 @@ class Attempts:
                     done.result, done.exit_code, done.error = e.result, e.exit_code, one_line(e)
                     done.run_id = e.result.run_id if e.result is not None else None
                     done.outcome = INVALID if isinstance(e, BadInput) else FAILED
-            if watch.reason == "timeout" and (done.outcome != OK or pipeline.streaming):
+            reason = watch.reason or ("stop" if self.stopping.is_set() else None)  # a run may fail before the watch looks
+            if reason is None and schedule.timeout is not None and time.perf_counter() - began >= schedule.timeout:
+                reason = "timeout"
+            if reason == "timeout" and (done.outcome != OK or pipeline.streaming):
                 done.outcome = TIMED_OUT
                 done.error = f"timed out after {schedule.timeout:g} s (timeout: in the schedule); {done.error or 'its queries were stopped'}"
-            elif watch.reason == "stop" and (done.outcome != OK or pipeline.streaming):
-                done.outcome, done.error = ABANDONED, f"abandoned: the scheduler was stopped; {done.error or 'its queries were stopped'}"
+            elif reason == "stop" and (done.outcome != OK or pipeline.streaming):
+                done.outcome, done.error = (
+                    ABANDONED,
+                    f"abandoned: the scheduler was stopped; {done.error or 'its queries were stopped'}",
+                )
             if spark is None and not _alive(session, self.profile):
                 self.sessions.close()  # its JVM died: the next run starts a new one
         except BadInput as e:  # the spec no longer validates, or the run could not start (a source is missing)
@@ -251,14 +249,22 @@ class Attempts:
         last_try = final if final is not None else due.attempt >= schedule.retries.count + 1
         done.summary = _summary(due, done, started_at, self.clock.now(), schedule.retries.count + 1)
         if trigger == SCHEDULE:
-            command = schedule.on_success if done.outcome == OK else schedule.on_failure if done.outcome in FAILURES and last_try else None
+            command = (
+                schedule.on_success
+                if done.outcome == OK
+                else schedule.on_failure
+                if done.outcome in FAILURES and last_try
+                else None
+            )
             if command is not None:
                 done.alert = alerts.send(command, done.summary, self.project.root)
         self._log_attempt(due, done, started_at)
         return done
 
     def _log_unstarted(self, due: Due, done: Attempted) -> None:
-        events = EventLog(local_store(self.profile.storage_options), self.warehouse.internal(EVENTS_TABLE), done.run_id or "", due.pipeline.name)
+        events = EventLog(
+            local_store(self.profile.storage_options), self.warehouse.internal(EVENTS_TABLE), done.run_id or "", due.pipeline.name
+        )
         interval = due.interval.as_dict() if due.interval is not None else None
         events.record("run_start", status=RunStatus.RUNNING, details={"interval": interval, "tables": {}, "scheduled": True})
         events.record(
@@ -268,7 +274,9 @@ class Attempts:
 
     def _log_attempt(self, due: Due, done: Attempted, started_at: datetime) -> None:
         """The attempt's `schedule` event: what framework.schedule.history reads back."""
-        events = EventLog(local_store(self.profile.storage_options), self.warehouse.internal(EVENTS_TABLE), done.run_id or "", due.pipeline.name)
+        events = EventLog(
+            local_store(self.profile.storage_options), self.warehouse.internal(EVENTS_TABLE), done.run_id or "", due.pipeline.name
+        )
         events.record(
             "schedule",
             status=done.outcome,
@@ -344,7 +352,9 @@ def describe(done: Attempted) -> str:
     result = done.result
     if done.outcome == OK and result is not None:
         written = sum(o.rows or 0 for o in result.outputs if str(o.status) == "written" and not o.name.startswith("_"))
-        versions = ", ".join(f"{o.name} v{o.version}" for o in result.outputs if o.version is not None and not o.name.startswith("_"))
+        versions = ", ".join(
+            f"{o.name} v{o.version}" for o in result.outputs if o.version is not None and not o.name.startswith("_")
+        )
         text += f", {written:,} rows" + (f" ({versions})" if versions else "")
     elif done.error:
         text += f" (exit {done.exit_code}): {done.error}"
@@ -352,4 +362,3 @@ def describe(done: Attempted) -> str:
         alert = done.alert
         text += "; alert sent" if alert.get("exit_code") == 0 else f"; alert failed: {alert.get('error')}"
     return text
-

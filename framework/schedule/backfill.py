@@ -94,7 +94,8 @@ def _run(attempts: Attempts, pipeline: ScheduledPipeline, intervals: list[Interv
     ]
     attempts.say(
         f"{pipeline.name}: {len(intervals)} interval(s) from {intervals[0].label()} to {intervals[-1].label()}; "
-        f"{len(intervals) - len(todo)} already committed, {len(todo)} to run" + (f", {parallel} at a time" if parallel > 1 else "")
+        f"{len(intervals) - len(todo)} already committed, {len(todo)} to run"
+        + (f", {parallel} at a time" if parallel > 1 else "")
     )
     concurrent: set[str] = set()
     if parallel == 1 or len(todo) <= 1:

@@ -72,7 +72,8 @@ def outlook(pipeline: ScheduledPipeline, slots: dict[Any, Slot], now: datetime) 
         candidates: list[tuple[Interval | None, datetime]] = [(None, cron.last_fire(horizon))]
     else:
         candidates = [(interval, interval.end) for interval in _intervals(pipeline, slots, horizon)]
-    due, waiting = [], []
+    due: list[Due] = []
+    waiting: list[Due] = []
     limit = schedule.retries.count + 1
     for interval, fire in candidates:
         slot = slots.get(fire if interval is None else interval)

@@ -70,7 +70,9 @@ class Scheduler:
                     continue
                 if once:
                     return
-                wake = min((w for w in [*(o.wake for o in outlooks.values()), *self._busy.values()] if w is not None), default=None)
+                wake = min(
+                    (w for w in [*(o.wake for o in outlooks.values()), *self._busy.values()] if w is not None), default=None
+                )
                 if until is not None and (wake is None or wake > until):
                     return
                 if wake is not None:
@@ -109,4 +111,3 @@ class Scheduler:
     def _next_line(outlooks: dict[str, Outlook], wake: datetime) -> str:
         names = [name for name, o in outlooks.items() if o.wake == wake]
         return f"{', '.join(names) or 'a pipeline another run held'} at {wake.isoformat()}"
-

@@ -121,9 +121,13 @@ def instant(value: datetime | date | str, timezone: str) -> datetime:
     if isinstance(value, str):
         text = value.strip()
         try:
-            value = datetime.fromisoformat(text.replace("Z", "+00:00")) if "T" in text or " " in text else date.fromisoformat(text)
+            value = (
+                datetime.fromisoformat(text.replace("Z", "+00:00")) if "T" in text or " " in text else date.fromisoformat(text)
+            )
         except ValueError:
-            raise ValueError(f"'{value}' is not a date or time; write e.g. 2026-11-01 or 2026-11-01T08:00 (+01:00 or Z optional)") from None
+            raise ValueError(
+                f"'{value}' is not a date or time; write e.g. 2026-11-01 or 2026-11-01T08:00 (+01:00 or Z optional)"
+            ) from None
     if not isinstance(value, datetime):
         value = datetime(value.year, value.month, value.day)
     if value.tzinfo is None:

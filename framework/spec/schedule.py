@@ -54,9 +54,12 @@ class Schedule(SpecModel):
     """When the pipeline runs by itself (`tributary scheduler`), and what a run may take."""
 
     cron: str = Field(description="Five cron fields (minute hour day month weekday) or @hourly/@daily/..., e.g. '0 * * * *'.")
-    timezone: str = Field("UTC", description="IANA timezone the cron is read in (and intervals are shown in), e.g. Europe/Berlin.")
+    timezone: str = Field(
+        "UTC", description="IANA timezone the cron is read in (and intervals are shown in), e.g. Europe/Berlin."
+    )
     start: datetime | date | None = Field(
-        None, description="No interval starts before this (naive: in `timezone`); with catch_up, the scheduler runs every interval since."
+        None,
+        description="No interval starts before this (naive: in `timezone`); with catch_up, the scheduler runs every interval since.",
     )
     end: datetime | date | None = Field(None, description="No interval ends after this (naive: in `timezone`).")
     catch_up: bool = Field(

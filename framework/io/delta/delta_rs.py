@@ -114,7 +114,14 @@ class DeltaRsStore(DeltaStore):
             return self._commit(spark, staged, mode, keys, app_id, txn_version, run_id)
 
     def _commit(
-        self, spark: SparkSession, staged: StagedWrite, mode: WriteMode, keys: list[str], app_id: str, txn_version: int, run_id: str
+        self,
+        spark: SparkSession,
+        staged: StagedWrite,
+        mode: WriteMode,
+        keys: list[str],
+        app_id: str,
+        txn_version: int,
+        run_id: str,
     ) -> CommitResult:
         from deltalake import CommitProperties, Schema, Transaction
         from deltalake.transaction import AddAction, create_table_with_add_actions
@@ -134,7 +141,7 @@ class DeltaRsStore(DeltaStore):
         else:
             schema = Schema.from_arrow(spark_to_arrow(staged.schema))
             staging_files.move_into(staged.staging, staged.files, staged.table)
-            actions = [
+            actions: list[Any] = [  # AddAction (delta-rs types this list as adds and removes)
                 AddAction(f["path"], f["size"], f["partition_values"], f["mtime_ms"], True, json.dumps({"numRecords": f["rows"]}))
                 for f in staged.files
             ]

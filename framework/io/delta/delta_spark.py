@@ -89,7 +89,11 @@ class SparkDeltaStore(DeltaStore):
         if not self._exists(table):
             return []
         found: list[Commit] = []
-        rows = DeltaTable.forPath(self.spark, table).history(limit).select("version", "operation", "operationParameters", "userMetadata")
+        rows = (
+            DeltaTable.forPath(self.spark, table)
+            .history(limit)
+            .select("version", "operation", "operationParameters", "userMetadata")
+        )
         for row in rows.collect():
             try:
                 meta = json.loads(row.userMetadata) if row.userMetadata else {}
