@@ -400,7 +400,7 @@ def next_cmd(
             seen = outlook(p, log.slots(p.name, p.streaming), now)
             cron = p.schedule.parsed()
             fire = seen.next_fire
-            runs_then = "available now" if p.streaming else (cron.interval_ending(fire).label() if fire else None)
+            runs_then = "available now" if p.streaming else (cron.interval_ending(fire).label() if fire else "–")
             rows.append(
                 {
                     "pipeline": p.name,

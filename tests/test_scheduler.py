@@ -165,7 +165,7 @@ def test_a_pipeline_broken_between_fires_fails_with_exit_2_and_the_others_keep_r
 
     clock = FastClock(utc(2026, 11, 2, 9, 5), [(utc(2026, 11, 2, 9, 30), break_it)])
     say: list[str] = []
-    scheduler(project, spark, clock, say).serve(until=utc(2026, 11, 2, 10, 10))
+    scheduler(project, spark, clock, say, ["steady", "breaking", "unreadable"]).serve(until=utc(2026, 11, 2, 10, 10))
 
     assert any(line.startswith("not scheduled: pipelines/unreadable.yaml:") for line in say), say
     log = RunLog(*_log(project))
@@ -262,14 +262,14 @@ def test_a_run_past_its_timeout_is_abandoned_and_a_stopped_scheduler_abandons_it
     write(project / "pipelines/sleepy.yaml", SLEEPY.format(timeout="2s"))
     say: list[str] = []
     began = time.monotonic()
-    scheduler(project, spark, FastClock(utc(2026, 11, 2, 9, 30)), say).serve(until=utc(2026, 11, 2, 9, 31))
+    scheduler(project, spark, FastClock(utc(2026, 11, 2, 9, 30)), say, ["sleepy"]).serve(until=utc(2026, 11, 2, 9, 31))
     assert time.monotonic() - began < 45, "the sleeping task was cancelled"
     (slot,) = RunLog(*_log(project)).slots("sleepy").values()
     assert [r.outcome for r in slot.runs] == [TIMED_OUT] and "timed out after 2 s" in slot.last.error
     assert delta_version(project / "warehouse/slow") is None  # nothing committed
 
     write(project / "pipelines/sleepy.yaml", SLEEPY.format(timeout="10min").replace("end: 2026-11-02T09", "end: 2026-11-02T10"))
-    stopping = scheduler(project, spark, FastClock(utc(2026, 11, 2, 10, 30)), say)
+    stopping = scheduler(project, spark, FastClock(utc(2026, 11, 2, 10, 30)), say, ["sleepy"])
     threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
     stopping.serve()
     slots = RunLog(*_log(project)).slots("sleepy")
@@ -317,7 +317,7 @@ def test_a_scheduler_killed_in_the_middle_of_a_run_resumes_and_commits_each_inte
     process.wait()
     killed_at = (delta_version(rows_table), delta_version(project / "warehouse/per_interval"))
 
-    code, out, err = cli("scheduler", "--once")  # started again (in this process, on the tests' session)
+    code, out, err = cli("scheduler", "minutes", "--once")  # started again (in this process, on the tests' session)
     assert code == 0, out + err
     slots = RunLog(*_log(project)).slots("minutes")
     assert len(slots) == 3 and all(s.done for s in slots.values()), f"killed at {killed_at}\n{log.read_text()}\n{out}"

@@ -39,6 +39,12 @@ def _retries(value: Any) -> Any:
     return {"count": value} if isinstance(value, int) else value
 
 
+def _count_or_retries(schema: dict[str, Any]) -> None:
+    """In the JSON Schema, `retries` is a count or the mapping (as the validator reads it)."""
+    ref = schema.pop("$ref", None) or schema.pop("allOf")[0]["$ref"]
+    schema["anyOf"] = [{"type": "integer", "minimum": 0, "maximum": 100}, {"$ref": ref}]
+
+
 def _command(value: Any) -> Any:
     if isinstance(value, str) and not value.strip():
         raise ValueError("an alert command cannot be empty")
@@ -66,7 +72,11 @@ class Schedule(SpecModel):
         True,
         description="Run every interval missed while the scheduler was not running, oldest first; false: only the latest.",
     )
-    retries: Annotated[Retries, BeforeValidator(_retries)] = Field(default_factory=Retries)
+    retries: Annotated[Retries, BeforeValidator(_retries)] = Field(
+        default_factory=Retries,
+        description="A count (retries: 3) or how to retry: {count: 3, delay: 1min, backoff: 2, max_delay: 1h}.",
+        json_schema_extra=_count_or_retries,
+    )
     timeout: Duration | None = Field(None, gt=0, description="Abandon a run (its Spark jobs are cancelled) after this long.")
     on_failure: Command | None = Field(
         None,
