@@ -277,6 +277,36 @@ def test_a_run_past_its_timeout_is_abandoned_and_a_stopped_scheduler_abandons_it
     assert say[-1] == "stopped"
 
 
+STREAM = f"""\
+name: stream_calls
+mode: streaming
+schedule: {{cron: "0 * * * *", start: 2026-11-02T08:00:00Z}}
+sources:
+  calls: {{format: json, path: data/calls, schema: "{SCHEMA}", event_time: ts, watermark: 1 min}}
+steps:
+  fast:
+    sql: select ts, response_ms from {{{{ source('calls') }}}} where response_ms < 100
+outputs:
+  fast: {{mode: append}}
+"""
+
+
+def test_a_scheduled_stream_runs_available_now_at_each_fire(spark, project):
+    data = project / "data/calls"
+    calls(data, "a.json", [utc(2026, 11, 2, 8, 10), utc(2026, 11, 2, 8, 20)])
+    write(project / "pipelines/stream_calls.yaml", STREAM)
+    clock = FastClock(utc(2026, 11, 2, 9, 30), [(utc(2026, 11, 2, 9, 45), lambda: calls(data, "b.json", [utc(2026, 11, 2, 9, 40)]))])
+    say: list[str] = []
+    scheduler(project, spark, clock, say, ["stream_calls"]).serve(until=utc(2026, 11, 2, 10, 5))
+    slots = RunLog(*_log(project)).slots("stream_calls", streaming=True)
+    assert sorted(f.hour for f in slots) == [9, 10] and all(s.done and s.last.interval is None for s in slots.values()), say
+    assert sorted(r["ts"] for r in delta_rows(project / "warehouse/fast")) == [
+        utc(2026, 11, 2, 8, 10),
+        utc(2026, 11, 2, 8, 20),
+        utc(2026, 11, 2, 9, 40),
+    ]  # the second run read only the new file
+
+
 def _log(project: Path) -> tuple:
     from framework.io.delta.delta_rs import DeltaRsStore
 

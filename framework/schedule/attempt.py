@@ -46,7 +46,7 @@ from framework.project import Project
 from framework.schedule import alerts
 from framework.schedule.clock import Clock
 from framework.schedule.due import Due
-from framework.schedule.history import ABANDONED, FAILED, FAILURES, INVALID, OK, SCHEDULE, TIMED_OUT, RunLog
+from framework.schedule.history import ABANDONED, FAILED, FAILURES, INVALID, OK, SCHEDULE, TIMED_OUT, RunLog, Slot
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -204,6 +204,7 @@ class Attempts:
                 with self.lock(pipeline.name, f"scheduler-{os.getpid()}"):
                     slot = self.runlog.slots(pipeline.name, pipeline.streaming).get(due.key)
                     if slot is not None and slot.done:
+                        self.close_committed(slot)
                         return Attempted(due, ALREADY_DONE, trigger)
                     return self._run(due, trigger, spark, set(), final)
             except LockBusy as e:
@@ -260,6 +261,20 @@ class Attempts:
                 done.alert = alerts.send(command, done.summary, self.project.root)
         self._log_attempt(due, done, started_at)
         return done
+
+    def close_committed(self, slot: Slot) -> None:
+        """Log the end of the slot's runs that were killed after committing everything (the
+        caller holds the pipeline's lock, so none of them is still going), as the pipeline's
+        next run would (framework.engine.recovery): `tributary runs` then shows them ok."""
+        if not self.warehouse.is_local():
+            return
+        for run in slot.runs:
+            if run.status == RunStatus.INCOMPLETE and run.tables and self.runlog.done(run):
+                events = EventLog(
+                    local_store(self.profile.storage_options), self.warehouse.internal(EVENTS_TABLE), run.run_id, run.pipeline
+                )
+                events.record("run_end", status=RunStatus.OK, error="the process ended before the run finished")
+                events.flush()
 
     def _log_unstarted(self, due: Due, done: Attempted) -> None:
         events = EventLog(

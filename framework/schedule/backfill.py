@@ -86,6 +86,9 @@ def backfill(attempts: Attempts, path: Path, begin: datetime, end: datetime, par
 
 def _run(attempts: Attempts, pipeline: ScheduledPipeline, intervals: list[Interval], parallel: int) -> list[Attempted]:
     slots = attempts.runlog.slots(pipeline.name)
+    for interval in intervals:
+        if interval in slots and slots[interval].done:
+            attempts.close_committed(slots[interval])
     now = attempts.clock.now()
     todo = [
         Due(pipeline, i, i.end, len(slots[i].runs) + 1 if i in slots else 1, now)

@@ -139,10 +139,11 @@ class RunLog:
             if key is not None:
                 found[key].runs.append(run)
         for slot in found.values():
-            slot.done = any(self._done(run, streaming) for run in slot.runs)
+            slot.done = any(self.done(run, streaming) for run in slot.runs)
         return dict(found)
 
-    def _done(self, run: RunRecord, streaming: bool) -> bool:
+    def done(self, run: RunRecord, streaming: bool = False) -> bool:
+        """Whether the run committed its interval (see the module's docstring)."""
         if streaming:
             return run.outcome == OK
         if run.status == RunStatus.OK:

@@ -69,10 +69,15 @@ def read_schedule(project: Project, path: Path) -> ScheduledPipeline | None:
 def scheduled_pipelines(project: Project, names: list[str] | None = None) -> tuple[list[ScheduledPipeline], list[Problem]]:
     """The pipelines with a schedule (those named, else all under pipelines/), and the problems of
     those that cannot be scheduled. A named pipeline without a schedule is a problem too."""
-    paths = [project.pipeline_path(n) for n in names] if names else project.all_pipelines()
     found: list[ScheduledPipeline] = []
     problems: list[Problem] = []
-    for path in paths:
+    paths = []
+    for name in names or []:
+        try:
+            paths.append(project.pipeline_path(name))
+        except BadInput as e:  # e.g. deleted while the scheduler serves it
+            problems += e.problems
+    for path in paths if names else project.all_pipelines():
         try:
             scheduled = read_schedule(project, path)
         except BadInput as e:

@@ -17,6 +17,7 @@ the run lock).
 from __future__ import annotations
 
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,9 +45,11 @@ class Scheduler:
     spark: Any = None  # a SparkSession to run on (tests); default: one started at the first run
     cli_vars: dict[str, Any] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
-    attempted: list[Attempted] = field(default_factory=list)  # every attempt this scheduler made
+    attempted: deque[Attempted] = field(default_factory=lambda: deque(maxlen=100))  # its latest attempts
     _busy: dict[str, datetime] = field(default_factory=dict)
     _reported: set[str] = field(default_factory=set)
+    _announced: set[str] = field(default_factory=set)
+    _next: str = ""
 
     def serve(self, once: bool = False, until: datetime | None = None) -> None:
         """Run due pipelines until stopped (`once`: until nothing is due now; `until`: until the
@@ -75,8 +78,10 @@ class Scheduler:
                 )
                 if until is not None and (wake is None or wake > until):
                     return
-                if wake is not None:
-                    self.say(f"next: {self._next_line(outlooks, wake)}")
+                line = f"next: {self._next_line(outlooks, wake)}" if wake is not None else "nothing more to run"
+                if line != self._next:  # said once, not at every wake
+                    self._next = line
+                    self.say(line)
                 self.clock.sleep_until(wake, self.stopping)
         finally:
             restore_signals(previous)
@@ -90,9 +95,8 @@ class Scheduler:
             if str(problem) not in self._reported:
                 self._reported.add(str(problem))
                 self.say(f"not scheduled: {problem}")
-        if first:
-            self._announce(found)
-        if self.pipelines and not found:
+        self._announce(found, first)
+        if first and self.pipelines and not found:  # later, a broken file is waited for
             raise BadInput(*problems) if problems else BadInput(Problem("no pipeline to schedule"))
         return {p.name: outlook(p, runlog.slots(p.name, p.streaming), now) for p in found}
 
@@ -100,12 +104,15 @@ class Scheduler:
         ready = [d for o in outlooks.values() for d in o.due if self._busy.get(d.pipeline.name, now) <= now]
         return min(ready, key=lambda d: (d.at, d.fire), default=None)
 
-    def _announce(self, found: list[ScheduledPipeline]) -> None:
-        if not found:
+    def _announce(self, found: list[ScheduledPipeline], first: bool) -> None:
+        if first and not found:
             self.say("no pipeline has a schedule: add schedule: {cron: '0 * * * *'} to one under pipelines/")
         for p in found:
-            kind = "available-now runs" if p.streaming else "an interval per run"
-            self.say(f"scheduling {p.name} ({p.shown}): '{p.schedule.cron}' in {p.schedule.timezone}, {kind}")
+            said = f"{p.name} {p.schedule.cron} {p.schedule.timezone}"
+            if said not in self._announced:
+                self._announced.add(said)
+                kind = "available-now runs" if p.streaming else "an interval per run"
+                self.say(f"scheduling {p.name} ({p.shown}): '{p.schedule.cron}' in {p.schedule.timezone}, {kind}")
 
     @staticmethod
     def _next_line(outlooks: dict[str, Outlook], wake: datetime) -> str:
