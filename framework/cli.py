@@ -362,7 +362,15 @@ def runs(
             out.print(("no failed runs" if failed else "no runs yet") + (f" of {pipeline}" if pipeline else ""))
             return
         for name, rows in shown.items():
+            notes = []  # long texts go under the table, whole, not folded into a narrow column
+            for row in rows:
+                for key, label in (("state predicted → observed", "state predicted → observed"), ("error", "error")):
+                    text = row.pop(key, None)
+                    if text:
+                        notes.append(f"  {row['run']}: {label}: " + str(text).replace("\n", "\n    "))
             out.print(rows_table(f"{name}: {'failed ' if failed else ''}runs ({table})", rows))
+            for note in notes:
+                out.print(note, markup=False, soft_wrap=True, highlight=False)
 
     _guard(debug, body)
 
@@ -426,7 +434,9 @@ def scheduler(
     pipelines: Annotated[
         Optional[list[str]], typer.Argument(help="Pipelines to serve (default: every one with a schedule).")
     ] = None,
-    once: Annotated[bool, typer.Option("--once", help="Run what is due now, then exit (for a crontab line).")] = False,
+    once: Annotated[
+        bool, typer.Option("--once", help="Run what is due now, then exit (for a crontab line); exit 1 if a run failed.")
+    ] = False,
     profile: ProfileOpt = None,
     var: VarOpt = None,
     debug: DebugOpt = False,
@@ -441,7 +451,8 @@ def scheduler(
 
         project, prof = _context(pipelines[0] if pipelines else None, profile)
         serving = Scheduler(project, prof, _say, pipelines or None, cli_vars=parse_cli_vars(var or []))
-        serving.serve(once=once)
+        if not serving.serve(once=once) and once:
+            raise typer.Exit(1)  # a run failed (its retries, if any, are due at a later start)
 
     try:
         _guard(debug, body)

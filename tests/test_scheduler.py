@@ -295,7 +295,9 @@ def test_a_scheduled_stream_runs_available_now_at_each_fire(spark, project):
     data = project / "data/calls"
     calls(data, "a.json", [utc(2026, 11, 2, 8, 10), utc(2026, 11, 2, 8, 20)])
     write(project / "pipelines/stream_calls.yaml", STREAM)
-    clock = FastClock(utc(2026, 11, 2, 9, 30), [(utc(2026, 11, 2, 9, 45), lambda: calls(data, "b.json", [utc(2026, 11, 2, 9, 40)]))])
+    clock = FastClock(
+        utc(2026, 11, 2, 9, 30), [(utc(2026, 11, 2, 9, 45), lambda: calls(data, "b.json", [utc(2026, 11, 2, 9, 40)]))]
+    )
     say: list[str] = []
     scheduler(project, spark, clock, say, ["stream_calls"]).serve(until=utc(2026, 11, 2, 10, 5))
     slots = RunLog(*_log(project)).slots("stream_calls", streaming=True)

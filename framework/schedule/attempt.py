@@ -246,7 +246,10 @@ class Attempts:
         done.seconds = time.perf_counter() - began
         if done.run_id is None:  # no run was logged: log one, so the history shows the failed run
             done.run_id = new_run_id()
-            self._log_unstarted(due, done)
+            try:
+                self._log_unstarted(due, done)
+            except Exception as e:  # noqa: BLE001 - as with the attempt's own event below
+                self.say(f"warning: could not log the failed run of {due.pipeline.name}: {one_line(e)}")
         last_try = final if final is not None else due.attempt >= schedule.retries.count + 1
         done.summary = _summary(due, done, started_at, self.clock.now(), schedule.retries.count + 1)
         if trigger == SCHEDULE:

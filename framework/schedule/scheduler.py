@@ -25,10 +25,20 @@ from typing import Any
 from framework.errors import BadInput, Problem
 from framework.profiles import Profile
 from framework.project import Project
-from framework.schedule.attempt import BUSY, Attempted, Attempts, Say, Sessions, describe, restore_signals, stop_on_signals
+from framework.schedule.attempt import (
+    ALREADY_DONE,
+    BUSY,
+    Attempted,
+    Attempts,
+    Say,
+    Sessions,
+    describe,
+    restore_signals,
+    stop_on_signals,
+)
 from framework.schedule.clock import Clock, SystemClock
 from framework.schedule.due import Due, Outlook, outlook
-from framework.schedule.history import RunLog
+from framework.schedule.history import OK, RunLog
 from framework.schedule.pipelines import ScheduledPipeline, scheduled_pipelines
 
 #: how long a pipeline whose lock another run holds is left alone
@@ -51,33 +61,47 @@ class Scheduler:
     _announced: set[str] = field(default_factory=set)
     _next: str = ""
 
-    def serve(self, once: bool = False, until: datetime | None = None) -> None:
+    def serve(self, once: bool = False, until: datetime | None = None) -> bool:
         """Run due pipelines until stopped (`once`: until nothing is due now; `until`: until the
-        clock passes it, for tests)."""
+        clock passes it, for tests). Whether every run it made ended ok."""
         previous = stop_on_signals(self.stopping)
         sessions = Sessions(self.profile, self.spark, started=lambda: stop_on_signals(self.stopping))
         attempts = Attempts(self.project, self.profile, self.clock, sessions, self.stopping, self.say, self.cli_vars)
+        all_ok = True
         try:
             first = True
             while not self.stopping.is_set():
                 now = self.clock.now()
-                outlooks = self._outlooks(attempts.runlog, now, first)
+                try:
+                    outlooks = self._outlooks(attempts.runlog, now, first)
+                except BadInput:
+                    if first:
+                        raise
+                    outlooks = {}
+                except Exception as e:  # noqa: BLE001 - e.g. the run log unreadable for a moment: a long-running process waits
+                    if first:
+                        raise
+                    self.say(f"error reading the schedules or the run log, trying again in a minute: {type(e).__name__}: {e}")
+                    self.clock.sleep_until(now + timedelta(minutes=1), self.stopping)
+                    continue
                 first = False
+                self._busy = {name: t for name, t in self._busy.items() if t > now}
                 due = self._next_due(outlooks, now)
                 if due is not None:
                     done = attempts.attempt(due)
                     self.attempted.append(done)
                     self.say(describe(done))
+                    all_ok = all_ok and done.outcome in (OK, ALREADY_DONE, BUSY)
                     if done.outcome == BUSY:
                         self._busy[due.pipeline.name] = now + BUSY_WAIT
                     continue
                 if once:
-                    return
+                    return all_ok
                 wake = min(
                     (w for w in [*(o.wake for o in outlooks.values()), *self._busy.values()] if w is not None), default=None
                 )
                 if until is not None and (wake is None or wake > until):
-                    return
+                    return all_ok
                 line = f"next: {self._next_line(outlooks, wake)}" if wake is not None else "nothing more to run"
                 if line != self._next:  # said once, not at every wake
                     self._next = line
@@ -88,6 +112,7 @@ class Scheduler:
             attempts.sessions.close()
             if self.stopping.is_set():
                 self.say("stopped")
+        return all_ok
 
     def _outlooks(self, runlog: RunLog, now: datetime, first: bool) -> dict[str, Outlook]:
         found, problems = scheduled_pipelines(self.project, self.pipelines)
