@@ -20,10 +20,8 @@ EVENT_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
         ("pipeline", pa.string()),
-        (
-            "event",
-            pa.string(),
-        ),  # run_start | run_end | step_end | output_end | quarantine | late_rows | capacity | held | schedule
+        # run_start | run_end | step_end | output_end | quarantine | late_rows | capacity | held | schedule (an attempt's)
+        ("event", pa.string()),
         ("name", pa.string()),  # step or output name (null for run events)
         ("status", pa.string()),  # framework.engine.results: RunStatus, StepStatus, OutputStatus
         ("rows", pa.int64()),
