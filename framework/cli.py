@@ -91,13 +91,44 @@ def _print_warnings(warnings: list[Problem], label: str = "warning") -> None:
         err.print(str(warning).replace("\n", "\n  "), markup=False, soft_wrap=True)
 
 
-def _compile(pipeline: str, profile_name: str | None, variables: list[str] | None, select: str | None = None):  # noqa: ANN202
+def _compile(  # noqa: ANN202
+    pipeline: str, profile_name: str | None, variables: list[str] | None, select: str | None = None, interval: str | None = None
+):
     from framework.compiler import compile_pipeline
     from framework.variables import parse_cli_vars
 
     cli_vars = parse_cli_vars(variables or [])
     project, profile = _context(pipeline, profile_name)
-    return compile_pipeline(project, project.pipeline_path(pipeline), profile, cli_vars, select), profile
+    path = project.pipeline_path(pipeline)
+    covered = _interval(project, path, interval, "--interval") if interval is not None else None
+    return compile_pipeline(project, path, profile, cli_vars, select, covered), profile
+
+
+def _timezone(project, path: Path) -> str:  # noqa: ANN001
+    """The pipeline's schedule's timezone (naive times on the command line are read in it), else UTC."""
+    from framework.schedule.pipelines import read_schedule
+
+    try:
+        scheduled = read_schedule(project, path)
+    except BadInput:
+        return "UTC"  # compiling the pipeline says what is wrong
+    return scheduled.schedule.timezone if scheduled is not None else "UTC"
+
+
+def _interval(project, path: Path, text: str, option: str):  # noqa: ANN001, ANN202
+    from framework.spec.intervals import parse_interval
+
+    return parse_interval(text, _timezone(project, path), option)
+
+
+def _instant(project, path: Path, text: str, option: str):  # noqa: ANN001, ANN202
+    from framework.spec.intervals import instant
+
+    zone = _timezone(project, path)
+    try:
+        return instant(text, zone)
+    except ValueError as e:
+        raise BadInput(Problem(f"{option} {text}: {e}", hint=f"naive times are read in {zone}")) from None
 
 
 @app.command()
@@ -151,12 +182,19 @@ def validate(
 
 @app.command("compile")
 def compile_cmd(
-    pipeline: PipelineArg, profile: ProfileOpt = None, var: VarOpt = None, select: SelectOpt = None, debug: DebugOpt = False
+    pipeline: PipelineArg,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    select: SelectOpt = None,
+    interval: Annotated[Optional[str], typer.Option("--interval", help="Render for this time interval START/END.")] = None,
+    debug: DebugOpt = False,
 ) -> None:
     """Print the rendered SQL of each step, in run order."""
 
     def body() -> None:
-        compiled, _ = _compile(pipeline, profile, var, select)
+        compiled, _ = _compile(pipeline, profile, var, select, interval)
+        if compiled.interval is not None:
+            out.print(f"[dim]-- interval {compiled.interval}[/]")
         _print_warnings(compiled.warnings)
         for step in compiled.selected:
             spec = compiled.spec.steps[step]
@@ -207,6 +245,14 @@ def run(
         bool, typer.Option("--continuous", help="Streaming: keep running every trigger.processing_time until Ctrl-C/SIGTERM.")
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before --full-refresh starts a stream over.")] = False,
+    interval: Annotated[
+        Optional[str],
+        typer.Option(
+            "--interval",
+            help="Batch: the time interval START/END the run covers ({{ interval_start }}, {{ interval_end }}); "
+            "naive times are in the schedule's timezone. Default: the schedule's latest complete interval.",
+        ),
+    ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="On failure, print Spark's log (its errors with Java stacks).")
     ] = False,
@@ -221,7 +267,7 @@ def run(
         from framework.engine.runner import run_pipeline, show_rows
         from framework.io.delta import local_store
 
-        compiled, prof = _compile(pipeline, profile, var, select)
+        compiled, prof = _compile(pipeline, profile, var, select, interval)
         streaming = compiled.spec.mode == "streaming"
         if continuous and not streaming:
             raise BadInput(Problem("--continuous is for streaming pipelines", hint="set mode: streaming in the pipeline"))
@@ -238,6 +284,7 @@ def run(
         out.print(
             f"[bold]{compiled.name}[/] · profile {prof.name} · {len(compiled.selected)} step(s), "
             f"{len(compiled.selected_outputs())} output(s)"
+            + (f" · interval {compiled.interval.label()}" if compiled.interval is not None else "")
         )
         with LiveProgress(out) as progress:
             try:
@@ -308,28 +355,184 @@ def schema() -> None:
 
 @app.command()
 def runs(
-    limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many rows per pipeline.")] = 20,
+    pipeline: Annotated[Optional[str], typer.Option("--pipeline", help="Only this pipeline (its name).")] = None,
+    failed: Annotated[bool, typer.Option("--failed", help="Only intervals and runs whose last attempt did not end ok.")] = False,
     profile: ProfileOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """List recent runs from the run log (<warehouse>/_tributary/events)."""
+    """Run history per pipeline from the run log (<warehouse>/_tributary/events): one row per time
+    interval (its runs are its attempts) or per run without one, newest first."""
 
     def body() -> None:
-        from framework.display import arrow_table
-        from framework.engine.events import CAPACITY_SQL, RECENT_RUNS_SQL, with_state_column
+        from framework.display import rows_table
         from framework.io.delta import local_store
         from framework.io.locations import EVENTS_TABLE, Warehouse
+        from framework.schedule.history import RunLog, history_rows
 
         project, prof = _context(None, profile)
         table = Warehouse.of(project, prof).internal(EVENTS_TABLE)
-        store = local_store(prof.storage_options)
-        rows = store.query(table, RECENT_RUNS_SQL.format(limit=int(limit)))
-        if rows.num_rows == 0:
-            out.print("no runs yet")
+        records = RunLog(local_store(prof.storage_options), table).runs([pipeline] if pipeline else None)
+        shown = history_rows(records, failed_only=failed, limit=int(limit))
+        if not shown:
+            out.print(("no failed runs" if failed else "no runs yet") + (f" of {pipeline}" if pipeline else ""))
             return
-        out.print(arrow_table(f"recent runs ({table})", with_state_column(rows, store.query(table, CAPACITY_SQL))))
+        for name, rows in shown.items():
+            notes = []  # long texts go under the table, whole, not folded into a narrow column
+            for row in rows:
+                for key, label in (("state predicted → observed", "state predicted → observed"), ("error", "error")):
+                    text = row.pop(key, None)
+                    if text:
+                        notes.append(f"  {row['run']}: {label}: " + str(text).replace("\n", "\n    "))
+            out.print(rows_table(f"{name}: {'failed ' if failed else ''}runs ({table})", rows))
+            for note in notes:
+                out.print(note, markup=False, soft_wrap=True, highlight=False)
 
     _guard(debug, body)
+
+
+@app.command("next")
+def next_cmd(
+    pipelines: Annotated[Optional[list[str]], typer.Argument(help="Pipelines (default: every one with a schedule).")] = None,
+    profile: ProfileOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """When each schedule fires next, what it runs then, and what is due now (no Spark)."""
+
+    def body() -> None:
+        from framework.display import rows_table
+        from framework.io.delta import local_store
+        from framework.io.locations import EVENTS_TABLE, Warehouse
+        from framework.schedule.clock import SystemClock
+        from framework.schedule.due import outlook
+        from framework.schedule.history import RunLog
+        from framework.schedule.pipelines import scheduled_pipelines
+
+        project, prof = _context(pipelines[0] if pipelines else None, profile)
+        found, problems = scheduled_pipelines(project, pipelines)
+        for problem in problems:
+            err.print(f"not scheduled: {problem}", markup=False, soft_wrap=True)
+        if not found:
+            if problems:
+                raise typer.Exit(2)
+            out.print("no pipeline has a schedule: add schedule: {cron: '0 * * * *'} to one under pipelines/", markup=False)
+            return
+        log = RunLog(local_store(prof.storage_options), Warehouse.of(project, prof).internal(EVENTS_TABLE))
+        now = SystemClock().now()
+        rows = []
+        for p in found:
+            seen = outlook(p, log.slots(p.name, p.streaming), now)
+            cron = p.schedule.parsed()
+            fire = seen.next_fire
+            runs_then = "available now" if p.streaming else (cron.interval_ending(fire).label() if fire else "–")
+            rows.append(
+                {
+                    "pipeline": p.name,
+                    "schedule": f"{p.schedule.cron} ({p.schedule.timezone})",
+                    "next fire": fire.astimezone(cron.zone).isoformat() if fire else "– (past its end)",
+                    "runs then": runs_then,
+                    "due now": (f"{len(seen.due)}: from {seen.due[0].label()}" if seen.due else "–"),
+                    "retries waiting": ", ".join(
+                        f"{d.label()} (attempt {d.attempt}) at {d.at.astimezone(cron.zone).isoformat()}" for d in seen.waiting
+                    )
+                    or "–",
+                }
+            )
+        out.print(rows_table(f"schedules at {now.isoformat(timespec='seconds')}", rows))
+        if problems:
+            raise typer.Exit(2)
+
+    _guard(debug, body)
+
+
+@app.command()
+def scheduler(
+    pipelines: Annotated[
+        Optional[list[str]], typer.Argument(help="Pipelines to serve (default: every one with a schedule).")
+    ] = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="Run what is due now, then exit (for a crontab line); exit 1 if a run failed.")
+    ] = False,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Run pipelines by their schedule: in the foreground, one run at a time on one Spark session,
+    retrying failed runs; SIGTERM/Ctrl-C abandons the run under way and stops (the next start runs
+    it again). --once runs what is due and exits."""
+
+    def body() -> None:
+        from framework.schedule.scheduler import Scheduler
+        from framework.variables import parse_cli_vars
+
+        project, prof = _context(pipelines[0] if pipelines else None, profile)
+        serving = Scheduler(project, prof, _say, pipelines or None, cli_vars=parse_cli_vars(var or []))
+        if not serving.serve(once=once) and once:
+            raise typer.Exit(1)  # a run failed (its retries, if any, are due at a later start)
+
+    try:
+        _guard(debug, body)
+    finally:
+        _stop_spark()
+
+
+@app.command()
+def backfill(
+    pipeline: PipelineArg,
+    begin: Annotated[
+        str, typer.Option("--from", help="Start of the first interval (a date or time; naive: the schedule's timezone).")
+    ],
+    end: Annotated[str, typer.Option("--to", help="End of the last interval.")],
+    parallel: Annotated[
+        int, typer.Option("--parallel", help="Run up to K intervals at once (outputs that append or merge).")
+    ] = 1,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Run every interval of the pipeline's schedule within --from … --to once, in order, skipping
+    the intervals already committed (a backfill run again writes nothing twice). Exit 1 if one failed."""
+
+    def body() -> None:
+        import threading
+
+        from framework.schedule.attempt import Attempts, Sessions, stop_on_signals
+        from framework.schedule.backfill import backfill as run_backfill
+        from framework.schedule.clock import SystemClock
+        from framework.schedule.history import OK
+        from framework.variables import parse_cli_vars
+
+        project, prof = _context(pipeline, profile)
+        path = project.pipeline_path(pipeline)
+        first, last = _instant(project, path, begin, "--from"), _instant(project, path, end, "--to")
+        if first >= last:
+            raise BadInput(Problem(f"--from {begin} must come before --to {end}"))
+        stopping = threading.Event()
+        sessions = Sessions(prof, started=lambda: stop_on_signals(stopping))
+        attempts = Attempts(project, prof, SystemClock(), sessions, stopping, _say, parse_cli_vars(var or []))
+        try:
+            done = run_backfill(attempts, path, first, last, parallel)
+        finally:
+            sessions.close()
+        failed = [d for d in done if d.outcome != OK]
+        out.print(f"backfill: {len(done) - len(failed)} interval(s) ok, {len(failed)} failed", markup=False)
+        if stopping.is_set():
+            err.print("[red]stopped[/]: the intervals not run are run by the next backfill")
+            raise typer.Exit(130)
+        if failed:
+            raise RunFailed(f"{len(failed)} interval(s) failed, first {failed[0].due.label()}: {failed[0].error}")
+
+    try:
+        _guard(debug, body)
+    finally:
+        _stop_spark()
+
+
+def _say(line: str) -> None:
+    """A line of the scheduler's or backfill's log, stamped with the time (UTC)."""
+    from datetime import UTC, datetime
+
+    out.print(f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M:%S')} {line}", markup=False, soft_wrap=True, highlight=False)
 
 
 @app.command()

@@ -1,6 +1,12 @@
 """Spec → compiled pipeline: vars resolved, templates rendered, graph built, SQL syntax checked.
 
 Everything here runs without a JVM, so `tributary validate` answers in well under a second.
+
+A batch run covers a time interval when it is given one (`run --interval`, the scheduler, a
+backfill) or when its pipeline has a schedule (then the schedule's latest complete interval).
+Without either, templates that use `interval_start` / `interval_end` are rendered with the
+previous UTC day, so `validate` and `compile` still check them, and `uses_interval` tells the
+runner to refuse the run.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +37,11 @@ from framework.project import Project
 from framework.schemas import Schema
 from framework.spec.base import closest, did_you_mean
 from framework.spec.expectations import INTEGRATION_COLUMNS, MAX_DROP_EXPECTATIONS
+from framework.spec.intervals import Interval
 from framework.spec.loader import LoadedPipeline, load_pipeline
 from framework.spec.models import DeltaSource, FileSource
 from framework.spec.steps import StepSpec, template_file
-from framework.templating import RenderedSql, TemplateRenderer
+from framework.templating import NO_INTERVAL, RenderedSql, TemplateRenderer
 from framework.variables import resolve_vars
 
 #: Statement types a SQL step may hold: it must define rows, not change anything.
@@ -52,6 +60,12 @@ class CompiledPipeline:
     source_schemas: dict[str, str] = field(default_factory=dict)  # Parquet (footers) and Delta (log) sources' schemas
     schemas: dict[str, Schema] = field(default_factory=dict)  # every source's and step's columns, as far as known
     notes: list[Problem] = field(default_factory=list)  # what validate could not check (a source without a schema)
+    interval: Interval | None = None  # the time interval this run covers (batch), part of its run key
+
+    @property
+    def uses_interval(self) -> bool:
+        """Whether a step's SQL reads interval_start / interval_end."""
+        return any(sql.interval_used for sql in self.sql.values())
 
     @property
     def spec(self):  # noqa: ANN201 - the Pipeline model
@@ -77,12 +91,17 @@ def compile_pipeline(
     profile: Profile,
     cli_vars: dict[str, Any] | None = None,
     select: str | None = None,
+    interval: Interval | None = None,
 ) -> CompiledPipeline:
+    """`interval`: the time interval a batch run covers (see the module's docstring)."""
     cli_vars = cli_vars or {}
     loaded = load_pipeline(pipeline_path, project.relative(pipeline_path), {**profile.vars, **cli_vars})
     spec = loaded.spec
     variables = resolve_vars(spec.vars, profile.vars, cli_vars)
-    renderer = TemplateRenderer(project.sql_dir, project.root, set(spec.steps), set(spec.sources), variables)
+    interval, rendered_with, no_interval = _interval(loaded, interval)
+    renderer = TemplateRenderer(
+        project.sql_dir, project.root, set(spec.steps), set(spec.sources), variables, rendered_with, no_interval
+    )
     functions = load_functions(project)
 
     problems: list[Problem] = []
@@ -126,7 +145,9 @@ def compile_pipeline(
     if spec.mode == "streaming":
         _check_streaming_spec(loaded, graph)
     schemas, notes = _check_columns(loaded, graph, rendered, parsed, functions, found)
-    return CompiledPipeline(project, loaded, variables, rendered, graph, graph.select(select), functions, found, schemas, notes)
+    return CompiledPipeline(
+        project, loaded, variables, rendered, graph, graph.select(select), functions, found, schemas, notes, interval
+    )
 
 
 def _check_columns(
@@ -204,6 +225,31 @@ def _check_columns(
     if problems:
         raise BadInput(*problems)
     return schemas, notes
+
+
+def _interval(loaded: LoadedPipeline, given: Interval | None) -> tuple[Interval | None, Interval | None, tuple[str, str]]:
+    """(the interval the run covers, the one templates are rendered with, why there is none)."""
+    spec = loaded.spec
+    if spec.mode == "streaming":
+        if given is not None:
+            raise BadInput(
+                loaded.problem(
+                    "a streaming run has no time interval: it processes what is new",
+                    ("mode",),
+                    hint="drop --interval; to cut a stream's rows by time, filter on their event time in SQL",
+                )
+            )
+        why = ("a streaming run has no time interval (it processes what is new)", "filter on the rows' event time instead")
+        return None, None, why
+    if given is not None:
+        return given, given, NO_INTERVAL
+    if spec.schedule is not None:
+        cron, now = spec.schedule.parsed(), datetime.now(UTC)
+        end = spec.schedule.end_at()
+        latest = cron.latest_complete(min(now, end) if end is not None else now)
+        return latest, latest, NO_INTERVAL
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return None, Interval(today - timedelta(days=1), today), NO_INTERVAL
 
 
 def _source_schemas(loaded: LoadedPipeline, project: Project, profile: Profile) -> tuple[LoadedPipeline, dict[str, str]]:

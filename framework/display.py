@@ -252,6 +252,18 @@ def arrow_table(title: str, table: pa.Table) -> Table:
     return view
 
 
+def rows_table(title: str, rows: list[dict[str, Any]]) -> Table:
+    """Plain rows (dicts with the same keys) as a table; a `status` column gets its colour."""
+    view = Table(title=title, title_justify="left", header_style="bold")
+    columns = list(rows[0]) if rows else []
+    for name in columns:
+        view.add_column(name, overflow="fold")
+    for row in rows:
+        cells = [Text(_cell(row[c]), style=_style(str(row[c]))) if c == "status" else _cell(row[c]) for c in columns]
+        view.add_row(*_row(*cells))
+    return view
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "∅"

@@ -1,8 +1,10 @@
 """Render a step's SQL template: sandboxed Jinja2, StrictUndefined, and the user's vocabulary.
 
 Vocabulary: `ref('step')`, `source('name')`, `var('x', default)`, the `lit` filter (a value as
-a safe SQL literal), the `ident` filter (a safe identifier), `raw_sql` (text as written) and every
-macro in sql/macros/*.sql.
+a safe SQL literal), the `ident` filter (a safe identifier), `raw_sql` (text as written), every
+macro in sql/macros/*.sql, and in a run with a time interval `interval_start` / `interval_end`
+(framework.spec.intervals): typed timestamp literals like every other value, whose use the
+renderer notes, so a run that needs an interval can refuse to start without one.
 
 Variables are safe by default: a var's value is data, so `{{ var('since') }}` renders as a typed
 SQL literal ('2026-01-01', 5, TRUE, DATE '2026-01-31'), as `| lit` does, and a value typed on the
@@ -42,6 +44,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from framework.errors import BadInput, Problem
 from framework.spec.base import did_you_mean
+from framework.spec.intervals import Interval, IntervalBound
 from framework.spec.text import decode
 
 _MISSING = object()
@@ -62,6 +65,10 @@ class _BoundedSandbox(SandboxedEnvironment):
     bounded: `'x' * 10**9` or `10 ** 10 ** 10` would run in C, where no time limit can stop it."""
 
     intercepted_binops = frozenset({"*", "**"})
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        _note_interval(obj)  # interval_start.date(), .strftime(...)
+        return super().getattr(obj, attribute)
 
     def call_binop(self, context: Any, op: str, left: Any, right: Any) -> Any:
         if op == "**":
@@ -94,6 +101,13 @@ class _SqlLoader(jinja2.FileSystemLoader):
         raise jinja2.TemplateNotFound(template)
 
 
+#: why a template has no interval, and what to do, when nobody said otherwise
+NO_INTERVAL = (
+    "this run has no time interval",
+    "pass --interval START/END to tributary run, or add schedule: {cron: ...} to the pipeline",
+)
+
+
 class VarText(str):
     """A var's text value: rendered as a SQL string literal unless a filter says otherwise."""
 
@@ -112,6 +126,7 @@ class TemplateUserError(Exception):
 
 def sql_literal(value: Any) -> str:
     """A Python value as a Spark SQL literal that cannot break out of its quotes."""
+    _note_interval(value)
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -143,6 +158,7 @@ def raw_sql(value: Any) -> str:
 def _finalize(value: Any) -> Any:
     """What `{{ ... }}` prints: a var's text, and values that are not text, as SQL literals;
     text the template itself built (a macro's output, ref() and source()) as it is."""
+    _note_interval(value)
     if isinstance(value, VarText):
         return sql_literal(str(value))
     if isinstance(value, (bool, date, Decimal)) or value is None:
@@ -168,6 +184,7 @@ class _RenderState:
     refs: list[str] = field(default_factory=list)
     source_refs: list[str] = field(default_factory=list)
     vars_used: set[str] = field(default_factory=set)
+    interval_used: bool = False
 
 
 _state: contextvars.ContextVar[_RenderState] = contextvars.ContextVar("tributary_render_state")
@@ -208,6 +225,13 @@ def _var(name: str, default: Any = _MISSING) -> Any:
     )
 
 
+def _note_interval(value: Any) -> None:
+    if isinstance(value, IntervalBound):
+        state = _state.get(None)
+        if state is not None:
+            state.interval_used = True
+
+
 def _as_var(value: Any) -> Any:
     return VarText(value) if isinstance(value, str) and not isinstance(value, Relation) else value
 
@@ -237,6 +261,7 @@ class RenderedSql:
     sources: tuple[str, ...]
     vars_used: frozenset[str]
     warnings: tuple[Problem, ...] = ()  # uses of raw_sql, at their line
+    interval_used: bool = False  # the SQL depends on interval_start / interval_end
 
     def problem(self, message: str, line: int = 1, hint: str | None = None) -> Problem:
         """A problem at the template line that emitted `line` of the rendered SQL."""
@@ -253,7 +278,18 @@ class RenderedSql:
 class TemplateRenderer:
     """One per pipeline: a sandboxed environment over sql/ with macros loaded as globals."""
 
-    def __init__(self, sql_dir: Path, shown_root: Path, steps: set[str], sources: set[str], variables: dict[str, Any]):
+    def __init__(
+        self,
+        sql_dir: Path,
+        shown_root: Path,
+        steps: set[str],
+        sources: set[str],
+        variables: dict[str, Any],
+        interval: Interval | None = None,
+        no_interval: tuple[str, str] = NO_INTERVAL,
+    ):
+        """`interval`: the run's time interval; without one, a template using interval_start or
+        interval_end fails with `no_interval` (why, and what to do)."""
         self.sql_dir = sql_dir
         self.shown_root = shown_root
         self.steps, self.sources, self.variables = steps, sources, variables
@@ -266,6 +302,12 @@ class TemplateRenderer:
         )
         self.env.filters.update(lit=sql_literal, quote=sql_literal, ident=sql_identifier, raw_sql=raw_sql)
         self.env.globals.update(ref=_ref, source=_source, var=_var)
+        if interval is not None:
+            self.env.globals.update(zip(("interval_start", "interval_end"), interval.bounds(), strict=True))
+        else:
+            for name in ("interval_start", "interval_end"):
+                self.env.globals[name] = jinja2.StrictUndefined(hint=f"{name}: {no_interval[0]}", name=name)
+        self.no_interval_hint = no_interval[1]
         self._macros_loaded = False
 
     def has_template(self, relative: str) -> bool:
@@ -358,6 +400,7 @@ class TemplateRenderer:
             sources=tuple(state.source_refs),
             vars_used=frozenset(state.vars_used),
             warnings=tuple(warnings),
+            interval_used=state.interval_used,
         )
 
     def _var_uses(self, state: _RenderState, source: str, shown: str, inline: tuple[str, int] | None) -> list[Problem]:
@@ -424,6 +467,8 @@ class TemplateRenderer:
                 hint = "give the macro a case where it stops calling itself"
             elif isinstance(e, TemplateUserError):
                 message, hint = str(e), e.hint
+            elif isinstance(e, jinja2.UndefinedError) and str(e.message).startswith(("interval_start:", "interval_end:")):
+                message, hint = f"{e.message}", self.no_interval_hint
             elif isinstance(e, jinja2.UndefinedError):
                 message = f"{e.message}"
                 hint = "template values come from var('name'), ref('step'), source('name') or a macro"

@@ -65,6 +65,8 @@ class RunContext:
     learned: dict[str, Any] = field(default_factory=dict)
     #: batch: the run key (framework.engine.transaction.run_key), computed once
     key: str | None = None
+    #: runs of this pipeline going on beside this one (a parallel backfill): not to be recovered
+    siblings: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.result.quality = self.quality.results

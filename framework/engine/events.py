@@ -20,7 +20,8 @@ EVENT_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
         ("pipeline", pa.string()),
-        ("event", pa.string()),  # run_start | run_end | step_end | output_end | quarantine | late_rows | capacity | held
+        # run_start | run_end | step_end | output_end | quarantine | late_rows | capacity | held | schedule (an attempt's)
+        ("event", pa.string()),
         ("name", pa.string()),  # step or output name (null for run events)
         ("status", pa.string()),  # framework.engine.results: RunStatus, StepStatus, OutputStatus
         ("rows", pa.int64()),
@@ -107,13 +108,10 @@ def record_result(events: EventLog, result: RunResult) -> None:
         events.record("quarantine", name=source, status="ok", rows=count)
     for source, count in result.late.items():
         events.record("late_rows", name=source, status="ok", rows=count)
-    events.record(
-        "run_end",
-        status=result.status,
-        duration_s=result.duration_s,
-        error=result.error,
-        details={"startup_s": result.startup_s} if result.startup_s is not None else None,
-    )
+    details: dict[str, Any] = {"startup_s": result.startup_s} if result.startup_s is not None else {}
+    if result.exit_code is not None:
+        details["exit_code"] = result.exit_code
+    events.record("run_end", status=result.status, duration_s=result.duration_s, error=result.error, details=details or None)
 
 
 RECENT_RUNS_SQL = f"""

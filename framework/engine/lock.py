@@ -16,9 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from framework.errors import RunFailed
+from framework.io.locations import LOCKS_DIR, Warehouse
 
 HEARTBEAT_S = 10.0
 STALE_AFTER_S = 120.0
+
+
+class LockBusy(RunFailed):
+    """Another run of the pipeline holds its lock (the scheduler waits instead of failing)."""
+
+
+def lock_file(warehouse: Warehouse, pipeline: str) -> Path:
+    """Where a pipeline's run lock lives (a local warehouse only)."""
+    return Path(warehouse.internal(f"{LOCKS_DIR}/{pipeline}.lock"))
 
 
 @dataclass
@@ -43,7 +53,7 @@ class RunLock:
             except FileExistsError:
                 holder = self._holder()
                 if holder is not None and not self._is_stale(holder):
-                    raise RunFailed(
+                    raise LockBusy(
                         f"pipeline is already running: run {holder.get('run_id')} (pid {holder.get('pid')} on "
                         f"{holder.get('host')}, since {holder.get('started')}); wait for it to finish. "
                         f"If that run is gone, the lock frees itself within {int(STALE_AFTER_S)} s ({self.path})"

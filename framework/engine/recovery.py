@@ -4,7 +4,8 @@ A batch run commits its outputs one after another. If its process dies in betwee
 hold its commit and others do not. The next run of the pipeline holds the run lock, so no such
 run is still going: it restores the outputs that run committed to their previous version and
 logs the run as interrupted. A killed run that committed every output (only its end was not
-logged) is logged as ok.
+logged) is logged as ok. Runs that share the lock with this one (a parallel backfill's,
+`RunContext.siblings`) are alive, not interrupted.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def recover_interrupted_runs(run: RunContext) -> None:
     rows = store.query(log, f"SELECT run_id, event, details FROM t WHERE pipeline = '{run.pipeline}'").to_pylist()
     ended = {r["run_id"] for r in rows if r["event"] == "run_end"}
     interrupted = {r["run_id"]: r["details"] for r in rows if r["event"] == "run_start" and r["run_id"] not in ended}
-    interrupted.pop(run.run_id, None)
+    for alive in {run.run_id, *run.siblings}:
+        interrupted.pop(alive, None)
     for run_id, details in interrupted.items():
         planned = [o for o in json.loads(details or "{}").get("outputs", []) if o in spec.outputs]
         tables = {o: output_table(run.compiled, run.plan.warehouse, o) for o in planned}

@@ -2,9 +2,13 @@
 
 What every run does around its driver (framework.engine.batch or framework.engine.streaming):
 check that local inputs exist before Spark starts (bad input, exit 2), take the pipeline's run
-lock, log the run's start at once (so a crashed run still shows up) and its steps, outputs,
-quality results and end when it finishes, whatever happened, then undo what the run left
-(views, caches, staging files).
+lock, log the run's start at once (so a crashed run still shows up, with the time interval it
+covers and the tables it plans to write) and its steps, outputs, quality results and end when it
+finishes, whatever happened, then undo what the run left (views, caches, staging files).
+
+A caller may hold the pipeline's lock itself (`concurrent`): the scheduler, which checks whether
+an interval is still to run under the lock, and a parallel backfill, whose runs share it; the
+runs it names there are alive, and recovery leaves them alone.
 """
 
 from __future__ import annotations
@@ -48,10 +52,15 @@ def run_pipeline(
     stop: threading.Event | None = None,
     reporter: Reporter | None = None,
     spark: SparkSession | None = None,
+    concurrent: set[str] | None = None,
 ) -> RunResult:
     """Run the pipeline's selected steps and outputs; raises BadInput or RunFailed on failure,
-    with every output table at its previous version."""
+    with every output table at its previous version.
+
+    concurrent: the caller holds the pipeline's run lock; this run adds its id to the set while
+    it goes, and recovery leaves the runs in it alone (see the module's docstring)."""
     started = time.perf_counter()
+    check_interval(compiled)
     plan = plan_run(compiled, Warehouse.of(compiled.project, profile), full_refresh)
     check_inputs_exist(plan, profile)
     from framework.engine.session import default_log_file, spark_log_file, spark_session
@@ -63,19 +72,26 @@ def run_pipeline(
     result = RunResult(run_id, plan.pipeline, store=store.name, log_file=spark_log_file(spark))
     result.started_at = time.time() - (time.perf_counter() - started)  # Spark's start counts
     run = RunContext(compiled, plan, profile, spark, store, result, reporter or Silent(), continuous, stop or threading.Event())
+    if concurrent is not None:
+        concurrent.add(run.run_id)
+        run.siblings = concurrent
     drive = run_streaming if plan.streaming else run_batch
     events = EventLog(store, run.internal(EVENTS_TABLE), run.run_id, plan.pipeline)
     events.record("run_start", status=RunStatus.RUNNING, details=_start_details(run))
     events.flush()
     local = plan.warehouse.is_local()
-    lock = RunLock(Path(run.internal(f"{LOCKS_DIR}/{plan.pipeline}.lock")), run.run_id) if local else nullcontext()
+    lock = (
+        RunLock(Path(run.internal(f"{LOCKS_DIR}/{plan.pipeline}.lock")), run.run_id)
+        if local and concurrent is None
+        else nullcontext()
+    )
     try:
         with run.cleanup, lock:
             run.on_exit(lambda: _remove_staging(run))
             # a quarantine written before records carried their line gets the column
             store.ensure_columns(run.internal(QUARANTINE_TABLE), {"line": "long"})
             drive(run)
-        result.status = RunStatus.OK
+        result.status, result.exit_code = RunStatus.OK, 0
     except BaseException as e:
         result.status = RunStatus.FAILED
         for output in result.outputs:
@@ -83,6 +99,9 @@ def run_pipeline(
                 output.status = OutputStatus.NOT_COMMITTED
         error = RunFailed(spark_failure(run, e)) if is_spark_error(e) else _as_run_error(e)
         result.error = one_line(error)
+        result.exit_code = (
+            error.exit_code if isinstance(error, TributaryError) else 130 if isinstance(error, KeyboardInterrupt) else 1
+        )
         if isinstance(error, TributaryError):
             error.result = result
         raise error from (None if isinstance(e, TributaryError) else e)
@@ -90,6 +109,8 @@ def run_pipeline(
         result.duration_s = time.perf_counter() - started
         _record_quality(run)
         _record_events(run, events)
+        if concurrent is not None:
+            concurrent.discard(run.run_id)
     return result
 
 
@@ -102,6 +123,20 @@ def plan_frames(compiled: CompiledPipeline, profile: Profile, spark: SparkSessio
     store = choose_store(spark, profile.delta_writer, profile.storage_options)
     run = RunContext(compiled, plan, profile, spark, store, RunResult(new_run_id(), plan.pipeline, store=store.name))
     return static_frames(run)
+
+
+def check_interval(compiled: CompiledPipeline) -> None:
+    """A run whose SQL reads interval_start / interval_end needs an interval (bad input, exit 2)."""
+    if compiled.uses_interval and compiled.interval is None:
+        steps = ", ".join(name for name, sql in compiled.sql.items() if sql.interval_used)
+        raise BadInput(
+            compiled.loaded.problem(
+                f"step(s) {steps} read interval_start / interval_end, and this run has no time interval",
+                ("name",),
+                hint="pass --interval START/END (e.g. --interval 2026-11-01/2026-11-02), "
+                "or add schedule: {cron: ...} to run the schedule's latest interval",
+            )
+        )
 
 
 def check_inputs_exist(plan: RunPlan, profile: Profile) -> None:
@@ -135,6 +170,8 @@ def _start_details(run: RunContext) -> dict[str, object]:
         "select": run.compiled.selected,
         "outputs": [o.name for o in run.plan.outputs],
         "vars": run.compiled.variables,
+        "interval": run.compiled.interval.as_dict() if run.compiled.interval is not None else None,
+        "tables": {o.name: o.table for o in run.plan.outputs},  # which tables this run may commit to
         "source_schemas": run.compiled.source_schemas,  # Parquet sources typed from their footers, Delta from their logs
     }
 

@@ -7,11 +7,15 @@
    committed are restored to their previous version.
 
 Each commit carries a Delta application transaction id, tributary/<pipeline>/<output>/<run key>:
-the run key hashes the spec, the rendered SQL, the vars and the input files or versions. One rule
-for every output and the quarantine: an identical run commits nothing. An append or merge (and
-the quarantine) is skipped when its id is anywhere in the table's log (its rows are there); an
-overwrite only when the table's latest commit carries it (a newer write in between is replaced
-again, with a higher transaction version, so an old run never masks a newer table).
+the run key hashes the spec, the rendered SQL, the vars and the input files or versions, and a run
+with a time interval starts it with the interval (20261024T2200Z-20261024T2300Z-<hash>), so each
+interval's commits carry their own ids. One rule for every output and the quarantine: an
+identical run commits nothing. An append or merge (and the quarantine) is skipped when its id is
+in the table's log and its commit still holds (its rows are there); an overwrite only when the
+table's latest commit carries it (a newer write in between is replaced again, with a higher
+transaction version, so an old run never masks a newer table). A commit that a RESTORE undid (a
+run killed between two commits is undone by the next one, framework.engine.recovery) holds
+nothing: Delta keeps its transaction id, so the rerun commits with the next transaction version.
 """
 
 from __future__ import annotations
@@ -92,7 +96,11 @@ def stage_outputs(run: RunContext, frames: Frames) -> list[Staged]:
         result.rows, result.duration_s = write.rows, time.perf_counter() - began
         if output.mode == "merge":
             _check_unique_keys(frame.sparkSession, write, list(output.keys), output.name)
-        txn_version = result.previous_version + 1 if output.mode == "overwrite" and result.previous_version is not None else 0
+        if output.mode == "overwrite" and result.previous_version is not None:
+            txn_version = result.previous_version + 1
+        else:  # above the id's version in the log, if a commit of it was undone since
+            done = store.transaction_version(output.table, result.app_id) if result.previous_version is not None else None
+            txn_version = 0 if done is None else done + 1
         staged.append(Staged(result, write, output.keys, txn_version))
         run.reporter.update("output", output.name, Progress.STAGED, f"{write.rows:,} rows")
     return staged
@@ -192,6 +200,8 @@ def _run_key(run: RunContext) -> str:
         "vars": compiled.variables,
         "inputs": {},
     }
+    if compiled.interval is not None:
+        fingerprint["interval"] = [compiled.interval.start.isoformat(), compiled.interval.end.isoformat()]
     for source in sorted(run.plan.sources, key=lambda s: s.name):
         spec = source.spec
         if isinstance(spec, DeltaSource):
@@ -200,7 +210,7 @@ def _run_key(run: RunContext) -> str:
         else:
             fingerprint["inputs"][source.name] = _file_fingerprint(source.location)
     digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
-    return digest[:20]
+    return f"{compiled.interval.tag}-{digest[:20]}" if compiled.interval is not None else digest[:20]
 
 
 def _match_column(columns: list[str], name: str) -> str:

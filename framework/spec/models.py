@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from framework.spec.base import Count, Name, SpecModel, TableName, Version
 from framework.spec.durations import Duration
 from framework.spec.expectations import Expectations, expectations_field
+from framework.spec.schedule import Schedule
 from framework.spec.steps import any_step_type
 
 Scalar = Union[str, int, float, bool]
@@ -173,6 +174,11 @@ class Pipeline(SpecModel):
     sources: dict[Name, Source] = Field(default_factory=dict)
     steps: dict[Name, any_step_type()] = Field(min_length=1)  # type: ignore[valid-type]
     outputs: dict[Name, Output] = Field(min_length=1)
+    schedule: Schedule | None = Field(
+        None,
+        description="When `tributary scheduler` runs the pipeline: a batch run covers the interval since the previous fire "
+        "({{ interval_start }} / {{ interval_end }}); a streaming run processes what is new.",
+    )
 
     def output_step(self, output_name: str) -> str:
         return self.outputs[output_name].from_ or output_name

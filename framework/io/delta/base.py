@@ -14,6 +14,7 @@ transaction in the log and is skipped, so nothing is written twice.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,6 +24,33 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 WriteMode = Literal["append", "overwrite", "merge"]
+#: commits read back to find which run wrote what (a table's log may be longer)
+HISTORY_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One entry of a table's history, as far as Tributary reads it."""
+
+    version: int
+    app_id: str | None = None  # made by Tributary: tributary/<pipeline>/<output>/<run key>
+    run_id: str | None = None
+    restored_to: int | None = None  # a RESTORE: the version it put the table back to
+
+
+UNDONE = "undone"
+
+
+def _applied(history: list[Commit], match: Callable[[Commit], bool]) -> Commit | str | None:
+    """The newest commit that `match`es: the Commit while it still holds, UNDONE when a later
+    RESTORE went back before it, None when none in `history` matches."""
+    undone_below: int | None = None  # the lowest version a newer RESTORE went back to
+    for commit in history:
+        if match(commit):
+            return UNDONE if undone_below is not None and undone_below < commit.version else commit
+        if commit.restored_to is not None:
+            undone_below = commit.restored_to if undone_below is None else min(undone_below, commit.restored_to)
+    return None
 
 
 @dataclass
@@ -131,20 +159,32 @@ class DeltaStore(ABC):
         """The Tributary run that made the table's latest commit (from its commit metadata)."""
 
     @abstractmethod
+    def history(self, table: str, limit: int) -> list[Commit]:
+        """The table's newest `limit` commits, newest first (empty when there is no table)."""
+
     def commits(self, table: str, limit: int) -> list[tuple[str | None, str | None]]:
         """(app id, run id) of the table's newest `limit` commits, newest first (None where a
         commit was not made by Tributary)."""
+        return [(c.app_id, c.run_id) for c in self.history(table, limit)]
 
     def written_by(self, table: str, app_id: str, latest_only: bool) -> str | None:
         """The run whose commit carries `app_id`: the table's latest commit only (an overwrite is
-        current only while nothing came after it), or any commit (an append or merge stays
-        applied). None when there is none; "an identical run" when its run id is not found."""
+        current only while nothing came after it), or any commit that no RESTORE undid since (an
+        append or merge stays applied). None when there is none; "an identical run" when its run
+        id is not found."""
         if latest_only:
             newest = self.commits(table, 1)
             return (newest[0][1] or "an identical run") if newest and newest[0][0] == app_id else None
         if not self.has_transaction(table, app_id):
             return None
-        return next((run for app, run in self.commits(table, 1000) if app == app_id and run), "an identical run")
+        found = _applied(self.history(table, HISTORY_LIMIT), lambda c: c.app_id == app_id)
+        if found is UNDONE:
+            return None
+        return (found.run_id if isinstance(found, Commit) else None) or "an identical run"
+
+    def holds_run(self, table: str, run_id: str) -> bool:
+        """Whether a commit of run `run_id` is in the table's newest commits and no RESTORE undid it."""
+        return isinstance(_applied(self.history(table, HISTORY_LIMIT), lambda c: c.run_id == run_id), Commit)
 
     @abstractmethod
     def commit(

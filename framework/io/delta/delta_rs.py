@@ -3,11 +3,18 @@
 Spark writes the Parquet files; delta-rs commits them as add actions in one transaction, so data
 is written once and the commit scales with executors. Merge reads the staged files as an Arrow
 stream into delta-rs' MERGE.
+
+Writes to one table from threads of one process (the runs of a parallel backfill) take turns: a
+commit reads the table's state, checks its transaction id and writes on that state, and a table
+that two first writers both see missing must be created once.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +22,7 @@ import pyarrow as pa
 
 from framework.errors import BadInput, Problem
 from framework.io import staging as staging_files
-from framework.io.delta.base import CommitResult, DeltaStore, StagedWrite, WriteMode
+from framework.io.delta.base import Commit, CommitResult, DeltaStore, StagedWrite, WriteMode
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -89,10 +96,9 @@ class DeltaRsStore(DeltaStore):
         history = dt.history(1) if dt is not None else []
         return history[0].get("tributary.run_id") if history else None
 
-    def commits(self, table: str, limit: int) -> list[tuple[str | None, str | None]]:
+    def history(self, table: str, limit: int) -> list[Commit]:
         dt = self._table(table)
-        history = dt.history(limit) if dt is not None else []
-        return [(h.get("tributary.app_id"), h.get("tributary.run_id")) for h in history]
+        return [_commit(h) for h in (dt.history(limit) if dt is not None else [])]
 
     def commit(
         self,
@@ -103,6 +109,19 @@ class DeltaRsStore(DeltaStore):
         app_id: str,
         txn_version: int = 0,
         run_id: str = "",
+    ) -> CommitResult:
+        with _writing(staged.table):
+            return self._commit(spark, staged, mode, keys, app_id, txn_version, run_id)
+
+    def _commit(
+        self,
+        spark: SparkSession,
+        staged: StagedWrite,
+        mode: WriteMode,
+        keys: list[str],
+        app_id: str,
+        txn_version: int,
+        run_id: str,
     ) -> CommitResult:
         from deltalake import CommitProperties, Schema, Transaction
         from deltalake.exceptions import DeltaError
@@ -123,7 +142,7 @@ class DeltaRsStore(DeltaStore):
         else:
             schema = Schema.from_arrow(spark_to_arrow(staged.schema))
             staging_files.move_into(staged.staging, staged.files, staged.table)
-            actions: list[Any] = [
+            actions: list[Any] = [  # AddAction (delta-rs types this list as adds and removes)
                 AddAction(f["path"], f["size"], f["partition_values"], f["mtime_ms"], True, json.dumps({"numRecords": f["rows"]}))
                 for f in staged.files
             ]
@@ -211,12 +230,14 @@ class DeltaRsStore(DeltaStore):
     def append_rows(self, table: str, rows: pa.Table) -> None:
         from deltalake import write_deltalake
 
-        write_deltalake(table, rows, mode="append", storage_options=self.storage_options)
+        with _writing(table):
+            write_deltalake(table, rows, mode="append", storage_options=self.storage_options)
 
     def replace_rows(self, table: str, rows: pa.Table) -> None:
         from deltalake import write_deltalake
 
-        write_deltalake(table, rows, mode="overwrite", schema_mode="overwrite", storage_options=self.storage_options)
+        with _writing(table):
+            write_deltalake(table, rows, mode="overwrite", schema_mode="overwrite", storage_options=self.storage_options)
 
     def query(self, table: str, sql: str) -> pa.Table:
         from deltalake import QueryBuilder
@@ -226,6 +247,29 @@ class DeltaRsStore(DeltaStore):
             return pa.table({})
         result = QueryBuilder().register("t", dt).execute(sql).read_all()
         return _plain_strings(pa.table(result))
+
+
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+@contextmanager
+def _writing(table: str) -> Iterator[None]:
+    """One writer at a time per table in this process (see the module's docstring)."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.setdefault(table.rstrip("/"), threading.Lock())
+    with lock:
+        yield
+
+
+def _commit(entry: dict[str, Any]) -> Commit:
+    restored = (entry.get("operationParameters") or {}).get("version") if entry.get("operation") == "RESTORE" else None
+    return Commit(
+        int(entry.get("version", -1)),
+        entry.get("tributary.app_id"),
+        entry.get("tributary.run_id"),
+        int(restored) if restored is not None else None,
+    )
 
 
 def arrow_schema(dt: DeltaTable) -> pa.Schema:

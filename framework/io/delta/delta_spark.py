@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from framework.io import staging as staging_files
-from framework.io.delta.base import CommitResult, DeltaStore, StagedWrite, WriteMode
+from framework.io.delta.base import Commit, CommitResult, DeltaStore, StagedWrite, WriteMode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -83,18 +83,31 @@ class SparkDeltaStore(DeltaStore):
         except ValueError:
             return None
 
-    def commits(self, table: str, limit: int) -> list[tuple[str | None, str | None]]:
+    def history(self, table: str, limit: int) -> list[Commit]:
         from delta.tables import DeltaTable
 
         if not self._exists(table):
             return []
-        found: list[tuple[str | None, str | None]] = []
-        for row in DeltaTable.forPath(self.spark, table).history(limit).select("userMetadata").collect():
+        found: list[Commit] = []
+        rows = (
+            DeltaTable.forPath(self.spark, table)
+            .history(limit)
+            .select("version", "operation", "operationParameters", "userMetadata")
+        )
+        for row in rows.collect():
             try:
-                meta = json.loads(row[0]) if row[0] else {}
+                meta = json.loads(row.userMetadata) if row.userMetadata else {}
             except ValueError:
                 meta = {}
-            found.append((meta.get("tributary.app_id"), meta.get("tributary.run_id")))
+            restored = (row.operationParameters or {}).get("version") if row.operation == "RESTORE" else None
+            found.append(
+                Commit(
+                    int(row.version),
+                    meta.get("tributary.app_id"),
+                    meta.get("tributary.run_id"),
+                    int(restored) if restored not in (None, "", "null") else None,
+                )
+            )
         return found
 
     def commit(

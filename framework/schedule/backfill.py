@@ -1,0 +1,126 @@
+"""`tributary backfill P --from A --to B`: every interval of the schedule in a range, once.
+
+The range is cut by the pipeline's cron into intervals (those lying wholly within it). An interval
+already committed is skipped (framework.schedule.history: a run of it ended ok, or its commits are
+in the tables), so a backfill run again writes nothing twice. The rest run in order, one after
+another on one SparkSession, or `--parallel K` at a time.
+
+The backfill holds the pipeline's run lock for all its runs: no other run of the pipeline starts
+meanwhile, and its own runs, which share the lock, leave each other alone (framework.engine.runner's
+`concurrent`). With --parallel each worker runs on a session of its own over the shared JVM (views
+and settings belong to a session), and commits to one table take turns (framework.io.delta.delta_rs).
+Outputs that overwrite are refused with --parallel: the table would end as whichever interval
+committed last. A failed interval does not stop the others; running the backfill again runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from framework.compiler import compile_pipeline
+from framework.errors import BadInput, Problem
+from framework.schedule.attempt import Attempted, Attempts, describe, restore_signals, stop_on_signals
+from framework.schedule.due import Due
+from framework.schedule.history import BACKFILL
+from framework.schedule.pipelines import ScheduledPipeline
+from framework.spec.intervals import Interval
+
+
+def backfill(attempts: Attempts, path: Path, begin: datetime, end: datetime, parallel: int = 1) -> list[Attempted]:
+    """Run the intervals of [begin, end] not yet committed; what each attempt came to, in order."""
+    compiled = compile_pipeline(attempts.project, path, attempts.profile, attempts.cli_vars)
+    spec, loaded = compiled.spec, compiled.loaded
+    if spec.mode == "streaming":
+        raise BadInput(
+            loaded.problem(
+                "a streaming pipeline has no intervals to backfill: one run processes everything new",
+                ("mode",),
+                hint=f"run it: tributary run {spec.name}",
+            )
+        )
+    if spec.schedule is None:
+        raise BadInput(
+            loaded.problem(
+                "backfill cuts the range into the intervals of the pipeline's schedule, and it has none",
+                ("name",),
+                hint="add schedule: {cron: '0 0 * * *'} (daily intervals), or run one interval: tributary run --interval START/END",
+            )
+        )
+    if parallel < 1:
+        raise BadInput(Problem(f"--parallel {parallel}: at least 1"))
+    overwritten = [name for name, output in spec.outputs.items() if output.mode == "overwrite"]
+    if parallel > 1 and overwritten:
+        raise BadInput(
+            loaded.problem(
+                f"--parallel: output(s) {', '.join(overwritten)} overwrite their table, so intervals committing out of order "
+                "would leave whichever came last",
+                ("outputs", overwritten[0]),
+                hint="backfill them in order (drop --parallel), or make the outputs append or merge",
+            )
+        )
+    cron = spec.schedule.parsed()
+    try:
+        intervals = cron.intervals(begin, end)
+    except ValueError as e:
+        raise BadInput(Problem(str(e), hint="backfill a shorter range")) from None
+    if not intervals:
+        raise BadInput(
+            Problem(
+                f"no interval of '{spec.schedule.cron}' ({spec.schedule.timezone}) lies within {begin.isoformat()} … {end.isoformat()}",
+                hint="widen the range: --from and --to are the first interval's start and the last one's end",
+            )
+        )
+    pipeline = ScheduledPipeline(path, loaded.shown_as, spec.name, spec.mode, spec.schedule)
+    previous = stop_on_signals(attempts.stopping)
+    try:
+        with attempts.lock(spec.name, f"backfill-{os.getpid()}"):
+            return _run(attempts, pipeline, intervals, parallel)
+    finally:
+        restore_signals(previous)
+
+
+def _run(attempts: Attempts, pipeline: ScheduledPipeline, intervals: list[Interval], parallel: int) -> list[Attempted]:
+    slots = attempts.runlog.slots(pipeline.name)
+    for interval in intervals:
+        if interval in slots and slots[interval].done:
+            attempts.close_committed(slots[interval])
+    now = attempts.clock.now()
+    todo = [
+        Due(pipeline, i, i.end, len(slots[i].runs) + 1 if i in slots else 1, now)
+        for i in intervals
+        if not (i in slots and slots[i].done)
+    ]
+    attempts.say(
+        f"{pipeline.name}: {len(intervals)} interval(s) from {intervals[0].label()} to {intervals[-1].label()}; "
+        f"{len(intervals) - len(todo)} already committed, {len(todo)} to run"
+        + (f", {parallel} at a time" if parallel > 1 else "")
+    )
+    concurrent: set[str] = set()
+    if parallel == 1 or len(todo) <= 1:
+        done = []
+        for due in todo:
+            if attempts.stopping.is_set():
+                break
+            done.append(attempts.attempt(due, BACKFILL, concurrent=concurrent, final=True))
+            attempts.say(describe(done[-1]))
+        return done
+    shared = attempts.sessions.get()
+    local = threading.local()
+
+    def work(due: Due) -> Attempted | None:
+        if attempts.stopping.is_set():
+            return None
+        session: Any = getattr(local, "session", None)
+        if session is None:
+            session = local.session = shared.newSession()
+        finished = attempts.attempt(due, BACKFILL, spark=session, concurrent=concurrent, final=True)
+        attempts.say(describe(finished))
+        return finished
+
+    with ThreadPoolExecutor(parallel, thread_name_prefix="tributary-backfill") as pool:
+        return [d for d in pool.map(work, todo) if d is not None]

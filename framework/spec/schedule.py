@@ -1,0 +1,113 @@
+"""`schedule:` in a pipeline: when `tributary scheduler` runs it, how it retries, what it tells.
+
+A batch pipeline's run covers the interval from the schedule's previous fire to the fire that
+started it (framework.spec.intervals); a streaming pipeline's run processes what is new (available
+now) and has no interval. Only the scheduler, `next` and `backfill` read this block, and they read
+it from the YAML alone (framework.schedule), so a pipeline whose other parts break between two
+fires still has its failed run logged at its fire.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from framework.spec.base import SpecModel
+from framework.spec.durations import Duration
+from framework.spec.intervals import Cron, instant, zone
+
+
+class Retries(SpecModel):
+    """A failed run is tried again `count` times; the n-th retry waits delay × backoff^(n-1), at most max_delay."""
+
+    count: int = Field(0, ge=0, le=100, description="How many times a failed run is tried again.")
+    delay: Duration = Field(60.0, description="Wait before the first retry, e.g. 30s, 5min.")
+    backoff: float = Field(2.0, ge=1.0, le=10.0, description="Each further retry waits this many times longer.")
+    max_delay: Duration = Field(3600.0, description="The longest wait between two attempts.")
+
+    def wait(self, failures: int) -> float:
+        """Seconds to wait after the `failures`-th failed attempt."""
+        return min(self.delay * self.backoff ** max(failures - 1, 0), self.max_delay)
+
+
+def _retries(value: Any) -> Any:
+    """`retries: 3` is short for `retries: {count: 3}`."""
+    if isinstance(value, bool):
+        raise ValueError("retries is a count (retries: 3) or a mapping (retries: {count: 3, delay: 1min, backoff: 2})")
+    return {"count": value} if isinstance(value, int) else value
+
+
+def _count_or_retries(schema: dict[str, Any]) -> None:
+    """In the JSON Schema, `retries` is a count or the mapping (as the validator reads it)."""
+    ref = schema.pop("$ref", None) or schema.pop("allOf")[0]["$ref"]
+    schema["anyOf"] = [{"type": "integer", "minimum": 0, "maximum": 100}, {"$ref": ref}]
+
+
+def _command(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("an alert command cannot be empty")
+    if isinstance(value, list) and (not value or not all(isinstance(v, str) and v for v in value)):
+        raise ValueError("an alert command as a list is the program and its arguments, all text")
+    return value
+
+
+Command = Annotated[str | list[str], BeforeValidator(_command)]
+
+
+class Schedule(SpecModel):
+    """When the pipeline runs by itself (`tributary scheduler`), and what a run may take."""
+
+    cron: str = Field(description="Five cron fields (minute hour day month weekday) or @hourly/@daily/..., e.g. '0 * * * *'.")
+    timezone: str = Field(
+        "UTC", description="IANA timezone the cron is read in (and intervals are shown in), e.g. Europe/Berlin."
+    )
+    start: datetime | date | None = Field(
+        None,
+        description="No interval starts before this (naive: in `timezone`); with catch_up, the scheduler runs every interval since.",
+    )
+    end: datetime | date | None = Field(None, description="No interval ends after this (naive: in `timezone`).")
+    catch_up: bool = Field(
+        True,
+        description="Run every interval missed while the scheduler was not running, oldest first; false: only the latest.",
+    )
+    retries: Annotated[Retries, BeforeValidator(_retries)] = Field(
+        default_factory=Retries,
+        description="A count (retries: 3) or how to retry: {count: 3, delay: 1min, backoff: 2, max_delay: 1h}.",
+        json_schema_extra=_count_or_retries,
+    )
+    timeout: Duration | None = Field(None, gt=0, description="Abandon a run (its Spark jobs are cancelled) after this long.")
+    on_failure: Command | None = Field(
+        None,
+        description="Command run when a run failed and has no retry left, the run's summary as JSON on stdin "
+        "(text: through /bin/sh; a list: the program and its arguments).",
+    )
+    on_success: Command | None = Field(None, description="Command run after each successful run, its summary as JSON on stdin.")
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        Cron(value)  # ValueError names what is wrong with it
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        zone(value)
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Schedule:
+        if self.start is not None and self.end is not None and self.start_at() >= self.end_at():  # type: ignore[operator]
+            raise ValueError("'end' must come after 'start'")
+        return self
+
+    def parsed(self) -> Cron:
+        return Cron(self.cron, self.timezone)
+
+    def start_at(self) -> datetime | None:
+        return instant(self.start, self.timezone) if self.start is not None else None
+
+    def end_at(self) -> datetime | None:
+        return instant(self.end, self.timezone) if self.end is not None else None

@@ -1,0 +1,287 @@
+"""Schedules without Spark: cron intervals across clock changes, the spec, interval parsing and
+rendering, what is due when, and the light commands (`next`, `runs`) staying light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from framework.errors import BadInput
+from framework.schedule.due import outlook
+from framework.schedule.history import ABANDONED, FAILED, OK, SCHEDULE, RunRecord, Slot
+from framework.schedule.pipelines import ScheduledPipeline
+from framework.spec.intervals import Cron, Interval, parse_interval
+from framework.spec.schedule import Schedule
+from tests.conftest import REPO, write
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+# -- cron intervals and clock changes ---------------------------------------------------------
+
+
+def test_hourly_intervals_through_the_night_clocks_go_back_cover_every_hour_once():
+    cron = Cron("0 * * * *", "Europe/Berlin")  # 2026-10-25 03:00 CEST -> 02:00 CET
+    intervals = cron.intervals(utc(2026, 10, 24, 22), utc(2026, 10, 25, 3))
+    assert [i.label() for i in intervals] == [
+        "2026-10-25 00:00+02:00 → 01:00+02:00",
+        "2026-10-25 01:00+02:00 → 02:00+02:00",
+        "2026-10-25 02:00+02:00 → 02:00+01:00",  # the hour the clock repeats: its own interval
+        "2026-10-25 02:00+01:00 → 03:00+01:00",
+        "2026-10-25 03:00+01:00 → 04:00+01:00",
+    ]
+    assert all(i.end - i.start == timedelta(hours=1) for i in intervals)
+    assert len({i.tag for i in intervals}) == 5  # each its own transaction ids
+
+
+def test_a_daily_job_runs_once_on_both_nights_the_clock_changes():
+    cron = Cron("30 2 * * *", "Europe/Berlin")
+    spring = cron.intervals(utc(2026, 3, 27, 1, 30), utc(2026, 3, 30, 1))
+    # 02:30 does not exist on 29 March: the job runs when the clock jumps, at 03:00 (Debian cron)
+    assert [str(i) for i in spring] == [
+        "2026-03-27T02:30:00+01:00/2026-03-28T02:30:00+01:00",
+        "2026-03-28T02:30:00+01:00/2026-03-29T03:00:00+02:00",
+        "2026-03-29T03:00:00+02:00/2026-03-30T02:30:00+02:00",
+    ]
+    autumn = cron.intervals(utc(2026, 10, 24, 0, 30), utc(2026, 10, 27, 2))
+    # 02:30 happens twice on 25 October: the job runs once, at the first (croniter would fire twice)
+    assert [i.end - i.start for i in autumn] == [timedelta(hours=24), timedelta(hours=25), timedelta(hours=24)]
+    assert [i.end for i in autumn][:2] == [utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    expression=st.sampled_from(["0 * * * *", "*/20 * * * *", "30 2 * * *", "0 0 * * 0", "15 1,2,3 * * *", "@daily"]),
+    timezone=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"]),
+    begin=st.datetimes(min_value=datetime(2026, 1, 1), max_value=datetime(2026, 12, 20)),
+    hours=st.integers(1, 24 * 9),
+)
+def test_intervals_tile_time_whatever_the_clocks_do(expression, timezone, begin, hours):
+    cron = Cron(expression, timezone)
+    start, end = begin.replace(tzinfo=UTC), begin.replace(tzinfo=UTC) + timedelta(hours=hours)
+    intervals = cron.intervals(start, end)
+    for first, second in zip(intervals, intervals[1:], strict=False):
+        assert first.end == second.start  # no gap, no overlap
+    for interval in intervals:
+        assert start <= interval.start < interval.end <= end
+        assert cron.next_fire(interval.start) == interval.end  # no fire inside an interval
+        assert cron.interval_ending(interval.end) == interval
+    latest = cron.latest_complete(end)
+    assert latest.end <= end < cron.next_fire(latest.end)
+
+
+# -- the spec ---------------------------------------------------------------------------------
+
+
+def test_schedule_spec_shorthands_and_retry_waits():
+    schedule = Schedule.model_validate({"cron": "@hourly", "retries": 3})
+    assert schedule.retries.count == 3 and schedule.catch_up is True and schedule.timezone == "UTC"
+    waits = Schedule.model_validate({"cron": "0 * * * *", "retries": {"count": 5, "delay": "30s", "max_delay": "2min"}}).retries
+    assert [waits.wait(n) for n in (1, 2, 3, 4)] == [30, 60, 120, 120]
+    naive = Schedule.model_validate({"cron": "0 0 * * *", "timezone": "Europe/Berlin", "start": "2026-10-25"})
+    assert naive.start_at() == utc(2026, 10, 24, 22)
+
+
+BAD_SCHEDULES = [
+    ("cron: '61 * * * *'", "cron '61 * * * *': Bad minute", "cron"),
+    ("cron: '0 * * * * *'", "five fields", "cron"),
+    ("cron: '@hourly'\n  timezone: Mars/Olympus", "unknown timezone 'Mars/Olympus'", "timezone"),
+    ("cron: '@hourly'\n  retries: true", "retries is a count", "retries"),
+    ("cron: '@hourly'\n  start: 2026-11-02\n  end: 2026-11-01", "'end' must come after 'start'", "schedule"),
+    ("cron: '@hourly'\n  on_failure: ''", "an alert command cannot be empty", "on_failure"),
+    ("cron: '@hourly'\n  catchup: true", "unknown key 'catchup'", "catchup"),
+]
+
+
+@pytest.mark.parametrize(("block", "message", "key"), BAD_SCHEDULES)
+def test_a_wrong_schedule_is_bad_input_at_its_line(cli, project, block, message, key):
+    text = (project / "pipelines/service_calls.yaml").read_text() + f"schedule:\n  {block}\n"
+    path = write(project / "pipelines/service_calls.yaml", text)
+    code, out, err = cli("validate", "pipelines/service_calls.yaml")
+    assert code == 2 and message in err, err
+    lines = path.read_text().splitlines()
+    at = max(i for i, line in enumerate(lines, 1) if line.strip().startswith(f"{key}:"))
+    assert f"pipelines/service_calls.yaml:{at}:" in err, err
+
+
+# -- intervals on the command line and in templates ------------------------------------------
+
+
+def test_interval_text_is_parsed_in_the_schedule_timezone():
+    interval = parse_interval("2026-10-25/2026-10-26", "Europe/Berlin")
+    assert interval.start == utc(2026, 10, 24, 22) and interval.end == utc(2026, 10, 25, 23)  # 25 h: the clock went back
+    assert parse_interval("2026-10-25T00:00Z/2026-10-25T02:00+01:00", "Europe/Berlin").end == utc(2026, 10, 25, 1)
+    for text, why in [
+        ("2026-10-25", "expected START/END"),
+        ("2026-10-26/2026-10-25", "must end after it starts"),
+        ("2026-13-01/2026-10-25", "is not a date or time"),
+        ("yesterday/today", "is not a date or time"),
+    ]:
+        with pytest.raises(BadInput, match=why):
+            parse_interval(text, "UTC")
+
+
+INTERVAL_PIPELINE = """\
+name: interval_calls
+schedule:
+  cron: "0 * * * *"
+  timezone: Europe/Berlin
+sources:
+  calls:
+    format: json
+    path: data/samples/service_calls/static
+    schema: ts TIMESTAMP, client_ip STRING, head_service STRING, requested_service STRING, response_ms INT
+steps:
+  hourly:
+    sql: >
+      select {{ interval_start }} as interval_start, {{ interval_start.date() }} as local_day, count(*) as calls
+      from {{ source('calls') }} where ts >= {{ interval_start }} and ts < {{ interval_end | lit }}
+outputs:
+  hourly: {mode: append}
+"""
+
+
+def test_templates_see_the_interval_as_typed_timestamp_literals(cli, project):
+    write(project / "pipelines/interval_calls.yaml", INTERVAL_PIPELINE)
+    code, out, err = cli("compile", "interval_calls", "--interval", "2026-10-25T02:00+02:00/2026-10-25T02:00+01:00")
+    assert code == 0, err
+    assert "TIMESTAMP '2026-10-25 02:00:00+02:00' as interval_start" in out
+    assert "DATE '2026-10-25' as local_day" in out  # the schedule's local date
+    assert "ts < TIMESTAMP '2026-10-25 02:00:00+01:00'" in out
+    # without --interval: the schedule's latest complete interval
+    code, out, _ = cli("compile", "interval_calls")
+    assert code == 0 and "-- interval " in out
+
+
+def test_a_run_that_needs_an_interval_and_has_none_is_bad_input(cli, project):
+    unscheduled = (
+        INTERVAL_PIPELINE.split("sources:")[0].split("schedule:")[0] + "sources:" + INTERVAL_PIPELINE.split("sources:")[1]
+    )
+    write(project / "pipelines/interval_calls.yaml", unscheduled)
+    assert cli("validate", "interval_calls")[0] == 0  # rendered with a sample interval
+    code, _, err = cli("run", "interval_calls")
+    assert code == 2 and "step(s) hourly read interval_start / interval_end" in err and "--interval" in err
+    code, _, err = cli("run", "contact_join", "--interval", "2026-11-01/2026-11-02")
+    assert code == 2 and "a streaming run has no time interval" in err
+    code, _, err = cli("run", "interval_calls", "--interval", "2026-11-01")
+    assert code == 2 and "expected START/END" in err
+
+
+def test_a_streaming_template_using_the_interval_is_told_why(cli, project):
+    text = (project / "pipelines/contact_join.yaml").read_text()
+    assert "mode: streaming" in text
+    write(project / "sql/uses_interval.sql", "select * from {{ source('phones') }} where ts >= {{ interval_start }}\n")
+    write(project / "pipelines/contact_join.yaml", text.replace("steps:\n", "steps:\n  late:\n    sql: uses_interval.sql\n", 1))
+    code, _, err = cli("validate", "contact_join")
+    assert code == 2 and "interval_start: a streaming run has no time interval" in err and "uses_interval.sql:1" in err
+
+
+# -- what is due ------------------------------------------------------------------------------
+
+
+def _pipeline(**schedule) -> ScheduledPipeline:
+    return ScheduledPipeline(Path("p.yaml"), "p.yaml", "p", "batch", Schedule.model_validate({"cron": "0 * * * *", **schedule}))
+
+
+def _attempt(interval: Interval, outcome: str, finished: datetime, trigger: str = SCHEDULE) -> RunRecord:
+    status = "ok" if outcome == OK else "failed"
+    return RunRecord(
+        "r",
+        "p",
+        interval=interval,
+        status=status,
+        outcome=outcome,
+        attempt={"trigger": trigger, "finished_at": finished.isoformat()},
+    )
+
+
+def test_catch_up_runs_every_interval_since_start_oldest_first_and_retries_after_their_wait():
+    p = _pipeline(start="2026-11-02T08:00:00Z", retries={"count": 2, "delay": "10min", "backoff": 3})
+    cron, now = p.schedule.parsed(), utc(2026, 11, 2, 11, 30)
+    nine, ten, eleven = (cron.interval_ending(utc(2026, 11, 2, h)) for h in (9, 10, 11))
+    seen = outlook(p, {}, now)
+    assert [d.interval for d in seen.due] == [nine, ten, eleven] and seen.next_fire == utc(2026, 11, 2, 12)
+    slots = {
+        nine: Slot([_attempt(nine, OK, utc(2026, 11, 2, 9, 1))], done=True),
+        ten: Slot([_attempt(ten, FAILED, utc(2026, 11, 2, 11, 25))]),
+        eleven: Slot([_attempt(eleven, FAILED, utc(2026, 11, 2, 11, 1)), _attempt(eleven, FAILED, utc(2026, 11, 2, 11, 2))]),
+    }
+    seen = outlook(p, slots, now)
+    assert seen.due == [] and [(d.interval, d.attempt, d.at) for d in seen.waiting] == [
+        (ten, 2, utc(2026, 11, 2, 11, 35)),  # 10 min after its failure
+        (eleven, 3, utc(2026, 11, 2, 11, 32)),  # 10 min x 3 after its second
+    ]
+    assert seen.wake == utc(2026, 11, 2, 11, 32)
+    slots[eleven].runs.append(_attempt(eleven, FAILED, utc(2026, 11, 2, 11, 40)))  # the third and last try
+    assert [d.interval for d in outlook(p, slots, utc(2026, 11, 2, 11, 45)).due] == [ten]
+
+
+def test_abandoned_and_killed_runs_use_up_no_try_and_are_due_at_once():
+    p = _pipeline(start="2026-11-02T08:00:00Z", retries=0)
+    nine = p.schedule.parsed().interval_ending(utc(2026, 11, 2, 9))
+    killed = RunRecord("k", "p", interval=nine)  # no end in the log, no commit
+    slots = {nine: Slot([_attempt(nine, ABANDONED, utc(2026, 11, 2, 9, 5)), killed])}
+    due = outlook(p, slots, utc(2026, 11, 2, 9, 30)).due
+    assert [(d.interval, d.attempt) for d in due] == [(nine, 1)]
+
+
+def test_without_catch_up_or_start_only_the_latest_interval_runs_first():
+    now = utc(2026, 11, 2, 11, 30)
+    latest = Cron("0 * * * *").latest_complete(now)
+    assert [d.interval for d in outlook(_pipeline(catch_up=False, start="2026-11-01"), {}, now).due] == [latest]
+    assert [d.interval for d in outlook(_pipeline(), {}, now).due] == [latest]
+    # later, the scheduler resumes from the newest interval it ran
+    nine = Cron("0 * * * *").interval_ending(utc(2026, 11, 2, 9))
+    resumed = outlook(_pipeline(), {nine: Slot([_attempt(nine, OK, utc(2026, 11, 2, 9))], done=True)}, now).due
+    assert [d.interval.end.hour for d in resumed if d.interval] == [10, 11]
+    assert outlook(_pipeline(start="2026-12-01"), {}, now).due == []  # not begun yet
+    assert outlook(_pipeline(start="2026-11-02T08:00:00Z", end="2026-11-02T10:00:00Z"), {}, now).next_fire is None
+
+
+# -- light commands -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["next"], ["runs"], ["runs", "--failed", "--pipeline", "service_calls"]])
+def test_next_and_runs_never_import_pyspark(command):
+    code = (
+        f"import sys; from framework.cli import main; sys.argv=['tributary', *{command!r}]\n"
+        "try:\n main()\nexcept SystemExit: pass\nprint('pyspark' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert done.stdout.strip().endswith("False"), done.stdout + done.stderr
+
+
+def test_next_lists_each_schedule(cli, project):
+    write(project / "pipelines/interval_calls.yaml", INTERVAL_PIPELINE)
+    code, out, _ = cli("next")
+    assert code == 0 and "interval_calls" in out and "0 * * * * (Europe/Berlin)" in out
+    write(project / "pipelines/broken.yaml", "name: broken\nschedule: {cron: 'every hour'}\n")
+    code, out, err = cli("next")
+    assert code == 2 and "interval_calls" in out and "not scheduled: pipelines/broken.yaml:2" in err
+
+
+def test_a_restore_undoes_a_commit_for_idempotency(tmp_path):
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    from framework.io.delta.delta_rs import DeltaRsStore
+
+    table = str(tmp_path / "t")
+    write_deltalake(table, pa.table({"a": [1]}))
+    meta = {"tributary.app_id": "tributary/p/o/k", "tributary.run_id": "run-1"}
+    properties = CommitProperties(app_transactions=[Transaction("tributary/p/o/k", 0)], custom_metadata=meta)
+    write_deltalake(table, pa.table({"a": [2]}), mode="append", commit_properties=properties)
+    store = DeltaRsStore()
+    assert store.written_by(table, "tributary/p/o/k", latest_only=False) == "run-1" and store.holds_run(table, "run-1")
+    DeltaTable(table).restore(0)  # what recovery does to a run killed between its commits
+    assert store.transaction_version(table, "tributary/p/o/k") == 0  # Delta keeps the id ...
+    assert store.written_by(table, "tributary/p/o/k", latest_only=False) is None  # ... but its rows are gone
+    assert not store.holds_run(table, "run-1")

@@ -1,0 +1,359 @@
+"""The scheduler with real runs: a fast clock drives the fires (its waits move its time), the runs
+are real runs of tiny pipelines on the session's Spark; and a real scheduler process killed with
+SIGKILL in the middle of a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from framework.profiles import load_profile
+from framework.project import Project
+from framework.schedule.history import ABANDONED, FAILED, INVALID, OK, TIMED_OUT, RunLog
+from framework.schedule.scheduler import Scheduler
+from tests.conftest import delta_rows, delta_version, write
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "ts TIMESTAMP, client_ip STRING, head_service STRING, requested_service STRING, response_ms INT"
+
+
+class FastClock:
+    """A clock whose waits move its time at once; `actions` happen when the time passes theirs."""
+
+    def __init__(self, start: datetime, actions: list[tuple[datetime, Callable[[], object]]] | None = None):
+        self.time, self.actions, self.waits = start, sorted(actions or [], key=lambda a: a[0]), []
+
+    def now(self) -> datetime:
+        return self.time
+
+    def sleep_until(self, when: datetime | None, wake: threading.Event) -> None:
+        target = when or self.time + timedelta(hours=1)
+        self.waits.append(target)
+        while self.actions and self.actions[0][0] <= target:
+            at, action = self.actions.pop(0)
+            self.time = max(self.time, at)
+            action()
+        self.time = max(self.time, target)
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+def calls(folder: Path, name: str, times: list[datetime], response_ms: int = 20) -> Path:
+    lines = [
+        json.dumps(
+            {
+                "ts": t.isoformat(),
+                "client_ip": "10.0.0.1",
+                "head_service": "/",
+                "requested_service": "/a.css",
+                "response_ms": response_ms,
+            }
+        )
+        for t in times
+    ]
+    return write(folder / name, "\n".join(lines) + "\n")
+
+
+def pipeline(name: str, schedule: str, folder: str = "data/calls", extra_sql: str = "response_ms") -> str:
+    return f"""\
+name: {name}
+schedule:
+{schedule}
+sources:
+  calls: {{format: json, path: {folder}, schema: "{SCHEMA}"}}
+steps:
+  rows:
+    sql: >
+      select {{{{ interval_start }}}} as interval_start, ts, {extra_sql} as response_ms
+      from {{{{ source('calls') }}}} where ts >= {{{{ interval_start }}}} and ts < {{{{ interval_end }}}}
+  per_interval:
+    sql: select interval_start, count(*) as calls from {{{{ ref('rows') }}}} group by interval_start
+outputs:
+  rows: {{mode: append}}
+  per_interval: {{mode: merge, keys: [interval_start]}}
+"""
+
+
+def scheduler(project: Path, spark, clock, say: list[str], names: list[str] | None = None) -> Scheduler:
+    p = Project(project)
+    return Scheduler(p, load_profile(p), say.append, names, clock=clock, spark=spark)
+
+
+def test_the_scheduler_catches_up_across_the_night_the_clocks_go_back_retries_and_alerts(spark, project):
+    # Berlin, 25 October 2026: 03:00 CEST becomes 02:00 CET. Hourly intervals from 01:00+02:00 to 03:00+01:00.
+    data = project / "data/calls"
+    good = [utc(2026, 10, 24, 23, 10) + timedelta(minutes=20 * i) for i in range(9)]  # 23:10Z .. 01:50Z
+    calls(data, "good.json", good)
+    calls(data, "bad-first.json", [utc(2026, 10, 25, 0, 30)], response_ms=-1)  # 02:30+02:00: fixed before its retry
+    calls(data, "bad-second.json", [utc(2026, 10, 25, 1, 30)], response_ms=-1)  # 02:30+01:00: stays bad
+    schedule = """\
+  cron: "0 * * * *"
+  timezone: Europe/Berlin
+  start: 2026-10-25T01:00:00+02:00
+  end: 2026-10-25T03:00:00+01:00
+  retries: {count: 1, delay: 10min}
+  on_success: "cat >> alerts-ok.jsonl"
+  on_failure: ["sh", "-c", "cat >> alerts-failed.jsonl"]"""
+    sql = "case when response_ms < 0 then raise_error('negative response time') else response_ms end"
+    write(project / "pipelines/night.yaml", pipeline("night", schedule, extra_sql=sql))
+    fixed = utc(2026, 10, 25, 2, 35)
+    clock = FastClock(utc(2026, 10, 25, 2, 30), [(fixed, lambda: (data / "bad-first.json").unlink())])
+    say: list[str] = []
+    scheduler(project, spark, clock, say, ["night"]).serve(until=utc(2026, 10, 25, 5))
+
+    slots = RunLog(*_log(project)).slots("night")
+    labels = {i.label(): s for i, s in slots.items()}
+    assert list(labels) == [
+        "2026-10-25 01:00+02:00 → 02:00+02:00",
+        "2026-10-25 02:00+02:00 → 02:00+01:00",
+        "2026-10-25 02:00+01:00 → 03:00+01:00",
+    ], say
+    first, repeated, last = labels.values()
+    assert [r.outcome for r in first.runs] == [OK] and first.done
+    assert [r.outcome for r in repeated.runs] == [FAILED, OK] and repeated.done
+    assert [r.outcome for r in last.runs] == [FAILED, FAILED] and not last.done
+    failed_at, retried_at = repeated.runs[0].finished_at, datetime.fromisoformat(repeated.runs[1].attempt["started_at"])
+    assert retried_at - failed_at >= timedelta(minutes=10)  # the retry waited its delay
+
+    # every good row in exactly one interval, once; the failed interval wrote nothing
+    rows = delta_rows(project / "warehouse/rows")
+    assert sorted(r["ts"] for r in rows) == [t for t in good if t < utc(2026, 10, 25, 1)]
+    per_interval = {r["interval_start"]: r["calls"] for r in delta_rows(project / "warehouse/per_interval")}
+    assert per_interval == {utc(2026, 10, 24, 23): 3, utc(2026, 10, 25, 0): 3}
+
+    ok = [json.loads(line) for line in (project / "alerts-ok.jsonl").read_text().splitlines()]
+    assert [(a["attempt"], a["status"]) for a in ok] == [(1, "ok"), (2, "ok")]
+    assert {o["name"] for o in ok[0]["outputs"]} == {"rows", "per_interval"}
+    failed = [json.loads(line) for line in (project / "alerts-failed.jsonl").read_text().splitlines()]
+    assert len(failed) == 1, "only the last try alerts"
+    alert = failed[0]
+    assert (alert["pipeline"], alert["status"], alert["attempt"], alert["attempts_allowed"], alert["exit_code"]) == (
+        "night",
+        "failed",
+        2,
+        2,
+        1,
+    )
+    assert alert["interval"]["start"] == "2026-10-25T02:00:00+01:00" and "negative response time" in alert["error"]
+
+
+def test_a_pipeline_broken_between_fires_fails_with_exit_2_and_the_others_keep_running(spark, project, cli):
+    data = project / "data/calls"
+    calls(data, "calls.json", [utc(2026, 11, 2, 8, 30), utc(2026, 11, 2, 9, 30)])
+    schedule = '  cron: "0 * * * *"\n  start: 2026-11-02T{}:00:00Z'
+    write(project / "pipelines/steady.yaml", pipeline("steady", schedule.format("09")))
+    breaking = write(project / "pipelines/breaking.yaml", pipeline("breaking", schedule.format("08")))
+    write(project / "pipelines/unreadable.yaml", "name: [unclosed\n")
+
+    def break_it() -> None:
+        breaking.write_text(breaking.read_text().replace("source('calls')", "source('callz')"))
+
+    clock = FastClock(utc(2026, 11, 2, 9, 5), [(utc(2026, 11, 2, 9, 30), break_it)])
+    say: list[str] = []
+    scheduler(project, spark, clock, say, ["steady", "breaking", "unreadable"]).serve(until=utc(2026, 11, 2, 10, 10))
+
+    assert any(line.startswith("not scheduled: pipelines/unreadable.yaml:") for line in say), say
+    log = RunLog(*_log(project))
+    steady = [(i.end.hour, s.last.outcome) for i, s in sorted(log.slots("steady").items(), key=lambda kv: kv[0].start)]
+    assert steady == [(10, OK)]  # its first interval ends at 10:00, after the other broke
+    broken = sorted(log.slots("breaking").items(), key=lambda kv: kv[0].start)
+    assert [(i.end.hour, s.last.outcome) for i, s in broken] == [(9, OK), (10, INVALID)]
+    run = broken[1][1].last
+    assert run.exit == 2 and run.status == "failed" and "source('callz'): no source named 'callz'" in run.error
+
+    code, out, _ = cli("runs", "--pipeline", "breaking", "--failed")
+    assert code == 0 and "invalid" in out and "2026-11-02 10:00+00:00" not in out.split("invalid")[0][-5:]
+    assert "callz" in out and "steady" not in out
+
+
+def test_backfill_runs_each_interval_once_and_running_it_again_writes_nothing(spark, project, cli):
+    data = project / "data/calls"
+    times = [utc(2026, 11, 2, 8) + timedelta(minutes=7 * i) for i in range(25)]  # 08:00 .. 10:48
+    calls(data, "calls.json", times)
+    write(project / "pipelines/hours.yaml", pipeline("hours", '  cron: "0 * * * *"\n  retries: 0'))
+
+    code, out, err = cli("backfill", "hours", "--from", "2026-11-02T08:00", "--to", "2026-11-02T09:00")
+    assert code == 0, out + err
+    assert "1 interval(s)" in out and "0 already committed, 1 to run" in out
+    code, out, err = cli("backfill", "hours", "--from", "2026-11-02T08:00", "--to", "2026-11-02T11:30", "--parallel", "2")
+    assert code == 0, out + err
+    assert "1 already committed, 2 to run, 2 at a time" in out
+    versions = (delta_version(project / "warehouse/rows"), delta_version(project / "warehouse/per_interval"))
+    code, out, _ = cli("backfill", "hours", "--from", "2026-11-02T08:00", "--to", "2026-11-02T11:00")
+    assert code == 0 and "3 already committed, 0 to run" in out
+    assert (delta_version(project / "warehouse/rows"), delta_version(project / "warehouse/per_interval")) == versions
+
+    rows = delta_rows(project / "warehouse/rows")
+    assert sorted(r["ts"] for r in rows) == times[: len(rows)] and len(rows) == len(times)  # each row once
+    per_hour = Counter(r["interval_start"].hour for r in rows)
+    assert per_hour == Counter(t.hour for t in times)
+
+    # one interval again by hand: an identical run commits nothing
+    code, out, err = cli("run", "hours", "--interval", "2026-11-02T09:00/2026-11-02T10:00")
+    assert code == 0 and "already written by run" in out, out + err
+    assert delta_version(project / "warehouse/rows") == versions[0]
+
+    code, _, err = cli("backfill", "hours", "--from", "2026-11-02T08:20", "--to", "2026-11-02T08:50")
+    assert code == 2 and "no interval of '0 * * * *'" in err
+    text = (project / "pipelines/hours.yaml").read_text().replace("{mode: append}", "{mode: overwrite}")
+    write(project / "pipelines/hours.yaml", text)
+    code, _, err = cli("backfill", "hours", "--from", "2026-11-02", "--to", "2026-11-03", "--parallel", "2")
+    assert code == 2 and "overwrite their table" in err
+
+
+def test_a_rerun_after_an_undone_commit_writes_it_again(spark, project, cli, monkeypatch):
+    """A run that fails between two commits has its first commit restored; the identical rerun
+    must commit it again (Delta keeps the undone commit's transaction id)."""
+    from framework.io.delta.delta_rs import DeltaRsStore
+
+    calls(project / "data/calls", "calls.json", [utc(2026, 11, 2, 8, 10), utc(2026, 11, 2, 9, 10), utc(2026, 11, 2, 9, 20)])
+    write(project / "pipelines/hours.yaml", pipeline("hours", '  cron: "0 * * * *"'))
+    assert cli("run", "hours", "--interval", "2026-11-02T08:00/2026-11-02T09:00")[0] == 0  # the tables exist
+    original, seen = DeltaRsStore.commit, []
+
+    def second_fails(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        seen.append(1)
+        if len(seen) == 2:
+            raise OSError("disk full")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaRsStore, "commit", second_fails)
+    interval = "2026-11-02T09:00/2026-11-02T10:00"
+    code, out, err = cli("run", "hours", "--interval", interval)
+    assert code == 1 and "disk full" in err
+    assert len(delta_rows(project / "warehouse/rows")) == 1  # its commit was restored
+    monkeypatch.setattr(DeltaRsStore, "commit", original)
+    code, out, err = cli("run", "hours", "--interval", interval)
+    assert code == 0, out + err
+    assert len(delta_rows(project / "warehouse/rows")) == 3 and "already written" not in out
+
+
+SLEEPY = """\
+name: sleepy
+schedule:
+  cron: "0 * * * *"
+  start: 2026-11-02T08:00:00Z
+  end: 2026-11-02T09:00:00Z
+  timeout: {timeout}
+steps:
+  slow:
+    sql: select {{{{ interval_start }}}} as at, reflect('java.lang.Thread', 'sleep', bigint(60000)) as slept
+outputs:
+  slow: {{mode: append}}
+"""
+
+
+def test_a_run_past_its_timeout_is_abandoned_and_a_stopped_scheduler_abandons_its_run(spark, project):
+    write(project / "pipelines/sleepy.yaml", SLEEPY.format(timeout="2s"))
+    say: list[str] = []
+    began = time.monotonic()
+    scheduler(project, spark, FastClock(utc(2026, 11, 2, 9, 30)), say, ["sleepy"]).serve(until=utc(2026, 11, 2, 9, 31))
+    assert time.monotonic() - began < 45, "the sleeping task was cancelled"
+    (slot,) = RunLog(*_log(project)).slots("sleepy").values()
+    assert [r.outcome for r in slot.runs] == [TIMED_OUT] and "timed out after 2 s" in slot.last.error
+    assert delta_version(project / "warehouse/slow") is None  # nothing committed
+
+    write(project / "pipelines/sleepy.yaml", SLEEPY.format(timeout="10min").replace("end: 2026-11-02T09", "end: 2026-11-02T10"))
+    stopping = scheduler(project, spark, FastClock(utc(2026, 11, 2, 10, 30)), say, ["sleepy"])
+    threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    stopping.serve()
+    slots = RunLog(*_log(project)).slots("sleepy")
+    assert [r.outcome for r in slots[max(slots, key=lambda i: i.end)].runs] == [ABANDONED]
+    assert say[-1] == "stopped"
+
+
+STREAM = f"""\
+name: stream_calls
+mode: streaming
+schedule: {{cron: "0 * * * *", start: 2026-11-02T08:00:00Z}}
+sources:
+  calls: {{format: json, path: data/calls, schema: "{SCHEMA}", event_time: ts, watermark: 1 min}}
+steps:
+  fast:
+    sql: select ts, response_ms from {{{{ source('calls') }}}} where response_ms < 100
+outputs:
+  fast: {{mode: append}}
+"""
+
+
+def test_a_scheduled_stream_runs_available_now_at_each_fire(spark, project):
+    data = project / "data/calls"
+    calls(data, "a.json", [utc(2026, 11, 2, 8, 10), utc(2026, 11, 2, 8, 20)])
+    write(project / "pipelines/stream_calls.yaml", STREAM)
+    clock = FastClock(
+        utc(2026, 11, 2, 9, 30), [(utc(2026, 11, 2, 9, 45), lambda: calls(data, "b.json", [utc(2026, 11, 2, 9, 40)]))]
+    )
+    say: list[str] = []
+    scheduler(project, spark, clock, say, ["stream_calls"]).serve(until=utc(2026, 11, 2, 10, 5))
+    slots = RunLog(*_log(project)).slots("stream_calls", streaming=True)
+    assert sorted(f.hour for f in slots) == [9, 10] and all(s.done and s.last.interval is None for s in slots.values()), say
+    assert sorted(r["ts"] for r in delta_rows(project / "warehouse/fast")) == [
+        utc(2026, 11, 2, 8, 10),
+        utc(2026, 11, 2, 8, 20),
+        utc(2026, 11, 2, 9, 40),
+    ]  # the second run read only the new file
+
+
+def _log(project: Path) -> tuple:
+    from framework.io.delta.delta_rs import DeltaRsStore
+
+    return DeltaRsStore(), str(project / "warehouse/_tributary/events")
+
+
+# -- a real scheduler process, killed --------------------------------------------------------------
+
+
+def _start_scheduler(project: Path, log: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    return subprocess.Popen(
+        [sys.executable, "-m", "framework", "scheduler"],
+        cwd=project,
+        env=env,
+        stdout=log.open("a"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def test_a_scheduler_killed_in_the_middle_of_a_run_resumes_and_commits_each_interval_once(spark, project, cli):
+    times = [utc(2026, 11, 2, 8) + timedelta(minutes=1, seconds=17 * i) for i in range(25)]  # 08:01 .. 08:08
+    calls(project / "data/calls", "calls.json", times)
+    schedule = '  cron: "*/3 * * * *"\n  start: 2026-11-02T08:00:00Z\n  end: 2026-11-02T08:09:00Z'
+    write(project / "pipelines/minutes.yaml", pipeline("minutes", schedule))
+    rows_table, log = project / "warehouse/rows", project / "scheduler.log"
+    rng = random.Random(int(os.environ.get("CRASH_SEED", "20261125")))
+
+    process = _start_scheduler(project, log)
+    target = rng.randint(1, 2)  # kill once this many intervals committed, plus a moment into the next run
+    deadline = time.time() + 150
+    while time.time() < deadline and process.poll() is None and (delta_version(rows_table) or -1) + 1 < target:
+        time.sleep(0.05)
+    time.sleep(rng.uniform(0.0, 2.0))
+    assert process.poll() is None, log.read_text()
+    os.killpg(process.pid, signal.SIGKILL)  # the scheduler and its JVM
+    process.wait()
+    killed_at = (delta_version(rows_table), delta_version(project / "warehouse/per_interval"))
+
+    code, out, err = cli("scheduler", "minutes", "--once")  # started again (in this process, on the tests' session)
+    assert code == 0, out + err
+    slots = RunLog(*_log(project)).slots("minutes")
+    assert len(slots) == 3 and all(s.done for s in slots.values()), f"killed at {killed_at}\n{log.read_text()}\n{out}"
+    rows = delta_rows(rows_table)
+    assert sorted(r["ts"] for r in rows) == times, f"killed at {killed_at}\n{log.read_text()}\n{out}"  # each row once
+    per_interval = {r["interval_start"]: r["calls"] for r in delta_rows(project / "warehouse/per_interval")}
+    assert per_interval == dict(Counter(t.replace(minute=t.minute - t.minute % 3, second=0) for t in times))
