@@ -316,6 +316,120 @@ def runs(
     _guard(debug, body)
 
 
+TableArg = Annotated[
+    str,
+    typer.Argument(
+        help="An output (service_stats, or pipeline.output), a Tributary table (quarantine, late_rows, quality, "
+        "integration_quality, events) or a Delta table's folder."
+    ),
+]
+ScratchOpt = Annotated[bool, typer.Option("--scratch", help="The tables `run --limit` wrote (the scratch warehouse).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the rows as JSON Lines (for scripts).")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print the rows as CSV (for scripts).")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Stop the SQL after this many seconds.")]
+
+
+@app.command()
+def show(
+    table: TableArg,
+    version: Annotated[Optional[int], typer.Option("--version", help="The table as of this version.")] = None,
+    timestamp: Annotated[
+        Optional[str], typer.Option("--timestamp", help="The table as of this time (ISO 8601; UTC without a zone).")
+    ] = None,
+    where: Annotated[Optional[str], typer.Option("--where", help="Only rows matching this SQL condition (DuckDB).")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many rows.")] = 20,
+    scratch: ScratchOpt = False,
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+    timeout: TimeoutOpt = 60.0,
+    profile: ProfileOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Print a Delta table's first rows, now or at an older version, without Spark."""
+
+    def body() -> None:
+        from framework.look import commands
+
+        shown = commands.show(
+            _catalog(profile, scratch), table, version=version, timestamp=timestamp, where=where, limit=limit, timeout_s=timeout
+        )
+        _print_rows(shown, as_json, as_csv)
+
+    _guard(debug, body)
+
+
+@app.command()
+def history(
+    table: TableArg,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many versions (newest first).")] = 20,
+    scratch: ScratchOpt = False,
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+    profile: ProfileOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """List a Delta table's versions: when, which operation and Tributary run, rows added and removed."""
+
+    def body() -> None:
+        from framework.look import commands
+
+        _print_rows(commands.history(_catalog(profile, scratch), table, limit), as_json, as_csv, unit="versions")
+
+    _guard(debug, body)
+
+
+@app.command()
+def query(
+    sql: Annotated[str, typer.Argument(help='One SELECT; tables by name: "select * from service_stats where calls > 100".')],
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many rows to print.")] = 100,
+    scratch: ScratchOpt = False,
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+    timeout: TimeoutOpt = 60.0,
+    profile: ProfileOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Run one SQL query (DuckDB) over Delta tables named as `show` names them, without Spark.
+    The query reads the tables it names and nothing else: no files, no extensions."""
+
+    def body() -> None:
+        from framework.look import commands
+
+        _print_rows(commands.query(_catalog(profile, scratch), sql, limit, timeout), as_json, as_csv)
+
+    _guard(debug, body)
+
+
+def _catalog(profile_name: str | None, scratch: bool):  # noqa: ANN202
+    from framework.look.tables import Catalog
+
+    project, prof = _context(None, profile_name)
+    return Catalog(project, prof, scratch=scratch)
+
+
+def _print_rows(shown, as_json: bool, as_csv: bool, unit: str = "rows") -> None:  # noqa: ANN001 - framework.look.commands.Rows
+    from framework.display import arrow_table, csv_text, json_lines
+
+    if as_json and as_csv:
+        raise BadInput(Problem("--json and --csv both choose the output: give one"))
+    if as_json or as_csv:
+        sys.stdout.write(json_lines(shown.rows) if as_json else csv_text(shown.rows))
+        sys.stdout.flush()
+        return
+    n = shown.rows.num_rows
+    if (shown.total if shown.total is not None else n) == 1:
+        unit = unit.removesuffix("s")
+    if shown.total is not None and (shown.more or shown.total != n):
+        caption = f"first {n:,} of {shown.total:,} {unit}"
+    elif shown.more:
+        caption = f"first {n:,} {unit} (more left out: --limit)"
+    else:
+        caption = f"{n:,} {unit}"
+    out.print(shown.title, style="bold", markup=False, soft_wrap=True)
+    out.print(arrow_table(None, shown.rows))
+    out.print(caption + (f" · {shown.location}" if shown.location else ""), style="dim", markup=False, soft_wrap=True)
+
+
 @app.command()
 def report(
     pipeline: Annotated[

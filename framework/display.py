@@ -222,7 +222,7 @@ def capacity_table(figures: Any) -> Group:
     return Group(table, *notes)
 
 
-def arrow_table(title: str, table: pa.Table) -> Table:
+def arrow_table(title: str | None, table: pa.Table) -> Table:
     view = Table(title=title, title_justify="left", header_style="bold")
     for name in table.column_names:
         view.add_column(name)
@@ -241,3 +241,46 @@ def _cell(value: Any) -> str:
 
 def _n(value: int | None) -> str:
     return "–" if value is None else f"{value:,}"
+
+
+def json_lines(table: pa.Table) -> str:
+    """Rows as JSON Lines, for scripts: one object per row; times and dates in ISO 8601, decimals
+    as text (exact), bytes as base64."""
+    import json
+
+    return "".join(json.dumps(row, default=_json_value, ensure_ascii=False) + "\n" for row in table.to_pylist())
+
+
+def csv_text(table: pa.Table) -> str:
+    """Rows as CSV with a header; nested values (lists, structs, maps) as JSON in their cell."""
+    import io
+    import json
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    columns = []
+    for column in table.columns:
+        if pa.types.is_nested(column.type) or pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+            texts = [None if v is None else json.dumps(v, default=_json_value, ensure_ascii=False) for v in column.to_pylist()]
+            column = pa.chunked_array([pa.array(texts, pa.string())])
+        columns.append(column)
+    sink = io.BytesIO()
+    pacsv.write_csv(pa.table(columns, names=table.column_names), sink)
+    return sink.getvalue().decode("utf-8")
+
+
+def _json_value(value: Any) -> Any:
+    import base64
+    import datetime as dt
+    import decimal
+
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return str(value)

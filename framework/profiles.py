@@ -43,6 +43,10 @@ class Profile(SpecModel):
         "default",
         description="strict: validate refuses SQL that calls Java methods (reflect, java_method) or reads files by path.",
     )
+    scratch: str | None = Field(
+        None,
+        description="Where `tributary run --limit` writes (a warehouse of its own; default: .tributary/scratch beside the warehouse).",
+    )
     external_roots: list[str] = Field(
         default_factory=list,
         description="Folders or URIs outside the warehouse that outputs may write to with path: (nothing else is allowed).",
