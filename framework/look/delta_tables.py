@@ -45,7 +45,9 @@ def open_table(
     try:
         exists = DeltaTable.is_deltatable(ref.location, storage_options=options)
     except Exception as e:  # noqa: BLE001 - an unreachable object store, bad credentials
-        raise BadInput(Problem(f"cannot open {ref.location}: {_first_line(e)}", hint="check the profile's storage_options")) from None
+        raise BadInput(
+            Problem(f"cannot open {ref.location}: {_first_line(e)}", hint="check the profile's storage_options")
+        ) from None
     if not exists:
         hint = f"run the pipeline first: tributary run {ref.pipeline}" if ref.pipeline else "check the name or path"
         if ref.internal:
@@ -58,7 +60,10 @@ def open_table(
     if version is not None:
         if not 0 <= version <= latest:
             raise BadInput(
-                Problem(f"'{ref.name}' has no version {version}", hint=f"its versions are 0 to {latest} (tributary history {ref.name})")
+                Problem(
+                    f"'{ref.name}' has no version {version}",
+                    hint=f"its versions are 0 to {latest} (tributary history {ref.name})",
+                )
             )
         try:
             table.load_as_version(version)
@@ -66,16 +71,17 @@ def open_table(
             raise BadInput(Problem(f"'{ref.name}': version {version} cannot be read: {_first_line(e)}")) from None
     elif timestamp is not None:
         when = parse_timestamp(timestamp)
-        try:
-            table.load_as_version(when)
-        except Exception as e:  # noqa: BLE001 - delta-rs raises plain errors for a time before the table
-            first = datetime.fromtimestamp(table.history()[-1]["timestamp"] / 1000, UTC)
+        commits = sorted((h["version"], _utc(h["timestamp"])) for h in table.history(None) if "timestamp" in h)
+        current = [v for v, at in commits if at <= when]
+        if not current:
+            first = commits[0][1].isoformat() if commits else "?"
             raise BadInput(
                 Problem(
-                    f"'{ref.name}' has no version at {when.isoformat()}: {_first_line(e)}",
-                    hint=f"its first version was committed at {first.isoformat()} (tributary history {ref.name})",
+                    f"'{ref.name}' has no version at {when.isoformat()}: the table did not exist yet",
+                    hint=f"its first version was committed at {first} (tributary history {ref.name})",
                 )
-            ) from None
+            )
+        table.load_as_version(current[-1])
     return table
 
 
@@ -223,13 +229,19 @@ def history(ref: TableRef, table: DeltaTable, limit: int) -> pa.Table:
                 "committed": _utc(entry["timestamp"]).replace(microsecond=0) if "timestamp" in entry else None,
                 "operation": operation,
                 "run_id": run_id_of(entry),
-                "rows_added": _metric(metrics, "num_added_rows", "num_target_rows_inserted", "numOutputRows", "numTargetRowsInserted")
+                "rows_added": _metric(
+                    metrics, "num_added_rows", "num_target_rows_inserted", "numOutputRows", "numTargetRowsInserted"
+                )
                 if metrics
                 else from_log.get("added"),
-                "rows_removed": _metric(metrics, "num_deleted_rows", "num_target_rows_deleted", "numDeletedRows", "numTargetRowsDeleted")
+                "rows_removed": _metric(
+                    metrics, "num_deleted_rows", "num_target_rows_deleted", "numDeletedRows", "numTargetRowsDeleted"
+                )
                 if metrics and operation.split(" ")[0] in ("MERGE", "DELETE")
                 else from_log.get("removed"),
-                "rows_updated": _metric(metrics, "num_target_rows_updated", "numTargetRowsUpdated", "num_updated_rows", "numUpdatedRows"),
+                "rows_updated": _metric(
+                    metrics, "num_target_rows_updated", "numTargetRowsUpdated", "num_updated_rows", "numUpdatedRows"
+                ),
                 "rows": from_log.get("rows"),
             }
         )
