@@ -35,6 +35,16 @@ SelectOpt = Annotated[
     Optional[str], typer.Option("--select", "-s", help="Steps: a, +a (with upstream), a+ (with downstream), comma list.")
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+LimitOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--limit",
+        help="Try the pipeline: each source's first N rows (files in path order), in batch, written to the scratch "
+        "warehouse; the real tables are not touched.",
+    ),
+]
+SampleOpt = Annotated[bool, typer.Option("--sample", help="Try the pipeline on each source's first 100 rows (--limit 100).")]
+SAMPLE_ROWS = 100
 
 
 def _guard(debug: bool, fn, *args, **kwargs):  # noqa: ANN001, ANN202
@@ -161,6 +171,7 @@ def plan_cmd(
     var: VarOpt = None,
     select: SelectOpt = None,
     full_refresh: Annotated[bool, typer.Option("--full-refresh", help="Plan a rebuild of the outputs.")] = False,
+    limit: LimitOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Show what a run would do, without starting Spark: steps in order, what each reads and how it
@@ -168,11 +179,10 @@ def plan_cmd(
 
     def body() -> None:
         from framework.display import plan_tables
-        from framework.io.locations import Warehouse
-        from framework.plan import plan_run
+        from framework.engine.runner import plan_for
 
         compiled, prof = _compile(pipeline, profile, var, select)
-        planned = plan_run(compiled, Warehouse.of(compiled.project, prof), full_refresh)
+        planned = plan_for(compiled, prof, full_refresh, limit)
         for table in plan_tables(planned):
             out.print(table)
 
@@ -186,7 +196,11 @@ def run(
     var: VarOpt = None,
     select: SelectOpt = None,
     full_refresh: Annotated[bool, typer.Option("--full-refresh", help="Rebuild outputs from scratch (overwrite).")] = False,
-    show: Annotated[int, typer.Option("--show", help="Print the first N rows of each output written.")] = 0,
+    show: Annotated[
+        Optional[int], typer.Option("--show", help="Print the first N rows of each output written (a try: 10 unless given).")
+    ] = None,
+    limit: LimitOpt = None,
+    sample: SampleOpt = False,
     continuous: Annotated[
         bool, typer.Option("--continuous", help="Streaming: keep running every trigger.processing_time until Ctrl-C/SIGTERM.")
     ] = False,
@@ -205,8 +219,11 @@ def run(
         from framework.engine.runner import run_pipeline, show_rows
         from framework.io.delta import local_store
 
+        rows = _try_rows(limit, sample)
+        if continuous and rows is not None:
+            raise BadInput(Problem("--limit runs a try once, as one batch; --continuous keeps a stream running: give one"))
         compiled, prof = _compile(pipeline, profile, var, select)
-        streaming = compiled.spec.mode == "streaming"
+        streaming = compiled.spec.mode == "streaming" and rows is None  # a try runs as one batch, in scratch
         if continuous and not streaming:
             raise BadInput(Problem("--continuous is for streaming pipelines", hint="set mode: streaming in the pipeline"))
         if full_refresh and streaming and not yes:
@@ -225,7 +242,9 @@ def run(
         )
         with LiveProgress(out) as progress:
             try:
-                result = run_pipeline(compiled, prof, full_refresh=full_refresh, continuous=continuous, reporter=progress)
+                result = run_pipeline(
+                    compiled, prof, full_refresh=full_refresh, continuous=continuous, reporter=progress, limit=rows
+                )
             except TributaryError as e:
                 if e.result is not None and e.result.outputs:  # what did and did not reach the tables
                     out.print(run_summary(e.result))
@@ -235,16 +254,26 @@ def run(
                     _show_spark_log(Path(e.result.log_file), verbose)
                 raise
         out.print(run_summary(result))
-        if show:
+        first = show if show is not None else (10 if rows is not None else 0)
+        if first:
             store = local_store(prof.storage_options) if result.store == "delta-rs" else None
             for o in result.outputs:
                 if store is not None and not o.name.startswith("_"):
-                    out.print(arrow_table(f"{o.name} (first {show} rows)", show_rows(store, o.table, show)))
+                    out.print(arrow_table(f"{o.name} (first {first} rows)", show_rows(store, o.table, first)))
 
     try:
         _guard(debug, body)
     finally:
         _stop_spark()
+
+
+def _try_rows(limit: int | None, sample: bool) -> int | None:
+    """The rows a try reads of each source (None: a real run)."""
+    if limit is not None and sample:
+        raise BadInput(Problem("--limit and --sample both ask for a try: give one"))
+    if limit is not None and limit < 1:
+        raise BadInput(Problem(f"--limit {limit}: a try reads at least 1 row of each source"))
+    return SAMPLE_ROWS if sample else limit
 
 
 def _interactive() -> bool:

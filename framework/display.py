@@ -68,14 +68,17 @@ class LiveProgress:
 
 def plan_tables(plan: RunPlan) -> list[Table]:
     """`tributary plan`: the run's nodes in order, then its outputs."""
-    title = f"plan of {plan.pipeline} · {plan.mode}" + (" · full refresh" if plan.full_refresh else "")
+    title = f"plan of {plan.pipeline} · {plan.mode}" + (" · full refresh" if plan.full_refresh and not plan.sample else "")
+    if plan.sample is not None:
+        title += f" · a try over the first {plan.sample.rows:,} rows of each source, into {plan.warehouse.root}"
     nodes = Table(title=title, title_justify="left", header_style="bold")
     for column in ("#", "node", "kind", "reads", "runs", "checks"):
         nodes.add_column(column)
     for i, name in enumerate(plan.order, 1):
         if plan.is_source(name):
             source = plan.source(name)
-            nodes.add_row(*_row(i, name, f"source ({getattr(source.spec, 'format', 'delta')})", source.location, "", ""))
+            runs = f"first {source.limit:,} rows" if source.limit is not None else ""
+            nodes.add_row(*_row(i, name, f"source ({getattr(source.spec, 'format', 'delta')})", source.location, runs, ""))
             continue
         step = plan.step(name)
         runs = step.kind.streaming(step.spec).value if plan.streaming else "batch"
@@ -131,6 +134,14 @@ def run_summary(result: RunResult) -> Group:
     for step in result.steps:
         steps.add_row(*_row(step.name, step.kind, _n(step.rows), step.status))
     parts: list[Any] = [steps, outputs]
+    if result.limit is not None:
+        parts.append(
+            Text(
+                f"a try over the first {result.limit:,} rows of each source, in batch: written to the scratch warehouse "
+                f"{result.scratch} (tributary show OUTPUT --scratch); the real tables were not touched",
+                style="cyan",
+            )
+        )
     if result.quarantined:
         counts = ", ".join(f"{n:,} from {s}" for s, n in result.quarantined.items())
         parts.append(Text(f"quarantined {counts} (malformed or rejected rows): see _tributary/quarantine", style="yellow"))

@@ -145,6 +145,8 @@ class RunResult:
     log_file: str | None = None  # Spark's log (errors with their Java stacks)
     started_at: float = field(default_factory=time.time)  # wall clock (epoch seconds) when the run began
     startup_s: float | None = None  # streaming: seconds from the run's start to its first micro-batch
+    limit: int | None = None  # a try (`run --limit`): the rows read of each source
+    scratch: str | None = None  # a try: the scratch warehouse it wrote into
 
     def output(self, name: str) -> OutputResult | None:
         return next((o for o in self.outputs if o.name == name), None)

@@ -28,7 +28,16 @@ from framework.engine.results import OutputStatus, RunResult, RunStatus, new_run
 from framework.engine.streaming import run_streaming
 from framework.errors import BadInput, RunFailed, TributaryError
 from framework.io.delta import DeltaStore, choose_store, local_store
-from framework.io.locations import EVENTS_TABLE, LOCKS_DIR, QUALITY_TABLE, QUARANTINE_TABLE, STAGING_DIR, Warehouse, is_uri
+from framework.io.locations import (
+    EVENTS_TABLE,
+    LOCKS_DIR,
+    QUALITY_TABLE,
+    QUARANTINE_TABLE,
+    STAGING_DIR,
+    Warehouse,
+    is_uri,
+    scratch_warehouse,
+)
 from framework.io.sources import check_source_exists
 from framework.plan import RunPlan, plan_run
 from framework.profiles import Profile
@@ -48,11 +57,15 @@ def run_pipeline(
     stop: threading.Event | None = None,
     reporter: Reporter | None = None,
     spark: SparkSession | None = None,
+    limit: int | None = None,
 ) -> RunResult:
     """Run the pipeline's selected steps and outputs; raises BadInput or RunFailed on failure,
-    with every output table at its previous version."""
+    with every output table at its previous version. With `limit`, a try: each source's first
+    `limit` rows, in batch, into the scratch warehouse (framework.plan.model.Sample)."""
     started = time.perf_counter()
-    plan = plan_run(compiled, Warehouse.of(compiled.project, profile), full_refresh)
+    plan = plan_for(compiled, profile, full_refresh, limit)
+    if continuous and plan.sample is not None:
+        raise BadInput("--limit runs once over the first rows, as one batch; --continuous keeps a stream running: give one")
     check_inputs_exist(plan, profile)
     from framework.engine.session import default_log_file, spark_log_file, spark_session
 
@@ -61,6 +74,8 @@ def run_pipeline(
     compiled.functions.use(spark)
     store = choose_store(spark, profile.delta_writer, profile.storage_options)
     result = RunResult(run_id, plan.pipeline, store=store.name, log_file=spark_log_file(spark))
+    if plan.sample is not None:
+        result.limit, result.scratch = plan.sample.rows, plan.warehouse.root
     result.started_at = time.time() - (time.perf_counter() - started)  # Spark's start counts
     run = RunContext(compiled, plan, profile, spark, store, result, reporter or Silent(), continuous, stop or threading.Event())
     drive = run_streaming if plan.streaming else run_batch
@@ -91,6 +106,15 @@ def run_pipeline(
         _record_quality(run)
         _record_events(run, events)
     return result
+
+
+def plan_for(compiled: CompiledPipeline, profile: Profile, full_refresh: bool = False, limit: int | None = None) -> RunPlan:
+    """The plan of a run, or of a try over each source's first `limit` rows."""
+    if limit is not None and limit < 1:
+        raise BadInput(f"--limit {limit}: a try reads at least 1 row of each source")
+    warehouse = Warehouse.of(compiled.project, profile)
+    scratch = scratch_warehouse(compiled.project, profile) if limit is not None else None
+    return plan_run(compiled, warehouse, full_refresh, limit, scratch)
 
 
 def plan_frames(compiled: CompiledPipeline, profile: Profile, spark: SparkSession) -> Frames:
@@ -136,6 +160,7 @@ def _start_details(run: RunContext) -> dict[str, object]:
         "outputs": [o.name for o in run.plan.outputs],
         "vars": run.compiled.variables,
         "source_schemas": run.compiled.source_schemas,  # Parquet sources typed from their footers, Delta from their logs
+        **({"limit": run.plan.sample.rows} if run.plan.sample is not None else {}),
     }
 
 

@@ -192,6 +192,8 @@ def _run_key(run: RunContext) -> str:
         "vars": compiled.variables,
         "inputs": {},
     }
+    if run.plan.sample is not None:  # a try over other first rows is another run
+        fingerprint["limit"] = run.plan.sample.rows
     for source in sorted(run.plan.sources, key=lambda s: s.name):
         spec = source.spec
         if isinstance(spec, DeltaSource):

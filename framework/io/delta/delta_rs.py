@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 
 from framework.errors import BadInput, Problem
 from framework.io import staging as staging_files
 from framework.io.delta.base import CommitResult, DeltaStore, StagedWrite, WriteMode
+from framework.io.locations import from_spark_path
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -53,7 +55,9 @@ class DeltaRsStore(DeltaStore):
         dt = self._table(table)
         return dt.transaction_version(app_id) if dt is not None else None
 
-    def read(self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None) -> DataFrame:
+    def read(
+        self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None, limit: int | None = None
+    ) -> DataFrame:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         dt = self._table(table)
@@ -72,7 +76,7 @@ class DeltaRsStore(DeltaStore):
             ) from None
         schema = from_arrow_schema(arrow_schema(dt))
         partition_columns = dt.metadata().partition_columns
-        files = [str(p) for p in dt.file_uris()]
+        files = [str(p) for p in dt.file_uris()] if limit is None else _first_files(dt, limit)
         if not files:
             return spark.createDataFrame([], schema)
         features = set(dt.protocol().reader_features or [])
@@ -218,6 +222,21 @@ class DeltaRsStore(DeltaStore):
             return pa.table({})
         result = QueryBuilder().register("t", dt).execute(sql).read_all()
         return _plain_strings(pa.table(result))
+
+
+def _first_files(dt: DeltaTable, rows: int) -> list[str]:
+    """The table's files in the log's order until their row counts (the log's statistics) reach
+    `rows`; a file without a count is taken and counted as enough."""
+    actions = pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=True)).read_all()
+    counts = actions.column("num_records").to_pylist() if "num_records" in actions.column_names else []
+    root = from_spark_path(dt.table_uri).rstrip("/")  # a local table's folder as a path
+    chosen, held = [], 0
+    for i, path in enumerate(actions.column("path").to_pylist()):
+        if held >= rows:
+            break
+        chosen.append(path if "://" in path else f"{root}/{unquote(path)}")
+        held += counts[i] if i < len(counts) and counts[i] is not None else rows
+    return chosen
 
 
 def arrow_schema(dt: DeltaTable) -> pa.Schema:
