@@ -45,7 +45,11 @@ def learned_sizes(run: RunContext, step: Any, inputs: dict[str, Any]) -> Sizes |
 def add_run_to_history(run: RunContext, frames: Any) -> None:
     """After a batch run committed: its input joins each learning step's history (a try's first
     rows teach nothing)."""
-    if run.compiled.spec.mode == "streaming" or run.plan.sample is not None or not any(o.status == OutputStatus.WRITTEN for o in run.result.outputs):
+    if (
+        run.compiled.spec.mode == "streaming"
+        or run.plan.sample is not None
+        or not any(o.status == OutputStatus.WRITTEN for o in run.result.outputs)
+    ):
         return
     for step in run.plan.steps:
         spec = getattr(step.spec, "swa", None)

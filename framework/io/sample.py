@@ -12,8 +12,8 @@ scheduling:
   and malformed records (quarantined as in any run) make a try get fewer than N rows.
   Compressed files are counted in full (gzip, bz2, xz) or taken whole.
 - Files on an object store: the same order, but Spark lists and reads the whole source to find it.
-- Delta sources: the files of the version read, in the order of the table's log, until their
-  row counts (the log's statistics) reach N; rows in file order.
+- Delta sources: the files of the version read, oldest first (by the write time the log records
+  for each), until their row counts (the log's statistics) reach N; rows in file order.
 
 The rows are then ordered by (file, position in the file) and the first N kept: Spark's own
 `limit` would take whichever rows its tasks return first.
@@ -102,21 +102,23 @@ def _rows_in(file: str, file_format: str, wanted: int, header: bool) -> int:
     return max(lines, 0)
 
 
-def first_rows(df: DataFrame, rows: int) -> DataFrame:
+def first_rows(df: DataFrame, rows: int, oldest_first: bool = False) -> DataFrame:
     """The frame's first `rows` rows by file and position: (_file, _line) where the source has
-    them, else the file's path, the part of the file a task read and the row's order in it."""
+    them, else the file's path (`oldest_first`: its modification time, then its path), the part of
+    the file a task read and the row's order in it."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
     if FILE in df.columns and LINE in df.columns:
         return df.orderBy(FILE, LINE).limit(rows)
-    keys = ["__tributary_file", "__tributary_block", "__tributary_row"]
+    keys = ["__tributary_age", "__tributary_file", "__tributary_block", "__tributary_row"]
     try:
         positioned = df.select(
             "*",
-            F.col("_metadata.file_path").alias(keys[0]),
-            F.col("_metadata.file_block_start").alias(keys[1]),
-            F.monotonically_increasing_id().alias(keys[2]),  # increases along a task's rows
+            (F.col("_metadata.file_modification_time") if oldest_first else F.lit(0)).alias(keys[0]),
+            F.col("_metadata.file_path").alias(keys[1]),
+            F.col("_metadata.file_block_start").alias(keys[2]),
+            F.monotonically_increasing_id().alias(keys[3]),  # increases along a task's rows
         )
     except AnalysisException:  # no file behind the frame (rows made in memory): their own order
         return df.limit(rows)

@@ -93,7 +93,7 @@ def read_source(
         else:
             frame = _read_files(spark, name, spec, files, base)
     if limit is not None:
-        frame.df = sample.first_rows(frame.df, limit)
+        frame.df = sample.first_rows(frame.df, limit, oldest_first=isinstance(spec, DeltaSource))
     return with_event_time(frame, spec)
 
 

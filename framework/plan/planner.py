@@ -21,7 +21,11 @@ from framework.plan.model import (
 
 
 def plan_run(
-    compiled: CompiledPipeline, warehouse: Warehouse, full_refresh: bool = False, limit: int | None = None, scratch: Warehouse | None = None
+    compiled: CompiledPipeline,
+    warehouse: Warehouse,
+    full_refresh: bool = False,
+    limit: int | None = None,
+    scratch: Warehouse | None = None,
 ) -> RunPlan:
     """The run of the compiled pipeline's selection; with `limit` (and the `scratch` warehouse), a
     try over each source's first `limit` rows (model.Sample)."""

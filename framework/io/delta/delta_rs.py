@@ -225,17 +225,19 @@ class DeltaRsStore(DeltaStore):
 
 
 def _first_files(dt: DeltaTable, rows: int) -> list[str]:
-    """The table's files in the log's order until their row counts (the log's statistics) reach
-    `rows`; a file without a count is taken and counted as enough."""
+    """The table's files, oldest first (the write times the log records), until their row counts
+    (the log's statistics) reach `rows`; a file without a count is taken and counted as enough."""
     actions = pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=True)).read_all()
-    counts = actions.column("num_records").to_pylist() if "num_records" in actions.column_names else []
+    paths = actions.column("path").to_pylist()
+    times = actions.column("modification_time").to_pylist()
+    counts = actions.column("num_records").to_pylist() if "num_records" in actions.column_names else [None] * len(paths)
     root = from_spark_path(dt.table_uri).rstrip("/")  # a local table's folder as a path
     chosen, held = [], 0
-    for i, path in enumerate(actions.column("path").to_pylist()):
+    for _, path, count in sorted(zip(times, paths, counts, strict=True), key=lambda f: (f[0] or 0, f[1])):
         if held >= rows:
             break
         chosen.append(path if "://" in path else f"{root}/{unquote(path)}")
-        held += counts[i] if i < len(counts) and counts[i] is not None else rows
+        held += count if count is not None else rows
     return chosen
 
 
