@@ -267,6 +267,40 @@ def run(
         _stop_spark()
 
 
+@app.command()
+def watch(
+    pipeline: PipelineArg,
+    limit: LimitOpt = None,
+    sample: SampleOpt = False,
+    show: Annotated[int, typer.Option("--show", help="Print the first N rows of each output after each run.")] = 5,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    select: SelectOpt = None,
+    max_runs: Annotated[Optional[int], typer.Option("--max-runs", hidden=True, help="Stop after N cycles (tests).")] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Validate and rerun a pipeline whenever a file under pipelines/, sql/ or udfs/ (or its data)
+    changes, in one Spark session kept warm, printing the first rows of its outputs. A mistake is
+    printed and watching goes on; Ctrl-C stops."""
+
+    def body() -> int:
+        from framework.project import find_project
+        from framework.watch import Watch
+
+        rows = _try_rows(limit, sample)
+        start = Path(pipeline) if Path(pipeline).exists() else None
+        project = find_project(start)
+        watching = Watch(project, pipeline, out, profile, var or [], select, rows, show, max_runs)
+        watching.check()
+        return watching.run()
+
+    try:
+        code = _guard(debug, body)
+    finally:
+        _stop_spark()
+    raise typer.Exit(code)
+
+
 def _try_rows(limit: int | None, sample: bool) -> int | None:
     """The rows a try reads of each source (None: a real run)."""
     if limit is not None and sample:
