@@ -179,7 +179,7 @@ def plan_cmd(
 
     def body() -> None:
         from framework.display import plan_tables
-        from framework.engine.runner import plan_for
+        from framework.plan import plan_for
 
         compiled, prof = _compile(pipeline, profile, var, select)
         planned = plan_for(compiled, prof, full_refresh, limit)

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.text import Text
 
 from framework.errors import BadInput, Problem, TributaryError
 
@@ -76,6 +75,7 @@ class Watch:
     after_cycle: Callable[[Cycle], None] | None = None  # tests follow the cycles here
     spark: Any = None  # the one session, started at the first run
     _sources: list[str] = field(default_factory=list)  # the last good compile's local file sources
+    _running: bool = False  # a run is under way (what Ctrl-C interrupts)
 
     def check(self) -> None:
         """Mistakes no edit of the watched files is likely to fix, as bad input before watching
@@ -115,7 +115,8 @@ class Watch:
                 self.console.print(f"[dim]watching {self._what()} for changes (Ctrl-C to stop)[/]")
                 changed = self._wait_for_change(before)
         except KeyboardInterrupt:
-            self.console.print("stopped watching; a run it interrupted left every table at its previous version")
+            note = "; the run it interrupted left every table at its previous version" if self._running else ""
+            self.console.print(f"stopped watching{note}")
         return 0
 
     def _cycle(self, number: int, changed: list[str]) -> Cycle:
@@ -137,7 +138,6 @@ class Watch:
     def _compile(self) -> tuple[CompiledPipeline, Any]:
         from framework.compiler import compile_pipeline
         from framework.io.sample import source_files
-        from framework.io.sources import source_location
         from framework.profiles import load_profile
         from framework.spec.models import DeltaSource
         from framework.variables import parse_cli_vars
@@ -148,7 +148,7 @@ class Watch:
         )
         if compiled.spec.mode == "streaming" and self.limit is None:
             raise BadInput(self._stream_needs_limit(compiled.name))
-        from framework.engine.runner import plan_for
+        from framework.plan import plan_for
 
         plan = plan_for(compiled, profile, limit=self.limit)
         self._sources = [
@@ -169,8 +169,12 @@ class Watch:
             with self.console.status("starting Spark (once: reruns use the same session)"):
                 self.spark = spark_session(profile)
         started = time.perf_counter()
-        with self.console.status(f"running {compiled.name}" + (f" on the first {self.limit:,} rows" if self.limit else "")):
-            result = run_pipeline(compiled, profile, spark=self.spark, limit=self.limit)
+        self._running = True
+        try:
+            with self.console.status(f"running {compiled.name}" + (f" on the first {self.limit:,} rows" if self.limit else "")):
+                result = run_pipeline(compiled, profile, spark=self.spark, limit=self.limit)
+        finally:
+            self._running = False
         self.console.print(run_summary(result))
         if self.show and result.store == "delta-rs":
             store = local_store(profile.storage_options)

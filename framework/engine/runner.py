@@ -36,10 +36,9 @@ from framework.io.locations import (
     STAGING_DIR,
     Warehouse,
     is_uri,
-    scratch_warehouse,
 )
 from framework.io.sources import check_source_exists
-from framework.plan import RunPlan, plan_run
+from framework.plan import RunPlan, plan_for, plan_run
 from framework.profiles import Profile
 from framework.quality.results import record as record_quality
 from framework.spec.models import DeltaSource
@@ -106,15 +105,6 @@ def run_pipeline(
         _record_quality(run)
         _record_events(run, events)
     return result
-
-
-def plan_for(compiled: CompiledPipeline, profile: Profile, full_refresh: bool = False, limit: int | None = None) -> RunPlan:
-    """The plan of a run, or of a try over each source's first `limit` rows."""
-    if limit is not None and limit < 1:
-        raise BadInput(f"--limit {limit}: a try reads at least 1 row of each source")
-    warehouse = Warehouse.of(compiled.project, profile)
-    scratch = scratch_warehouse(compiled.project, profile) if limit is not None else None
-    return plan_run(compiled, warehouse, full_refresh, limit, scratch)
 
 
 def plan_frames(compiled: CompiledPipeline, profile: Profile, spark: SparkSession) -> Frames:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 #: DuckDB settings of every connection here (see the module docstring)
-SANDBOX = {
+SANDBOX: dict[str, str | int | float | list[str]] = {
     "enable_external_access": False,
     "python_enable_replacements": False,
     "autoinstall_known_extensions": False,

@@ -4,7 +4,7 @@ model.py holds the plan as data; planner.py builds it. The engine (framework.eng
 """
 
 from framework.plan.model import CheckScope, PlannedOutput, PlannedSource, PlannedStep, QuarantineSplit, RunMode, RunPlan, Sample
-from framework.plan.planner import plan_run
+from framework.plan.planner import plan_for, plan_run
 
 __all__ = [
     "CheckScope",
@@ -15,5 +15,6 @@ __all__ = [
     "RunMode",
     "RunPlan",
     "Sample",
+    "plan_for",
     "plan_run",
 ]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from framework.compiler import CompiledPipeline
-from framework.io.locations import Warehouse, in_scratch, output_location
+from framework.errors import BadInput
+from framework.io.locations import Warehouse, in_scratch, output_location, scratch_warehouse
 from framework.io.sources import source_location
 from framework.operators.registry import kind_of
 from framework.plan.model import (
@@ -18,6 +19,16 @@ from framework.plan.model import (
     RunPlan,
     Sample,
 )
+from framework.profiles import Profile
+
+
+def plan_for(compiled: CompiledPipeline, profile: Profile, full_refresh: bool = False, limit: int | None = None) -> RunPlan:
+    """The plan of a run under a profile, or of a try over each source's first `limit` rows."""
+    if limit is not None and limit < 1:
+        raise BadInput(f"--limit {limit}: a try reads at least 1 row of each source")
+    warehouse = Warehouse.of(compiled.project, profile)
+    scratch = scratch_warehouse(compiled.project, profile) if limit is not None else None
+    return plan_run(compiled, warehouse, full_refresh, limit, scratch)
 
 
 def plan_run(

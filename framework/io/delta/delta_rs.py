@@ -126,7 +126,7 @@ class DeltaRsStore(DeltaStore):
         else:
             schema = Schema.from_arrow(spark_to_arrow(staged.schema))
             staging_files.move_into(staged.staging, staged.files, staged.table)
-            actions = [
+            actions: list[Any] = [  # AddAction; delta-rs' signature asks for a list of add or remove actions
                 AddAction(f["path"], f["size"], f["partition_values"], f["mtime_ms"], True, json.dumps({"numRecords": f["rows"]}))
                 for f in staged.files
             ]
@@ -202,7 +202,7 @@ class DeltaRsStore(DeltaStore):
 
         dt = self._table(table)
         assert dt is not None, table
-        dt.alter.add_columns([Field(name, kind, nullable=True) for name, kind in columns.items()])
+        dt.alter.add_columns([Field(name, kind, nullable=True) for name, kind in columns.items()])  # type: ignore[arg-type]
 
     def append_rows(self, table: str, rows: pa.Table) -> None:
         from deltalake import write_deltalake
