@@ -67,6 +67,17 @@ class Sandbox:
         self.timeout_s = timeout_s
         self._registered = 0
 
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Shut DuckDB down now, its worker threads joined: left to the interpreter's exit, a
+        worker still holding Python's Arrow objects can abort the process as it ends."""
+        self.connection.close()
+
     def register(self, parts: tuple[str, ...], data: Any) -> None:
         """Make `data` (an Arrow dataset or table) readable as the name `parts` (schema.table or table)."""
         self._registered += 1
@@ -95,6 +106,7 @@ class Sandbox:
             raise BadInput(Problem(f"{what}: {_message(e)}", hint=_hint(e))) from None
         finally:
             timer.cancel()
+            timer.join()
         rows = pa.table(result) if not isinstance(result, pa.Table) else result
         return Answer(rows.slice(0, limit), rows.num_rows > limit)
 
@@ -142,19 +154,19 @@ def referenced_tables(sql: str) -> list[tuple[str, ...]]:
 def run_query(sql: str, limit: int, open_table: Callable[[str], Any], timeout_s: float = DEFAULT_TIMEOUT_S) -> Answer:
     """`tributary query`: each table the query names, opened by `open_table(name)` (an Arrow
     dataset), then the query's first `limit` rows."""
-    sandbox = Sandbox(timeout_s)
-    for parts in referenced_tables(sql):
-        if len(parts) > 2:
-            raise BadInput(Problem(f"table '{'.'.join(parts)}': a name has at most two parts (pipeline.output)"))
-        sandbox.register(parts, open_table(".".join(parts)))
-    return sandbox.query(sql, limit)
+    with Sandbox(timeout_s) as sandbox:
+        for parts in referenced_tables(sql):
+            if len(parts) > 2:
+                raise BadInput(Problem(f"table '{'.'.join(parts)}': a name has at most two parts (pipeline.output)"))
+            sandbox.register(parts, open_table(".".join(parts)))
+        return sandbox.query(sql, limit)
 
 
 def filter_rows(data: Any, where: str, limit: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> Answer:
     """`show --where`: the first `limit` rows of one table's rows matching a condition."""
-    sandbox = Sandbox(timeout_s)
-    sandbox.register(("t",), data)
-    return sandbox.query(f"SELECT * FROM t WHERE ({where})", limit, what="--where")
+    with Sandbox(timeout_s) as sandbox:
+        sandbox.register(("t",), data)
+        return sandbox.query(f"SELECT * FROM t WHERE ({where})", limit, what="--where")
 
 
 def _quote(name: str) -> str:
