@@ -228,7 +228,9 @@ def test_looking_at_tables_imports_neither_spark_nor_great_expectations(project,
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    write_deltalake(str(project / "warehouse" / "service_stats"), pa.table({"requested_service": ["/a"], "calls": [3]}))
+    first = pa.array([1_790_000_000_000_000], pa.timestamp("us", tz="UTC"))
+    rows = pa.table({"requested_service": ["/a"], "calls": [3], "first_call": first})
+    write_deltalake(str(project / "warehouse" / "service_stats"), rows, partition_by=["requested_service"])
     code = (
         "import sys\nfrom framework.cli import main\n"
         f"sys.argv = ['tributary', *{command!r}]\n"

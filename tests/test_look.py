@@ -255,3 +255,21 @@ def test_first_rows_read_file_by_file_are_the_tables_rows(tmp_path_factory, batc
     first = rows(table, str(location), limit)
     assert first.num_rows == min(limit, everything.num_rows)
     assert first.to_pylist() == everything.slice(0, limit).to_pylist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seconds=st.lists(st.one_of(st.none(), st.integers(-(2**34), 2**34)), max_size=8),  # years 1426 to 2514
+    fraction=st.integers(0, 999_999),
+    unit=st.sampled_from(["s", "ms", "us"]),
+    zone=st.sampled_from(["UTC", "Europe/Paris", "America/New_York", "+02:00"]),
+)
+def test_rows_for_the_terminal_equal_pyarrows_own_conversion(seconds, fraction, unit, zone):
+    """display.python_rows converts zoned timestamps itself (pyarrow's conversion imports pandas)."""
+    from framework.display import python_rows
+
+    scale = {"s": 1, "ms": 1_000, "us": 1_000_000}[unit]
+    ticks = [None if s is None else s * scale + fraction % scale for s in seconds]
+    column = pa.chunked_array([pa.array(ticks, pa.int64()).cast(pa.timestamp(unit, tz=zone))])
+    table = pa.table({"at": column, "n": list(range(len(ticks)))})
+    assert python_rows(table) == [tuple(r.values()) for r in table.to_pylist()]
