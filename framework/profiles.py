@@ -14,7 +14,6 @@ from pydantic import Field, ValidationError
 from framework.errors import BadInput, Problem
 from framework.project import Project
 from framework.spec.base import SpecModel, did_you_mean
-from framework.spec.loader import validation_problems
 from framework.spec.yaml_source import load_yaml_file
 
 DEFAULT_PROFILE = "local"
@@ -71,6 +70,8 @@ def load_profile(project: Project, name: str | None = None) -> Profile:
     try:
         return Profile.model_validate(data)
     except ValidationError as e:
+        from framework.spec.loader import validation_problems  # the pipeline models: only for a bad profile
+
         raise BadInput(*validation_problems(e, doc)) from None
 
 

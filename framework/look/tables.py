@@ -15,15 +15,18 @@ An output named like one of Tributary's tables wins; `_tributary.<name>` still r
 With `scratch`, names mean the tables a `run --limit` wrote in the scratch warehouse instead
 (framework.io.locations.scratch_warehouse).
 
-Pipelines are read as specs only (YAML and vars, no templates rendered, no SQL parsed), so a
-lookup costs a few milliseconds per pipeline; a pipeline that does not load is skipped and named
-when the table is not found.
+Only the pipelines' YAML is read (its `name` and `outputs`), not validated: importing the spec's
+models and Jinja would be a third of a `show`. A pipeline whose outputs' `name`/`path` are
+templates (`{{ var('region') }}`) is loaded in full, with the profile's vars; a file that does not
+read is skipped and named when a table is not found.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 from framework.errors import BadInput, Problem
 from framework.io.locations import (
@@ -82,23 +85,43 @@ class Catalog:
     def outputs(self) -> dict[str, list[tuple[str, str]]]:
         """Every pipeline's outputs and their tables, read once."""
         if self._outputs is None:
-            from framework.spec.loader import load_pipeline
-
             real = Warehouse.of(self.project, self.profile)
             found: dict[str, list[tuple[str, str]]] = {}
             for path in self.project.all_pipelines():
                 try:
-                    spec = load_pipeline(path, self.project.relative(path), self.profile.vars).spec
+                    pipeline, outputs = self._declared_outputs(path)
                 except BadInput:
                     self.skipped.append(self.project.relative(path))
                     continue
-                for name, output in spec.outputs.items():
+                for name, output in outputs.items():
                     table = output_location(self.project, real, name, output)
                     if self.scratch:
                         table = in_scratch(real, self.warehouse, table)
-                    found.setdefault(name, []).append((spec.name, table))
+                    found.setdefault(name, []).append((pipeline, table))
             self._outputs = found
         return self._outputs
+
+    def _declared_outputs(self, path: Path) -> tuple[str, dict[str, Any]]:
+        """A pipeline's name and outputs (each with `name`/`path` attributes), from its YAML."""
+        from framework.spec.yaml_source import load_yaml_file
+
+        data = load_yaml_file(path, self.project.relative(path)).data
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not isinstance(data.get("outputs"), dict):
+            raise BadInput(Problem("not a pipeline", file=self.project.relative(path)))
+        outputs = {}
+        for name, spec in data["outputs"].items():
+            spec = spec if isinstance(spec, dict) else {}
+            place = {key: spec.get(key) for key in ("name", "path")}
+            if any(not isinstance(v, (str, type(None))) or "{{" in (v or "") for v in place.values()) or "{{" in data["name"]:
+                return self._loaded_outputs(path)
+            outputs[str(name)] = SimpleNamespace(**place)
+        return data["name"], outputs
+
+    def _loaded_outputs(self, path: Path) -> tuple[str, dict[str, Any]]:
+        from framework.spec.loader import load_pipeline
+
+        spec = load_pipeline(path, self.project.relative(path), self.profile.vars).spec
+        return spec.name, dict(spec.outputs)
 
     def resolve(self, name: str) -> TableRef:
         """The table `name` means; bad input naming the closest names when there is none."""
