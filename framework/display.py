@@ -265,7 +265,7 @@ def _python_values(column: Any) -> list[Any]:
         return column.to_pylist()
     per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[kind.unit]
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-    values = []
+    values: list[Any] = []
     for chunk in column.chunks if hasattr(column, "chunks") else [column]:
         for ticks in chunk.view(pa.int64()).to_pylist():
             if ticks is None:
