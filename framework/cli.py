@@ -356,6 +356,7 @@ def schema() -> None:
 @app.command()
 def runs(
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs.")] = 20,
+    scratch: Annotated[bool, typer.Option("--scratch", help="The tries (`run --limit`) instead.")] = False,
     profile: ProfileOpt = None,
     debug: DebugOpt = False,
 ) -> None:
@@ -365,10 +366,11 @@ def runs(
         from framework.display import arrow_table
         from framework.engine.events import CAPACITY_SQL, RECENT_RUNS_SQL, with_state_column
         from framework.io.delta import local_store
-        from framework.io.locations import EVENTS_TABLE, Warehouse
+        from framework.io.locations import EVENTS_TABLE, Warehouse, scratch_warehouse
 
         project, prof = _context(None, profile)
-        table = Warehouse.of(project, prof).internal(EVENTS_TABLE)
+        warehouse = scratch_warehouse(project, prof) if scratch else Warehouse.of(project, prof)
+        table = warehouse.internal(EVENTS_TABLE)
         store = local_store(prof.storage_options)
         rows = store.query(table, RECENT_RUNS_SQL.format(limit=int(limit)))
         if rows.num_rows == 0:

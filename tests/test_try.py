@@ -115,6 +115,9 @@ outputs:
     code, out, err = cli("history", "picked", "--scratch", "--json")
     assert code == 0 and [json.loads(line)["rows"] for line in out.splitlines()] == [2, 6], err
 
+    code, out, err = cli("runs", "--scratch")
+    assert code == 0 and out.count("tried") == 3, out
+
     code, out, err = cli("run", "tried")  # the real run reads everything, the bad file included
     assert code == 0, err
     assert len(delta_rows(project / "warehouse" / "picked")) == 9
