@@ -35,6 +35,16 @@ SelectOpt = Annotated[
     Optional[str], typer.Option("--select", "-s", help="Steps: a, +a (with upstream), a+ (with downstream), comma list.")
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+LimitOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--limit",
+        help="Try the pipeline: each source's first N rows (files in path order), in batch, written to the scratch "
+        "warehouse; the real tables are not touched.",
+    ),
+]
+SampleOpt = Annotated[bool, typer.Option("--sample", help="Try the pipeline on each source's first 100 rows (--limit 100).")]
+SAMPLE_ROWS = 100
 
 
 def _guard(debug: bool, fn, *args, **kwargs):  # noqa: ANN001, ANN202
@@ -215,6 +225,7 @@ def plan_cmd(
     var: VarOpt = None,
     select: SelectOpt = None,
     full_refresh: Annotated[bool, typer.Option("--full-refresh", help="Plan a rebuild of the outputs.")] = False,
+    limit: LimitOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Show what a run would do, without starting Spark: steps in order, what each reads and how it
@@ -222,11 +233,10 @@ def plan_cmd(
 
     def body() -> None:
         from framework.display import plan_tables
-        from framework.io.locations import Warehouse
-        from framework.plan import plan_run
+        from framework.plan import plan_for
 
         compiled, prof = _compile(pipeline, profile, var, select)
-        planned = plan_run(compiled, Warehouse.of(compiled.project, prof), full_refresh)
+        planned = plan_for(compiled, prof, full_refresh, limit)
         for table in plan_tables(planned):
             out.print(table)
 
@@ -240,7 +250,11 @@ def run(
     var: VarOpt = None,
     select: SelectOpt = None,
     full_refresh: Annotated[bool, typer.Option("--full-refresh", help="Rebuild outputs from scratch (overwrite).")] = False,
-    show: Annotated[int, typer.Option("--show", help="Print the first N rows of each output written.")] = 0,
+    show: Annotated[
+        Optional[int], typer.Option("--show", help="Print the first N rows of each output written (a try: 10 unless given).")
+    ] = None,
+    limit: LimitOpt = None,
+    sample: SampleOpt = False,
     continuous: Annotated[
         bool, typer.Option("--continuous", help="Streaming: keep running every trigger.processing_time until Ctrl-C/SIGTERM.")
     ] = False,
@@ -267,8 +281,11 @@ def run(
         from framework.engine.runner import run_pipeline, show_rows
         from framework.io.delta import local_store
 
+        rows = _try_rows(limit, sample)
+        if continuous and rows is not None:
+            raise BadInput(Problem("--limit runs a try once, as one batch; --continuous keeps a stream running: give one"))
         compiled, prof = _compile(pipeline, profile, var, select, interval)
-        streaming = compiled.spec.mode == "streaming"
+        streaming = compiled.spec.mode == "streaming" and rows is None  # a try runs as one batch, in scratch
         if continuous and not streaming:
             raise BadInput(Problem("--continuous is for streaming pipelines", hint="set mode: streaming in the pipeline"))
         if full_refresh and streaming and not yes:
@@ -288,7 +305,9 @@ def run(
         )
         with LiveProgress(out) as progress:
             try:
-                result = run_pipeline(compiled, prof, full_refresh=full_refresh, continuous=continuous, reporter=progress)
+                result = run_pipeline(
+                    compiled, prof, full_refresh=full_refresh, continuous=continuous, reporter=progress, limit=rows
+                )
             except TributaryError as e:
                 if e.result is not None and e.result.outputs:  # what did and did not reach the tables
                     out.print(run_summary(e.result))
@@ -298,16 +317,60 @@ def run(
                     _show_spark_log(Path(e.result.log_file), verbose)
                 raise
         out.print(run_summary(result))
-        if show:
+        first = show if show is not None else (10 if rows is not None else 0)
+        if first:
             store = local_store(prof.storage_options) if result.store == "delta-rs" else None
             for o in result.outputs:
                 if store is not None and not o.name.startswith("_"):
-                    out.print(arrow_table(f"{o.name} (first {show} rows)", show_rows(store, o.table, show)))
+                    out.print(arrow_table(f"{o.name} (first {first} rows)", show_rows(store, o.table, first)))
 
     try:
         _guard(debug, body)
     finally:
         _stop_spark()
+
+
+@app.command()
+def watch(
+    pipeline: PipelineArg,
+    limit: LimitOpt = None,
+    sample: SampleOpt = False,
+    show: Annotated[int, typer.Option("--show", help="Print the first N rows of each output after each run.")] = 5,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    select: SelectOpt = None,
+    max_runs: Annotated[Optional[int], typer.Option("--max-runs", hidden=True, help="Stop after N cycles (tests).")] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Validate and rerun a pipeline whenever a file under pipelines/, sql/ or udfs/ (or its data)
+    changes, in one Spark session kept warm, printing the first rows of its outputs. A mistake is
+    printed and watching goes on; Ctrl-C stops."""
+
+    def body() -> int:
+        from framework.project import find_project
+        from framework.watch import Watch
+
+        rows = _try_rows(limit, sample)
+        start = Path(pipeline) if Path(pipeline).exists() else None
+        project = find_project(start)
+        watching = Watch(project, pipeline, out, profile, var or [], select, rows, show, max_runs)
+        watching.check()
+        return watching.run()
+
+    try:
+        code = _guard(debug, body)
+    finally:
+        _stop_spark()
+    raise typer.Exit(code)
+
+
+def _try_rows(limit: int | None, sample: bool) -> int | None:
+    """The rows a try reads of each source (None: a real run)."""
+    if limit is not None and sample:
+        raise BadInput(Problem("--limit and --sample both ask for a try: give one"))
+    if limit is not None and limit < 1:
+        raise BadInput(Problem(f"--limit {limit}: a try reads at least 1 row of each source"))
+    return SAMPLE_ROWS if sample else limit
 
 
 def _interactive() -> bool:
@@ -358,6 +421,7 @@ def runs(
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many rows per pipeline.")] = 20,
     pipeline: Annotated[Optional[str], typer.Option("--pipeline", help="Only this pipeline (its name).")] = None,
     failed: Annotated[bool, typer.Option("--failed", help="Only intervals and runs whose last attempt did not end ok.")] = False,
+    scratch: Annotated[bool, typer.Option("--scratch", help="The tries (`run --limit`) instead.")] = False,
     profile: ProfileOpt = None,
     debug: DebugOpt = False,
 ) -> None:
@@ -367,11 +431,12 @@ def runs(
     def body() -> None:
         from framework.display import rows_table
         from framework.io.delta import local_store
-        from framework.io.locations import EVENTS_TABLE, Warehouse
+        from framework.io.locations import EVENTS_TABLE, Warehouse, scratch_warehouse
         from framework.schedule.history import RunLog, history_rows
 
         project, prof = _context(None, profile)
-        table = Warehouse.of(project, prof).internal(EVENTS_TABLE)
+        warehouse = scratch_warehouse(project, prof) if scratch else Warehouse.of(project, prof)
+        table = warehouse.internal(EVENTS_TABLE)
         records = RunLog(local_store(prof.storage_options), table).runs([pipeline] if pipeline else None)
         shown = history_rows(records, failed_only=failed, limit=int(limit))
         if not shown:
@@ -441,6 +506,48 @@ def next_cmd(
         out.print(rows_table(f"schedules at {now.isoformat(timespec='seconds')}", rows))
         if problems:
             raise typer.Exit(2)
+
+    _guard(debug, body)
+
+
+TableArg = Annotated[
+    str,
+    typer.Argument(
+        help="An output (service_stats, or pipeline.output), a Tributary table (quarantine, late_rows, quality, "
+        "integration_quality, events) or a Delta table's folder."
+    ),
+]
+ScratchOpt = Annotated[bool, typer.Option("--scratch", help="The tables `run --limit` wrote (the scratch warehouse).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the rows as JSON Lines (for scripts).")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print the rows as CSV (for scripts).")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Stop the SQL after this many seconds.")]
+
+
+@app.command()
+def show(
+    table: TableArg,
+    version: Annotated[Optional[int], typer.Option("--version", help="The table as of this version.")] = None,
+    timestamp: Annotated[
+        Optional[str], typer.Option("--timestamp", help="The table as of this time (ISO 8601; UTC without a zone).")
+    ] = None,
+    where: Annotated[Optional[str], typer.Option("--where", help="Only rows matching this SQL condition (DuckDB).")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many rows.")] = 20,
+    scratch: ScratchOpt = False,
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+    timeout: TimeoutOpt = 60.0,
+    profile: ProfileOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Print a Delta table's first rows, now or at an older version, without Spark."""
+
+    def body() -> None:
+        from framework.look import commands
+
+        shown = commands.show(
+            _catalog(profile, scratch), table, version=version, timestamp=timestamp, where=where, limit=limit, timeout_s=timeout
+        )
+        _print_rows(shown, as_json, as_csv)
 
     _guard(debug, body)
 
@@ -533,6 +640,78 @@ def _say(line: str) -> None:
     from datetime import UTC, datetime
 
     out.print(f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M:%S')} {line}", markup=False, soft_wrap=True, highlight=False)
+
+
+@app.command()
+def history(
+    table: TableArg,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many versions (newest first).")] = 20,
+    scratch: ScratchOpt = False,
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+    profile: ProfileOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """List a Delta table's versions: when, which operation and Tributary run, rows added and removed."""
+
+    def body() -> None:
+        from framework.look import commands
+
+        _print_rows(commands.history(_catalog(profile, scratch), table, limit), as_json, as_csv, unit="versions")
+
+    _guard(debug, body)
+
+
+@app.command()
+def query(
+    sql: Annotated[str, typer.Argument(help='One SELECT; tables by name: "select * from service_stats where calls > 100".')],
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many rows to print.")] = 100,
+    scratch: ScratchOpt = False,
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+    timeout: TimeoutOpt = 60.0,
+    profile: ProfileOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Run one SQL query (DuckDB) over Delta tables named as `show` names them, without Spark.
+    The query reads the tables it names and nothing else: no files, no extensions."""
+
+    def body() -> None:
+        from framework.look import commands
+
+        _print_rows(commands.query(_catalog(profile, scratch), sql, limit, timeout), as_json, as_csv)
+
+    _guard(debug, body)
+
+
+def _catalog(profile_name: str | None, scratch: bool):  # noqa: ANN202
+    from framework.look.tables import Catalog
+
+    project, prof = _context(None, profile_name)
+    return Catalog(project, prof, scratch=scratch)
+
+
+def _print_rows(shown, as_json: bool, as_csv: bool, unit: str = "rows") -> None:  # noqa: ANN001 - framework.look.commands.Rows
+    from framework.display import arrow_table, csv_text, json_lines
+
+    if as_json and as_csv:
+        raise BadInput(Problem("--json and --csv both choose the output: give one"))
+    if as_json or as_csv:
+        sys.stdout.write(json_lines(shown.rows) if as_json else csv_text(shown.rows))
+        sys.stdout.flush()
+        return
+    n = shown.rows.num_rows
+    if (shown.total if shown.total is not None else n) == 1:
+        unit = unit.removesuffix("s")
+    if shown.total is not None and (shown.more or shown.total != n):
+        caption = f"first {n:,} of {shown.total:,} {unit}"
+    elif shown.more:
+        caption = f"first {n:,} {unit} (more left out: --limit)"
+    else:
+        caption = f"{n:,} {unit}"
+    out.print(shown.title, style="bold", markup=False, soft_wrap=True)
+    out.print(arrow_table(None, shown.rows))
+    out.print(caption + (f" · {shown.location}" if shown.location else ""), style="dim", markup=False, soft_wrap=True)
 
 
 @app.command()

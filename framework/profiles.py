@@ -14,7 +14,6 @@ from pydantic import Field, ValidationError
 from framework.errors import BadInput, Problem
 from framework.project import Project
 from framework.spec.base import SpecModel, did_you_mean
-from framework.spec.loader import validation_problems
 from framework.spec.yaml_source import load_yaml_file
 
 DEFAULT_PROFILE = "local"
@@ -43,6 +42,10 @@ class Profile(SpecModel):
         "default",
         description="strict: validate refuses SQL that calls Java methods (reflect, java_method) or reads files by path.",
     )
+    scratch: str | None = Field(
+        None,
+        description="Where `tributary run --limit` writes (a warehouse of its own; default: .tributary/scratch beside the warehouse).",
+    )
     external_roots: list[str] = Field(
         default_factory=list,
         description="Folders or URIs outside the warehouse that outputs may write to with path: (nothing else is allowed).",
@@ -67,6 +70,8 @@ def load_profile(project: Project, name: str | None = None) -> Profile:
     try:
         return Profile.model_validate(data)
     except ValidationError as e:
+        from framework.spec.loader import validation_problems  # the pipeline models: only for a bad profile
+
         raise BadInput(*validation_problems(e, doc)) from None
 
 

@@ -215,3 +215,34 @@ def test_light_commands_import_neither_spark_nor_great_expectations(project, com
     done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "HEAVY []" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["show", "service_stats"],
+        ["history", "service_stats"],
+        ["show", "service_stats", "--where", "calls > 1"],
+        ["query", "select count(*) from service_stats"],
+    ],
+)
+def test_looking_at_tables_imports_neither_spark_nor_great_expectations(project, command):
+    """show, history and query read Delta with delta-rs (and DuckDB): no JVM; plain `show` not even pandas."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    first = pa.array([1_790_000_000_000_000], pa.timestamp("us", tz="UTC"))
+    rows = pa.table({"requested_service": ["/a"], "calls": [3], "first_call": first})
+    write_deltalake(str(project / "warehouse" / "service_stats"), rows, partition_by=["requested_service"])
+    code = (
+        "import sys\nfrom framework.cli import main\n"
+        f"sys.argv = ['tributary', *{command!r}]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "heavy = [m for m in ('pyspark', 'great_expectations') if m in sys.modules]\n"
+        "print('HEAVY', heavy, 'pandas' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY []" in done.stdout
+    if command == ["show", "service_stats"]:
+        assert "HEAVY [] False" in done.stdout  # pandas alone costs ~0.3 s of a show's second

@@ -83,7 +83,7 @@ class Reading(Protocol):
 
 class BatchReading:
     def source(self, run: RunContext, source: PlannedSource) -> SourceFrame:
-        return read_source(run.spark, source.name, source.spec, source.location, run.store)
+        return read_source(run.spark, source.name, source.spec, source.location, run.store, source.limit)
 
     def step(self, run: RunContext, frames: Frames, step: PlannedStep, context: StepContext) -> DataFrame:
         return step.kind.build(context)

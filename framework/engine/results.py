@@ -146,6 +146,8 @@ class RunResult:
     started_at: float = field(default_factory=time.time)  # wall clock (epoch seconds) when the run began
     startup_s: float | None = None  # streaming: seconds from the run's start to its first micro-batch
     exit_code: int | None = None  # what `tributary run` exits with: 0 ok, 1 failed, 2 bad input
+    limit: int | None = None  # a try (`run --limit`): the rows read of each source
+    scratch: str | None = None  # a try: the scratch warehouse it wrote into
 
     def output(self, name: str) -> OutputResult | None:
         return next((o for o in self.outputs if o.name == name), None)

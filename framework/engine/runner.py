@@ -32,9 +32,17 @@ from framework.engine.results import OutputStatus, RunResult, RunStatus, new_run
 from framework.engine.streaming import run_streaming
 from framework.errors import BadInput, RunFailed, TributaryError
 from framework.io.delta import DeltaStore, choose_store, local_store
-from framework.io.locations import EVENTS_TABLE, LOCKS_DIR, QUALITY_TABLE, QUARANTINE_TABLE, STAGING_DIR, Warehouse, is_uri
+from framework.io.locations import (
+    EVENTS_TABLE,
+    LOCKS_DIR,
+    QUALITY_TABLE,
+    QUARANTINE_TABLE,
+    STAGING_DIR,
+    Warehouse,
+    is_uri,
+)
 from framework.io.sources import check_source_exists
-from framework.plan import RunPlan, plan_run
+from framework.plan import RunPlan, plan_for, plan_run
 from framework.profiles import Profile
 from framework.quality.results import record as record_quality
 from framework.spec.models import DeltaSource
@@ -53,15 +61,19 @@ def run_pipeline(
     reporter: Reporter | None = None,
     spark: SparkSession | None = None,
     concurrent: set[str] | None = None,
+    limit: int | None = None,
 ) -> RunResult:
     """Run the pipeline's selected steps and outputs; raises BadInput or RunFailed on failure,
-    with every output table at its previous version.
+    with every output table at its previous version. With `limit`, a try: each source's first
+    `limit` rows, in batch, into the scratch warehouse (framework.plan.model.Sample).
 
     concurrent: the caller holds the pipeline's run lock; this run adds its id to the set while
     it goes, and recovery leaves the runs in it alone (see the module's docstring)."""
     started = time.perf_counter()
     check_interval(compiled)
-    plan = plan_run(compiled, Warehouse.of(compiled.project, profile), full_refresh)
+    plan = plan_for(compiled, profile, full_refresh, limit)
+    if continuous and plan.sample is not None:
+        raise BadInput("--limit runs once over the first rows, as one batch; --continuous keeps a stream running: give one")
     check_inputs_exist(plan, profile)
     from framework.engine.session import default_log_file, spark_log_file, spark_session
 
@@ -70,6 +82,8 @@ def run_pipeline(
     compiled.functions.use(spark)
     store = choose_store(spark, profile.delta_writer, profile.storage_options)
     result = RunResult(run_id, plan.pipeline, store=store.name, log_file=spark_log_file(spark))
+    if plan.sample is not None:
+        result.limit, result.scratch = plan.sample.rows, plan.warehouse.root
     result.started_at = time.time() - (time.perf_counter() - started)  # Spark's start counts
     run = RunContext(compiled, plan, profile, spark, store, result, reporter or Silent(), continuous, stop or threading.Event())
     if concurrent is not None:
@@ -173,6 +187,7 @@ def _start_details(run: RunContext) -> dict[str, object]:
         "interval": run.compiled.interval.as_dict() if run.compiled.interval is not None else None,
         "tables": {o.name: o.table for o in run.plan.outputs},  # which tables this run may commit to
         "source_schemas": run.compiled.source_schemas,  # Parquet sources typed from their footers, Delta from their logs
+        **({"limit": run.plan.sample.rows} if run.plan.sample is not None else {}),
     }
 
 

@@ -26,7 +26,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from framework.engine.context import RunContext, quietly
 from framework.engine.failures import is_spark_error, spark_failure
@@ -35,6 +35,7 @@ from framework.engine.results import OutputResult, OutputStatus, Progress
 from framework.engine.task_progress import task_progress
 from framework.errors import RunFailed
 from framework.io import staging as staging_files
+from framework.io.delta.base import WriteMode
 from framework.io.locations import QUARANTINE_TABLE, is_uri
 from framework.operators.context import Rejected, quarantine_records, quarantine_shape
 from framework.plan.model import CheckScope
@@ -162,7 +163,7 @@ def commit_all(run: RunContext, staged: list[Staged]) -> None:
             outcome = run.store.commit(
                 run.spark,
                 item.write,
-                result.mode,  # type: ignore[arg-type]
+                cast(WriteMode, result.mode),
                 list(item.keys),
                 result.app_id,
                 item.txn_version,
@@ -202,6 +203,8 @@ def _run_key(run: RunContext) -> str:
     }
     if compiled.interval is not None:
         fingerprint["interval"] = [compiled.interval.start.isoformat(), compiled.interval.end.isoformat()]
+    if run.plan.sample is not None:  # a try over other first rows is another run
+        fingerprint["limit"] = run.plan.sample.rows
     for source in sorted(run.plan.sources, key=lambda s: s.name):
         spec = source.spec
         if isinstance(spec, DeltaSource):

@@ -25,7 +25,8 @@ def learned_sizes(run: RunContext, step: Any, inputs: dict[str, Any]) -> Sizes |
     spec = getattr(step.spec, "swa", None)
     if spec is None or not spec.learns:
         return None
-    history = read_history(run.store, history_table(run.internal, run.pipeline, step.name))
+    internal = run.plan.sample.real.internal if run.plan.sample is not None else run.internal  # a try uses what runs learned
+    history = read_history(run.store, history_table(internal, run.pipeline, step.name))
     if history.instances():
         return choose(history, spec, "learned from earlier runs")
     if any(frame.isStreaming for frame in inputs.values()):
@@ -42,8 +43,13 @@ def learned_sizes(run: RunContext, step: Any, inputs: dict[str, Any]) -> Sizes |
 
 
 def add_run_to_history(run: RunContext, frames: Any) -> None:
-    """After a batch run committed: its input joins each learning step's history."""
-    if run.compiled.spec.mode == "streaming" or not any(o.status == OutputStatus.WRITTEN for o in run.result.outputs):
+    """After a batch run committed: its input joins each learning step's history (a try's first
+    rows teach nothing)."""
+    if (
+        run.compiled.spec.mode == "streaming"
+        or run.plan.sample is not None
+        or not any(o.status == OutputStatus.WRITTEN for o in run.result.outputs)
+    ):
         return
     for step in run.plan.steps:
         spec = getattr(step.spec, "swa", None)

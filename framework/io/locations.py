@@ -1,4 +1,9 @@
-"""Where tables live: names under the warehouse, explicit paths, and Tributary's own tables."""
+"""Where tables live: names under the warehouse, explicit paths, and Tributary's own tables.
+
+A second warehouse, the scratch warehouse, takes what `tributary run --limit` writes: the same
+layout (outputs by name, its own `_tributary` run log, quarantine and staging), somewhere the real
+tables, their run log and their streams' checkpoints never are.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from framework.errors import BadInput, Problem
 from framework.profiles import Profile
 from framework.project import Project
 
@@ -19,6 +25,8 @@ CHECKPOINTS_DIR = "_tributary/checkpoints"
 LATE_ROWS_TABLE = "_tributary/late_rows"
 QUALITY_TABLE = "_tributary/quality"  # one row per expectation per run (framework.quality.results)
 INTEGRATION_TABLE = "_tributary/integration_quality"  # one row per evaluated step per run
+SCRATCH_DIR = ".tributary/scratch"  # beside the warehouse folder, unless the profile says `scratch:`
+EXTERNAL_DIR = "_external"  # in the scratch warehouse: outputs whose real table lies outside the warehouse
 
 
 def is_uri(location: str) -> bool:
@@ -88,3 +96,45 @@ def resolve_location(project: Project, warehouse: Warehouse, name: str | None, p
         return path if is_uri(path) else str(project.resolve(path).resolve())
     assert name is not None
     return warehouse.table(name)
+
+
+def scratch_warehouse(project: Project, profile: Profile) -> Warehouse:
+    """Where `run --limit` writes: the profile's `scratch`, else .tributary/scratch beside the
+    warehouse folder (./.tributary/scratch for ./warehouse). Never inside the warehouse, nor the
+    warehouse inside it: a try must not be able to touch a real table."""
+    real = Warehouse.of(project, profile)
+    if profile.scratch:
+        scratch = Warehouse.of(project, profile.model_copy(update={"warehouse": profile.scratch}))
+    elif real.is_local():
+        scratch = Warehouse(str(Path(real.root).parent / SCRATCH_DIR))
+    else:
+        if not urlparse(real.root).path.strip("/"):  # a bucket's root has no folder beside it
+            raise BadInput(
+                Problem(
+                    f"profile '{profile.name}': the warehouse {real.root} has no parent folder for the scratch warehouse",
+                    hint="set scratch: in the profile to a folder or URI outside the warehouse",
+                )
+            )
+        scratch = Warehouse(f"{real.root.rsplit('/', 1)[0]}/{SCRATCH_DIR}")
+    if overlap(scratch.root, real.root):
+        raise BadInput(
+            Problem(
+                f"profile '{profile.name}': the scratch warehouse {scratch.root} and the warehouse {real.root} overlap",
+                hint="set scratch: to a folder outside the warehouse (tries must not write real tables)",
+            )
+        )
+    return scratch
+
+
+def in_scratch(real: Warehouse, scratch: Warehouse, table: str) -> str:
+    """Where a table of the real warehouse is tried: the same name under the scratch warehouse; a
+    table outside the warehouse (a profile's external root) under its _external folder."""
+    if within(table, real.root):
+        if real.is_local() and not is_uri(table):
+            relative = Path(table).resolve().relative_to(Path(real.root).resolve()).as_posix()
+        else:
+            relative = table[len(real.root) :]
+        return join(scratch.root, relative) if relative.strip("/") not in ("", ".") else scratch.root
+    parsed = urlparse(table)
+    parts = [parsed.scheme, parsed.netloc, parsed.path] if is_uri(table) else [str(Path(table).resolve())]
+    return join(scratch.root, EXTERNAL_DIR, *[p.strip("/") for p in parts if p.strip("/")])

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
+from framework.io import sample
 from framework.io.delta.base import DeltaStore
 from framework.io.locations import Warehouse, is_uri, resolve_location
 from framework.io.origin import FILE, LINE, parsed_records, whole_files, with_row_position
@@ -73,21 +74,36 @@ def check_source_exists(name: str, location: str, spec: AnySource, store: DeltaS
         )
 
 
-def read_source(spark: SparkSession, name: str, spec: AnySource, location: str, store: DeltaStore) -> SourceFrame:
+def read_source(
+    spark: SparkSession, name: str, spec: AnySource, location: str, store: DeltaStore, limit: int | None = None
+) -> SourceFrame:
+    """The source's rows; with `limit`, its first `limit` rows (framework.io.sample says which)."""
     if isinstance(spec, DeltaSource):
-        frame = SourceFrame(name, store.read(spark, location, spec.version, spec.timestamp))
-    elif isinstance(spec, TextSource):
-        frame = _text_frame(spark, name, spec, location, stream=False)
+        frame = SourceFrame(name, store.read(spark, location, spec.version, spec.timestamp, limit=limit))
     else:
-        frame = _read_files(spark, name, spec, location)
+        files: str | list[str] = location
+        base = None
+        if limit is not None:
+            header = spec.format == "csv" and _reader_options(spec).get("header", "true").lower() == "true"
+            chosen = sample.first_files(location, spec.format, limit, header)
+            if chosen is not None:
+                files, base = chosen, sample.base_path(location)
+        if isinstance(spec, TextSource):
+            frame = _text_frame(spark, name, spec, files, stream=False, base=base)
+        else:
+            frame = _read_files(spark, name, spec, files, base)
+    if limit is not None:
+        frame.df = sample.first_rows(frame.df, limit, oldest_first=isinstance(spec, DeltaSource))
     return with_event_time(frame, spec)
 
 
-def _text_frame(spark: SparkSession, name: str, spec: TextSource, location: str, stream: bool) -> SourceFrame:
+def _text_frame(
+    spark: SparkSession, name: str, spec: TextSource, location: str | list[str], stream: bool, base: str | None = None
+) -> SourceFrame:
     from pyspark.sql import Observation
 
     counter = None if stream or spec.parse is None else Observation(f"tributary_source_{name}")
-    good, bad = read_text(spark, spec, location, stream, counter)
+    good, bad = read_text(spark, spec, location, stream, counter, base)
     frame = SourceFrame(name, good, bad, counter)
     frame.read_files = lambda files: read_text(spark, spec, files)  # type: ignore[assignment]
     return frame
@@ -144,12 +160,17 @@ def _is_expression(text: str) -> bool:
     return not text.replace("_", "a").replace(".", "a").isalnum()
 
 
-def _read_files(spark: SparkSession, name: str, spec: FileSource, location: str) -> SourceFrame:
+def _read_files(
+    spark: SparkSession, name: str, spec: FileSource, location: str | list[str], base: str | None = None
+) -> SourceFrame:
+    """base: the source's folder when `location` lists some of its files (partition values)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     options = _reader_options(spec)
     reader = spark.read.format(spec.format).options(**options)
+    if base is not None:
+        reader = reader.option("basePath", base)
     ddl = spec.ddl()
     if spec.format == "parquet":
         parquet = (reader.schema(_parse_schema(name, ddl)) if ddl is not None else reader).load(location)
@@ -159,7 +180,8 @@ def _read_files(spark: SparkSession, name: str, spec: FileSource, location: str)
 
     declared = _parse_schema(name, ddl) if ddl is not None else reader.load(location).schema
     if spec.origin:
-        raw = parsed_records(whole_files(spark.read).load(location), spec.format, _with_corrupt(declared), options)
+        files = whole_files(spark.read if base is None else spark.read.option("basePath", base)).load(location)
+        raw = parsed_records(files, spec.format, _with_corrupt(declared), options)
     else:
         raw = _with_corrupt_column(reader, declared).load(location)
     counter = Observation(f"tributary_source_{name}")

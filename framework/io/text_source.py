@@ -18,10 +18,16 @@ if TYPE_CHECKING:
 
 
 def read_text(
-    spark: SparkSession, spec: TextSource, location: str | list[str], stream: bool = False, counter: Any = None
+    spark: SparkSession,
+    spec: TextSource,
+    location: str | list[str],
+    stream: bool = False,
+    counter: Any = None,
+    base: str | None = None,
 ) -> tuple[DataFrame, DataFrame | None]:
     """(rows, bad lines as file/line/record/reason, or None without `parse:`) of the text files at
-    location; `counter` (an Observation) counts the bad lines ("bad") as the rows are read."""
+    location; `counter` (an Observation) counts the bad lines ("bad") as the rows are read; `base`:
+    the source's folder when `location` lists some of its files."""
     if stream:
         assert isinstance(location, str)  # a stream reads a folder; re-reads of its files are batch reads
         reader = whole_files(spark.readStream)
@@ -29,7 +35,7 @@ def read_text(
             reader = reader.option("maxFilesPerTrigger", str(spec.max_files_per_trigger))
         files = reader.load(location)
     else:
-        files = whole_files(spark.read).load(location)
+        files = whole_files(spark.read if base is None else spark.read.option("basePath", base)).load(location)
     return split_lines(lines(files), spec, counter)
 
 

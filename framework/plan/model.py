@@ -8,7 +8,9 @@ executes it), so every decision about the run is made once, in one place, and ca
 - which steps are read more than once (computed once and shared);
 - per output: its table, the mode it writes with, whether it stages the step's rows or its own
   checked rows, and which rows its write splits off for the quarantine;
-- the expectations on each step and output.
+- the expectations on each step and output;
+- for a try (`run --limit N`, a `Sample`): each source's row limit, and the scratch warehouse that
+  takes every table the run writes.
 """
 
 from __future__ import annotations
@@ -42,6 +44,19 @@ class PlannedSource:
     spec: Any  # FileSource | DeltaSource
     location: str  # a resolved local path or a URI
     readers: tuple[str, ...]  # the planned steps that read it
+    limit: int | None = None  # a try reads the source's first `limit` rows (framework.io.sample)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A try of the pipeline (`tributary run --limit N`): every source read as its first `rows`
+    rows, in batch (a streaming pipeline too: one batch over those rows, no checkpoints), and
+    every table the run writes (outputs, run log, quarantine) in the scratch warehouse, each
+    output rebuilt whole, so it holds exactly what this try made. Sources, and the history of
+    learned window sizes, are read from the real warehouse, which the try never writes."""
+
+    rows: int
+    real: Warehouse  # where the pipeline's inputs live
 
 
 @dataclass(frozen=True)
@@ -105,6 +120,7 @@ class RunPlan:
     steps: tuple[PlannedStep, ...]  # in run order: each after everything it reads
     outputs: tuple[PlannedOutput, ...]
     order: tuple[str, ...]  # sources and steps in run order
+    sample: Sample | None = None  # a try: `warehouse` is then the scratch warehouse
 
     @property
     def streaming(self) -> bool:

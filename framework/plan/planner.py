@@ -5,15 +5,47 @@ from __future__ import annotations
 from dataclasses import replace
 
 from framework.compiler import CompiledPipeline
-from framework.io.locations import Warehouse, output_location
+from framework.errors import BadInput
+from framework.io.locations import Warehouse, in_scratch, output_location, scratch_warehouse
 from framework.io.sources import source_location
 from framework.operators.registry import kind_of
-from framework.plan.model import CheckScope, PlannedOutput, PlannedSource, PlannedStep, QuarantineSplit, RunMode, RunPlan
+from framework.plan.model import (
+    CheckScope,
+    PlannedOutput,
+    PlannedSource,
+    PlannedStep,
+    QuarantineSplit,
+    RunMode,
+    RunPlan,
+    Sample,
+)
+from framework.profiles import Profile
 
 
-def plan_run(compiled: CompiledPipeline, warehouse: Warehouse, full_refresh: bool = False) -> RunPlan:
+def plan_for(compiled: CompiledPipeline, profile: Profile, full_refresh: bool = False, limit: int | None = None) -> RunPlan:
+    """The plan of a run under a profile, or of a try over each source's first `limit` rows."""
+    if limit is not None and limit < 1:
+        raise BadInput(f"--limit {limit}: a try reads at least 1 row of each source")
+    warehouse = Warehouse.of(compiled.project, profile)
+    scratch = scratch_warehouse(compiled.project, profile) if limit is not None else None
+    return plan_run(compiled, warehouse, full_refresh, limit, scratch)
+
+
+def plan_run(
+    compiled: CompiledPipeline,
+    warehouse: Warehouse,
+    full_refresh: bool = False,
+    limit: int | None = None,
+    scratch: Warehouse | None = None,
+) -> RunPlan:
+    """The run of the compiled pipeline's selection; with `limit` (and the `scratch` warehouse), a
+    try over each source's first `limit` rows (model.Sample)."""
     spec, graph = compiled.spec, compiled.graph
     mode = RunMode(spec.mode)
+    sample = None
+    if limit is not None:
+        assert scratch is not None, "a try writes into a scratch warehouse"
+        sample, mode, full_refresh = Sample(limit, warehouse), RunMode.BATCH, True
     needed: set[str] = set()
     for step in compiled.selected:
         needed |= {step} | graph.upstream(step)
@@ -40,6 +72,9 @@ def plan_run(compiled: CompiledPipeline, warehouse: Warehouse, full_refresh: boo
     for name, step_name in written_by.items():
         output = spec.outputs[name]
         table = output_table(compiled, warehouse, name)
+        if sample is not None:
+            assert scratch is not None
+            table = in_scratch(warehouse, scratch, table)
         if any(e.on == "rows" and e.severity == "drop" for e in output.expectations):
             split: QuarantineSplit | None = QuarantineSplit(name, CheckScope.OUTPUT)
         elif next((s.split_by for s in steps if s.name == step_name), None) == name:
@@ -64,11 +99,13 @@ def plan_run(compiled: CompiledPipeline, warehouse: Warehouse, full_refresh: boo
             spec.sources[name],
             source_location(compiled.project, warehouse, spec.sources[name]),
             tuple(s.name for s in steps if name in s.inputs),
+            limit,
         )
         for name in order
         if name in spec.sources
     )
-    return RunPlan(spec.name, mode, warehouse, full_refresh, sources, tuple(steps), tuple(outputs), order)
+    written = scratch if sample is not None and scratch is not None else warehouse
+    return RunPlan(spec.name, mode, written, full_refresh, sources, tuple(steps), tuple(outputs), order, sample)
 
 
 def output_table(compiled: CompiledPipeline, warehouse: Warehouse, output: str) -> str:

@@ -97,8 +97,11 @@ class DeltaStore(ABC):
         return done is not None and done >= version
 
     @abstractmethod
-    def read(self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None) -> DataFrame:
-        """The table (optionally as of a version or time) as a Spark DataFrame."""
+    def read(
+        self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None, limit: int | None = None
+    ) -> DataFrame:
+        """The table (optionally as of a version or time) as a Spark DataFrame; with `limit`, at
+        least its first files that hold `limit` rows (framework.io.sample keeps the first rows)."""
 
     def stage(
         self, df: DataFrame, output: str, table: str, staging: str, partition_by: list[str], split_by: str | None = None

@@ -17,12 +17,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 
 from framework.errors import BadInput, Problem
 from framework.io import staging as staging_files
 from framework.io.delta.base import Commit, CommitResult, DeltaStore, StagedWrite, WriteMode
+from framework.io.locations import from_spark_path
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -60,7 +62,9 @@ class DeltaRsStore(DeltaStore):
         dt = self._table(table)
         return dt.transaction_version(app_id) if dt is not None else None
 
-    def read(self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None) -> DataFrame:
+    def read(
+        self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None, limit: int | None = None
+    ) -> DataFrame:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         dt = self._table(table)
@@ -79,7 +83,7 @@ class DeltaRsStore(DeltaStore):
             ) from None
         schema = from_arrow_schema(arrow_schema(dt))
         partition_columns = dt.metadata().partition_columns
-        files = [str(p) for p in dt.file_uris()]
+        files = [str(p) for p in dt.file_uris()] if limit is None else _first_files(dt, limit)
         if not files:
             return spark.createDataFrame([], schema)
         features = set(dt.protocol().reader_features or [])
@@ -225,7 +229,7 @@ class DeltaRsStore(DeltaStore):
 
         dt = self._table(table)
         assert dt is not None, table
-        dt.alter.add_columns([Field(name, kind, nullable=True) for name, kind in columns.items()])
+        dt.alter.add_columns([Field(name, kind, nullable=True) for name, kind in columns.items()])  # type: ignore[arg-type]
 
     def append_rows(self, table: str, rows: pa.Table) -> None:
         from deltalake import write_deltalake
@@ -270,6 +274,23 @@ def _commit(entry: dict[str, Any]) -> Commit:
         entry.get("tributary.run_id"),
         int(restored) if restored is not None else None,
     )
+
+
+def _first_files(dt: DeltaTable, rows: int) -> list[str]:
+    """The table's files, oldest first (the write times the log records), until their row counts
+    (the log's statistics) reach `rows`; a file without a count is taken and counted as enough."""
+    actions = pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=True)).read_all()
+    paths = actions.column("path").to_pylist()
+    times = actions.column("modification_time").to_pylist()
+    counts = actions.column("num_records").to_pylist() if "num_records" in actions.column_names else [None] * len(paths)
+    root = from_spark_path(dt.table_uri).rstrip("/")  # a local table's folder as a path
+    chosen, held = [], 0
+    for _, path, count in sorted(zip(times, paths, counts, strict=True), key=lambda f: (f[0] or 0, f[1])):
+        if held >= rows:
+            break
+        chosen.append(path if "://" in path else f"{root}/{unquote(path)}")
+        held += count if count is not None else rows
+    return chosen
 
 
 def arrow_schema(dt: DeltaTable) -> pa.Schema:

@@ -64,8 +64,10 @@ class SparkDeltaStore(DeltaStore):
                     versions.append(int(row.v))
         return max(versions) if versions else None
 
-    def read(self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None) -> DataFrame:
-        reader = spark.read.format("delta")
+    def read(
+        self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None, limit: int | None = None
+    ) -> DataFrame:
+        reader = spark.read.format("delta")  # Delta's own scan; a limit is applied by the caller
         if version is not None:
             reader = reader.option("versionAsOf", version)
         elif timestamp is not None:

@@ -1,0 +1,80 @@
+"""What `tributary show`, `history` and `query` do, from names to Arrow rows (the CLI draws them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from framework.errors import BadInput, Problem
+from framework.look import delta_tables
+from framework.look.sql import DEFAULT_TIMEOUT_S, filter_rows, run_query
+from framework.look.tables import Catalog, TableRef
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Rows to show, and what they are."""
+
+    title: str
+    rows: pa.Table
+    more: bool  # rows were left out (the limit)
+    total: int | None = None  # rows of the table or version, when known without reading them
+    location: str = ""
+
+
+def show(
+    catalog: Catalog,
+    name: str,
+    *,
+    version: int | None = None,
+    timestamp: str | None = None,
+    where: str | None = None,
+    limit: int = 20,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> Rows:
+    """A table's first rows, now or at an older version, optionally those matching `where`."""
+    _check_limit(limit)
+    if version is not None and timestamp is not None:
+        raise BadInput(Problem("--version and --timestamp both choose a version: give one"))
+    ref = catalog.resolve(name)
+    table = delta_tables.open_table(ref, catalog.profile.storage_options, version, timestamp)
+    title = f"{name} · {ref.about} · {delta_tables.describe_version(table)}"
+    if where is not None:
+        answer = filter_rows(delta_tables.dataset(table, ref.location), where, limit, timeout_s)
+        return Rows(f"{title} · where {where}", answer.rows, answer.more, None, ref.location)
+    rows = delta_tables.rows(table, ref.location, limit + 1)
+    total = delta_tables.row_count(table)
+    return Rows(title, rows.slice(0, limit), rows.num_rows > limit, total, ref.location)
+
+
+def history(catalog: Catalog, name: str, limit: int = 20) -> Rows:
+    """A table's newest versions, newest first."""
+    _check_limit(limit)
+    ref = catalog.resolve(name)
+    table = delta_tables.open_table(ref, catalog.profile.storage_options)
+    versions = delta_tables.history(ref, table, limit)
+    more = versions.num_rows > 0 and versions.column("version")[-1].as_py() > 0
+    return Rows(f"history of {name} · {ref.about}", versions, more, table.version() + 1, ref.location)
+
+
+def query(catalog: Catalog, sql: str, limit: int = 100, timeout_s: float = DEFAULT_TIMEOUT_S) -> Rows:
+    """One SELECT over the tables it names, current versions."""
+    _check_limit(limit)
+    opened: list[TableRef] = []
+
+    def open_table(name: str) -> object:
+        ref = catalog.resolve(name)
+        opened.append(ref)
+        return delta_tables.dataset(delta_tables.open_table(ref, catalog.profile.storage_options), ref.location)
+
+    answer = run_query(sql, limit, open_table, timeout_s)
+    tables = ", ".join(f"{r.name} ({r.about})" for r in opened) or "no tables"
+    return Rows(f"query over {tables}", answer.rows, answer.more)
+
+
+def _check_limit(limit: int) -> None:
+    if limit < 0:
+        raise BadInput(Problem(f"--limit {limit}: give a number of rows, 0 or more"))

@@ -1,0 +1,189 @@
+"""SQL over Delta tables without a JVM, for `show --where` and `tributary query`: DuckDB over Arrow
+datasets, in a sandbox.
+
+Why DuckDB and not delta-rs' own SQL (`QueryBuilder`, DataFusion), which the run log's listings
+use: these commands run SQL a person typed, so the engine must be unable to read or write
+anything but the tables it is handed. QueryBuilder executes any statement, and DataFusion's SQL
+has `COPY (...) TO '<file>'` and `CREATE EXTERNAL TABLE ... LOCATION '<file>'` (both tried: one
+wrote a file, the other read /etc/passwd); it has no switch to turn them off. DuckDB has one, as
+configuration: `enable_external_access = false` refuses every file, network and extension access
+(COPY, ATTACH, read_csv, glob, INSTALL), `python_enable_replacements = false` stops queries from
+reading the calling Python's variables, `lock_configuration = true` keeps a query from turning
+them back on, and with no `temp_directory` nothing spills to disk. On top of that:
+
+- one statement, and it must be a query (DuckDB's own parser says what the text holds);
+- a memory limit, and a time limit after which the query is interrupted;
+- its errors (syntax, unknown column, a cast that fails) are bad input: one message, exit 2.
+
+Each table a query names is resolved by framework.look.tables (an output, Tributary's own
+tables, a path) and handed to DuckDB as delta-rs' Arrow dataset of its current version, so DuckDB
+pushes the columns and filters down and reads only the files and columns it needs. The names a
+query uses are found by parsing it (sqlglot, with DuckDB's dialect): every table that is not a
+CTE of the query, as written (`service_stats`, `service_calls.service_stats`, `'warehouse/t'`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from framework.errors import BadInput, Problem
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+#: DuckDB settings of every connection here (see the module docstring)
+SANDBOX: dict[str, str | int | float | list[str]] = {
+    "enable_external_access": False,
+    "python_enable_replacements": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "temp_directory": "",
+    "memory_limit": "2GB",
+    "lock_configuration": True,
+}
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The first rows of a query's result, and whether it had more."""
+
+    rows: pa.Table
+    more: bool
+
+
+class Sandbox:
+    """One in-memory DuckDB connection that can read only the tables registered with it."""
+
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S):
+        import duckdb
+
+        self.connection: duckdb.DuckDBPyConnection = duckdb.connect(":memory:", config=dict(SANDBOX))
+        self.timeout_s = timeout_s
+        self._registered = 0
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Shut DuckDB down now, its worker threads joined: left to the interpreter's exit, a
+        worker still holding Python's Arrow objects can abort the process as it ends."""
+        self.connection.close()
+
+    def register(self, parts: tuple[str, ...], data: Any) -> None:
+        """Make `data` (an Arrow dataset or table) readable as the name `parts` (schema.table or table)."""
+        self._registered += 1
+        hidden = f"__tributary_table_{self._registered}"
+        self.connection.register(hidden, data)
+        if len(parts) == 2:
+            self.connection.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(parts[0])}")
+        self.connection.execute(f"CREATE OR REPLACE VIEW {'.'.join(_quote(p) for p in parts)} AS SELECT * FROM {hidden}")
+
+    def query(self, sql: str, limit: int, what: str = "the query") -> Answer:
+        """The first `limit` rows of one SELECT statement."""
+        import duckdb
+        import pyarrow as pa
+
+        statement = self._one_query(sql, what)
+        timer = threading.Timer(self.timeout_s, self.connection.interrupt)
+        timer.daemon = True
+        timer.start()
+        try:
+            result = self.connection.sql(statement).limit(limit + 1).to_arrow_table()
+        except duckdb.InterruptException:
+            raise BadInput(
+                Problem(f"{what} ran longer than {self.timeout_s:g} s and was stopped", hint="narrow it, or pass --timeout")
+            ) from None
+        except duckdb.Error as e:
+            raise BadInput(Problem(f"{what}: {_message(e)}", hint=_hint(e))) from None
+        finally:
+            timer.cancel()
+            timer.join()
+        rows = pa.table(result) if not isinstance(result, pa.Table) else result
+        return Answer(rows.slice(0, limit), rows.num_rows > limit)
+
+    def _one_query(self, sql: str, what: str) -> str:
+        import duckdb
+
+        try:
+            statements = self.connection.extract_statements(sql)
+        except duckdb.Error as e:
+            raise BadInput(Problem(f"{what}: {_message(e)}")) from None
+        if len(statements) != 1:
+            raise BadInput(Problem(f"{what} holds {len(statements)} statements", hint="give one SELECT"))
+        statement = statements[0]
+        if statement.type != duckdb.StatementType.SELECT:
+            kind = str(statement.type).rsplit(".", 1)[-1]
+            raise BadInput(Problem(f"{what} is a {kind} statement: only queries run here", hint="give one SELECT"))
+        return statement.query.strip().rstrip(";")
+
+
+def referenced_tables(sql: str) -> list[tuple[str, ...]]:
+    """The tables a query reads, as written (CTEs and table functions left out); [] when the text
+    does not parse here (DuckDB then says what is wrong with it)."""
+    import sqlglot
+    import sqlglot.errors
+    from sqlglot import exp
+
+    try:
+        trees = [t for t in sqlglot.parse(sql, dialect="duckdb") if t is not None]
+    except sqlglot.errors.SqlglotError:
+        return []
+    found: list[tuple[str, ...]] = []
+    for tree in trees:
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        for table in tree.find_all(exp.Table):
+            if not isinstance(table.this, exp.Identifier):
+                continue  # range(10), read_parquet(...): a function, not a name
+            parts = tuple(p.name for p in table.parts)
+            if len(parts) == 1 and parts[0].lower() in ctes:
+                continue
+            if parts not in found:
+                found.append(parts)
+    return found
+
+
+def run_query(sql: str, limit: int, open_table: Callable[[str], Any], timeout_s: float = DEFAULT_TIMEOUT_S) -> Answer:
+    """`tributary query`: each table the query names, opened by `open_table(name)` (an Arrow
+    dataset), then the query's first `limit` rows."""
+    with Sandbox(timeout_s) as sandbox:
+        for parts in referenced_tables(sql):
+            if len(parts) > 2:
+                raise BadInput(Problem(f"table '{'.'.join(parts)}': a name has at most two parts (pipeline.output)"))
+            sandbox.register(parts, open_table(".".join(parts)))
+        return sandbox.query(sql, limit)
+
+
+def filter_rows(data: Any, where: str, limit: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> Answer:
+    """`show --where`: the first `limit` rows of one table's rows matching a condition."""
+    with Sandbox(timeout_s) as sandbox:
+        sandbox.register(("t",), data)
+        return sandbox.query(f"SELECT * FROM t WHERE ({where})", limit, what="--where")
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _message(error: BaseException) -> str:
+    """DuckDB's message without its class prefix, keeping the LINE/caret lines that point at the spot."""
+    lines = [line.rstrip() for line in str(error).strip().splitlines() if line.strip()]
+    return "\n  ".join(lines) if lines else type(error).__name__
+
+
+def _hint(error: BaseException) -> str | None:
+    import duckdb
+
+    if isinstance(error, duckdb.PermissionException):
+        return "queries here read the named tables only: no files, no extensions"
+    if isinstance(error, duckdb.CatalogException) and "Table with name" in str(error):
+        return "name an output (e.g. service_stats or pipeline.output), a Tributary table (quality, quarantine) or a Delta folder in quotes"
+    return None

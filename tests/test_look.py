@@ -1,0 +1,275 @@
+"""Looking at tables without a JVM: `tributary show`, `history` and `query` on real Delta tables
+(written here with delta-rs; tests/test_try.py looks at tables a Spark run wrote)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+STATS = pa.schema([("requested_service", pa.string()), ("calls", pa.int64()), ("day", pa.date32())])
+
+
+def stats(rows: list[tuple[str, int]], day: date = date(2026, 11, 2)) -> pa.Table:
+    return pa.table(
+        {"requested_service": [r[0] for r in rows], "calls": [r[1] for r in rows], "day": [day] * len(rows)}, schema=STATS
+    )
+
+
+def commit(table: Path, rows: pa.Table, mode: str = "append", run_id: str | None = None, **kwargs) -> None:
+    meta = {"tributary.run_id": run_id} if run_id else None
+    write_deltalake(str(table), rows, mode=mode, commit_properties=CommitProperties(custom_metadata=meta), **kwargs)
+
+
+@pytest.fixture
+def warehouse(project: Path) -> Path:
+    """The example project with service_stats (two versions) and daily_head_stats written."""
+    root = project / "warehouse"
+    commit(root / "service_stats", stats([("/index.html", 285), ("/shop.html", 155), ("/about.html", 60)]), run_id="run-1")
+    commit(root / "service_stats", stats([("/index.html", 300), ("/news.html", 100)]), mode="overwrite", run_id="run-2")
+    daily = pa.table(
+        {"day": [date(2026, 11, 2), date(2026, 11, 3)], "head_service": ["/index.html", "/shop.html"], "clients": [211, 131]}
+    )
+    commit(root / "daily_head_stats", daily, partition_by=["day"], run_id="run-2")
+    return root
+
+
+def test_show_reads_an_output_by_its_name_now_and_at_an_older_version(cli, warehouse):
+    code, out, err = cli("show", "service_stats")
+    assert code == 0, err
+    assert "service_stats · output of pipeline service_calls · version 1" in out
+    assert "/news.html" in out and "/shop.html" not in out and "2 rows" in out
+
+    code, out, err = cli("show", "service_stats", "--version", "0", "--limit", "2")
+    assert code == 0, err
+    assert "version 0" in out and "/index.html" in out and "/shop.html" in out and "/about.html" not in out
+    assert "first 2 of 3 rows" in out
+
+    first = DeltaTable(str(warehouse / "service_stats")).history()[-1]["timestamp"]
+    at = datetime.fromtimestamp(first / 1000 + 0.001, UTC).isoformat()
+    code, out, err = cli("show", "service_stats", "--timestamp", at)
+    assert code == 0, err
+    assert "version 0" in out and "/about.html" in out
+
+
+def test_show_names_the_mistake_and_exits_2(cli, warehouse):
+    code, out, err = cli("show", "servce_stats")
+    assert code == 2 and "no table 'servce_stats'" in err and "did you mean 'service_stats'?" in err
+    assert "Traceback" not in err + out
+
+    code, out, err = cli("show", "page_views")  # two pipelines have an output of that name
+    assert code == 2 and "access_log.page_views or access_log_streaming.page_views" in err
+
+    code, out, err = cli("show", "service_stats", "--version", "7")
+    assert code == 2 and "no version 7" in err and "0 to 1" in err
+
+    code, out, err = cli("show", "service_stats", "--version", "0", "--timestamp", "2026-01-01")
+    assert code == 2 and "give one" in err
+
+    code, out, err = cli("show", "service_stats", "--timestamp", "yesterday")
+    assert code == 2 and "ISO 8601" in err
+
+    code, out, err = cli("show", "service_stats", "--timestamp", "2001-01-01")
+    assert code == 2 and "no version at 2001-01-01" in err
+
+    code, out, err = cli("show", "instances")  # an output no run has written yet
+    assert code == 2 and "has no Delta table yet" in err and "tributary run service_instances" in err
+
+    code, out, err = cli("show", "no/such/folder")
+    assert code == 2 and "no Delta table at" in err
+
+
+def test_show_accepts_pipeline_output_tributary_tables_and_folders(cli, warehouse):
+    code, out, err = cli("show", "service_calls.service_stats")
+    assert code == 0 and "/news.html" in out, err
+    code, out, err = cli("show", "warehouse/daily_head_stats")
+    assert code == 0 and "a Delta table folder" in out and "2026-11-03" in out, err
+
+    quarantine = pa.table({"file": ["a.json"], "line": [3], "record": ["{bad"], "reason": ["malformed json record"]})
+    commit(warehouse / "_tributary" / "quarantine", quarantine)
+    for name in ("quarantine", "_tributary.quarantine"):
+        code, out, err = cli("show", name)
+        assert code == 0, err
+        assert "Tributary's quarantine table" in out and "malformed json record" in out
+    code, out, err = cli("show", "quality")
+    assert code == 2 and "Tributary creates it" in err
+
+
+def test_partitioned_tables_show_their_partition_values(cli, warehouse):
+    code, out, err = cli("show", "daily_head_stats", "--json")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert sorted(rows, key=lambda r: r["day"]) == [
+        {"head_service": "/index.html", "clients": 211, "day": "2026-11-02"},
+        {"head_service": "/shop.html", "clients": 131, "day": "2026-11-03"},
+    ]
+
+
+def test_where_filters_with_sql_and_cannot_reach_files(cli, warehouse, tmp_path):
+    code, out, err = cli(
+        "show", "service_stats", "--version", "0", "--where", "calls > 100 and requested_service like '/%'", "--csv"
+    )
+    assert code == 0, err
+    assert sorted(r["requested_service"] for r in csv.DictReader(io.StringIO(out))) == ["/index.html", "/shop.html"]
+
+    code, out, err = cli("show", "service_stats", "--where", "nosuch > 1")
+    assert code == 2 and 'Referenced column "nosuch" not found' in err and "Traceback" not in err + out
+
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a\n1\n")
+    code, out, err = cli("show", "service_stats", "--where", f"calls in (select a from read_csv('{secret}'))")
+    assert code == 2 and "Permission Error" in err and "no files" in err
+
+    code, out, err = cli("show", "service_stats", "--where", f"true); copy (select 1) to '{tmp_path / 'out.csv'}'; select (1")
+    assert code == 2 and "statements" in err
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_query_joins_outputs_by_name_and_refuses_anything_but_a_select(cli, warehouse, tmp_path):
+    sql = (
+        "select s.requested_service, s.calls, d.clients from service_stats s "
+        "join daily_head_stats d on d.head_service = s.requested_service order by s.calls desc"
+    )
+    code, out, err = cli("query", sql, "--json")
+    assert code == 0, err
+    assert [json.loads(line) for line in out.splitlines()] == [{"requested_service": "/index.html", "calls": 300, "clients": 211}]
+
+    target = tmp_path / "written.csv"
+    for statement, message in [
+        (f"copy (select * from service_stats) to '{target}'", "COPY statement"),
+        (f"attach '{tmp_path / 'x.duckdb'}'", "ATTACH statement"),
+        ("select * from read_parquet('warehouse/service_stats/*.parquet')", "Permission Error"),
+        ("set enable_external_access = true", "SET statement"),
+        ("select 1; select 2", "2 statements"),
+        ("select * from service_stats where", "syntax error"),
+        ("select * from servce_stats", "did you mean 'service_stats'?"),
+    ]:
+        code, out, err = cli("query", statement)
+        assert code == 2, (statement, out, err)
+        assert message in err, (statement, err)
+        assert "Traceback" not in err + out
+    assert not target.exists() and not (tmp_path / "x.duckdb").exists()
+
+    code, out, err = cli("query", "with t as (select * from service_stats) select count(*) as n from t, range(2)", "--csv")
+    assert code == 0 and out.splitlines() == ['"n"', "4"], err
+
+
+def test_a_query_that_runs_too_long_is_stopped(cli, warehouse):
+    code, out, err = cli("query", "select count(*) from range(1000000000000)", "--timeout", "0.5")
+    assert code == 2 and "longer than 0.5 s" in err
+
+
+def test_history_lists_versions_runs_and_rows_from_the_log(cli, warehouse):
+    table = DeltaTable(str(warehouse / "service_stats"))
+    table.merge(
+        stats([("/index.html", 310), ("/cart.html", 7)]),
+        predicate="t.requested_service = s.requested_service",
+        source_alias="s",
+        target_alias="t",
+        commit_properties=CommitProperties(custom_metadata={"tributary.run_id": "run-3"}),
+    ).when_matched_update_all().when_not_matched_insert_all().execute()
+
+    code, out, err = cli("history", "service_stats", "--json")
+    assert code == 0, err
+    versions = [json.loads(line) for line in out.splitlines()]
+    assert [v["version"] for v in versions] == [2, 1, 0]
+    assert [v["run_id"] for v in versions] == ["run-3", "run-2", "run-1"]
+    merge, overwrite, create = versions
+    assert merge["operation"] == "MERGE" and (merge["rows_added"], merge["rows_updated"], merge["rows"]) == (1, 1, 3)
+    assert overwrite["operation"] == "WRITE (overwrite)"
+    assert (overwrite["rows_added"], overwrite["rows_removed"], overwrite["rows"]) == (2, 3, 2)
+    assert (create["rows_added"], create["rows_removed"], create["rows"]) == (3, 0, 3)
+
+    code, out, err = cli("history", "service_stats", "--limit", "1")
+    assert code == 0 and "run-3" in out and "run-2" not in out and "1 of 3 versions" in out, err
+
+
+def test_history_counts_rows_of_commits_that_add_staged_files_without_metrics(cli, warehouse):
+    """Tributary commits Parquet files Spark staged as add actions; such commits record no
+    operation metrics, and the rows come from replaying the log."""
+    import pyarrow.parquet as pq
+    from deltalake import Schema, Transaction
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    folder = warehouse / "staged_table"
+    folder.mkdir()
+    pq.write_table(stats([("/a", 1), ("/b", 2)]), folder / "part-0.parquet")
+    size = (folder / "part-0.parquet").stat().st_size
+    create_table_with_add_actions(
+        str(folder),
+        Schema.from_arrow(STATS),
+        [AddAction("part-0.parquet", size, {}, 0, True, json.dumps({"numRecords": 2}))],
+        mode="error",
+        commit_properties=CommitProperties(app_transactions=[Transaction("app", 0)], custom_metadata={"tributary.run_id": "r"}),
+    )
+    code, out, err = cli("history", "staged_table", "--json")
+    assert code == 0, err
+    (version,) = [json.loads(line) for line in out.splitlines()]
+    assert (version["operation"], version["run_id"], version["rows_added"], version["rows"]) == ("CREATE TABLE", "r", 2, 2)
+
+
+def test_scratch_names_the_tables_run_limit_wrote(cli, warehouse, project):
+    code, out, err = cli("show", "service_stats", "--scratch")
+    assert code == 2 and "tributary run service_calls --limit" in err
+    commit(project / ".tributary" / "scratch" / "service_stats", stats([("/tried.html", 1)]))
+    code, out, err = cli("show", "service_stats", "--scratch")
+    assert code == 0 and "/tried.html" in out and "scratch" in out, err
+
+
+VALUES = st.one_of(st.none(), st.integers(-(2**40), 2**40))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    batches=st.lists(
+        st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), VALUES), min_size=0, max_size=6), min_size=1, max_size=4
+    ),
+    widen=st.booleans(),
+    limit=st.integers(0, 30),
+)
+def test_first_rows_read_file_by_file_are_the_tables_rows(tmp_path_factory, batches, widen, limit):
+    """Reading the files directly (the fast path of `show`) gives what delta-rs' own scan gives:
+    the same rows, partition values filled in, columns added later null in older files."""
+    from framework.look.delta_tables import _delta_scan, rows
+
+    location = tmp_path_factory.mktemp("t") / "table"
+    for i, batch in enumerate(batches):
+        data = {"part": [k for k, _ in batch], "n": pa.array([v for _, v in batch], pa.int64())}
+        if widen and i > 0:
+            data["added"] = pa.array([f"x{i}"] * len(batch), pa.string())
+        write_deltalake(str(location), pa.table(data), mode="append", partition_by=["part"], schema_mode="merge")
+    table = DeltaTable(str(location))
+    everything = rows(table, str(location))
+    scanned = _delta_scan(table, None)
+    key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
+    assert everything.schema == scanned.schema
+    assert sorted(map(key, everything.to_pylist())) == sorted(map(key, scanned.to_pylist()))
+    first = rows(table, str(location), limit)
+    assert first.num_rows == min(limit, everything.num_rows)
+    assert first.to_pylist() == everything.slice(0, limit).to_pylist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seconds=st.lists(st.one_of(st.none(), st.integers(-(2**34), 2**34)), max_size=8),  # years 1426 to 2514
+    fraction=st.integers(0, 999_999),
+    unit=st.sampled_from(["s", "ms", "us"]),
+    zone=st.sampled_from(["UTC", "Europe/Paris", "America/New_York", "+02:00"]),
+)
+def test_rows_for_the_terminal_equal_pyarrows_own_conversion(seconds, fraction, unit, zone):
+    """display.python_rows converts zoned timestamps itself (pyarrow's conversion imports pandas)."""
+    from framework.display import python_rows
+
+    scale = {"s": 1, "ms": 1_000, "us": 1_000_000}[unit]
+    ticks = [None if s is None else s * scale + fraction % scale for s in seconds]
+    column = pa.chunked_array([pa.array(ticks, pa.int64()).cast(pa.timestamp(unit, tz=zone))])
+    table = pa.table({"at": column, "n": list(range(len(ticks)))})
+    assert python_rows(table) == [tuple(r.values()) for r in table.to_pylist()]
