@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -63,13 +62,12 @@ def test_every_example_pipeline_references_the_schema():
         assert path.read_text().startswith("# yaml-language-server: $schema=../tributary.schema.json"), path
 
 
-def test_validate_examples_without_a_jvm_in_under_a_second():
-    began = time.perf_counter()
+def test_validate_examples_in_a_fresh_interpreter():
+    """Every example validates from the command line (the < 1 s target is measured by
+    benchmarks/bench_validate.py and bench_loop.py, not here: a busy machine is no failure)."""
     done = subprocess.run([sys.executable, "-m", "framework", "validate"], cwd=REPO, capture_output=True, text=True)
-    wall = time.perf_counter() - began
     assert done.returncode == 0, done.stderr
-    assert "✓ pipelines/service_calls.yaml" in done.stdout
-    assert wall < 3.0  # the < 1 s target is measured by benchmarks/bench_validate.py
+    assert all(f"✓ pipelines/{p.name}" in done.stdout for p in (REPO / "pipelines").glob("*.yaml")), done.stdout
 
 
 def test_validate_never_imports_pyspark():

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -277,20 +278,36 @@ def _commit(entry: dict[str, Any]) -> Commit:
 
 
 def _first_files(dt: DeltaTable, rows: int) -> list[str]:
-    """The table's files, oldest first (the write times the log records), until their row counts
-    (the log's statistics) reach `rows`; a file without a count is taken and counted as enough."""
+    """The table's files, oldest first, until their row counts (the log's statistics) reach
+    `rows`; a file without a count is taken and counted as enough. Oldest: the commit that added
+    it (a local table's log; files written in one millisecond are told apart), then the write time."""
     actions = pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=True)).read_all()
     paths = actions.column("path").to_pylist()
     times = actions.column("modification_time").to_pylist()
     counts = actions.column("num_records").to_pylist() if "num_records" in actions.column_names else [None] * len(paths)
     root = from_spark_path(dt.table_uri).rstrip("/")  # a local table's folder as a path
+    added = _added_in(root) if "://" not in root else {}
     chosen, held = [], 0
-    for _, path, count in sorted(zip(times, paths, counts, strict=True), key=lambda f: (f[0] or 0, f[1])):
+    order = sorted(zip(paths, times, counts, strict=True), key=lambda f: (added.get(unquote(f[0]), -1), f[1] or 0, f[0]))
+    for path, _, count in order:
         if held >= rows:
             break
         chosen.append(path if "://" in path else f"{root}/{unquote(path)}")
         held += count if count is not None else rows
     return chosen
+
+
+def _added_in(root: str) -> dict[str, int]:
+    """Which commit of a local table's log added each file (commits the log still keeps as JSON)."""
+    found: dict[str, int] = {}
+    for commit in sorted(Path(root, "_delta_log").glob("*.json")):
+        if not commit.stem.isdigit():
+            continue
+        for line in commit.read_text().splitlines():
+            add = json.loads(line).get("add") if line.strip() else None
+            if add:
+                found[unquote(add["path"])] = int(commit.stem)
+    return found
 
 
 def arrow_schema(dt: DeltaTable) -> pa.Schema:
