@@ -35,6 +35,9 @@ SelectOpt = Annotated[
     Optional[str], typer.Option("--select", "-s", help="Steps: a, +a (with upstream), a+ (with downstream), comma list.")
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+EngineOpt = Annotated[
+    bool, typer.Option("--no-engine", help="Start Spark in this process instead of using the warm engine (README: A warm engine).")
+]
 
 
 def _guard(debug: bool, fn, *args, **kwargs):  # noqa: ANN001, ANN202
@@ -181,6 +184,7 @@ def plan_cmd(
 
 @app.command()
 def run(
+    ctx: typer.Context,
     pipeline: PipelineArg,
     profile: ProfileOpt = None,
     var: VarOpt = None,
@@ -194,6 +198,7 @@ def run(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="On failure, print Spark's log (its errors with Java stacks).")
     ] = False,
+    no_engine: EngineOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Run a pipeline: build every step, write the outputs to Delta, log the run.
@@ -201,10 +206,7 @@ def run(
     A streaming pipeline processes everything new and stops, or with --continuous keeps running."""
 
     def body() -> None:
-        from framework.display import LiveProgress, arrow_table, quality_table, run_summary
-        from framework.engine.runner import run_pipeline, show_rows
-        from framework.io.delta import local_store
-
+        _warm_up(pipeline, profile, no_engine)
         compiled, prof = _compile(pipeline, profile, var, select)
         streaming = compiled.spec.mode == "streaming"
         if continuous and not streaming:
@@ -219,6 +221,11 @@ def run(
                 raise BadInput(Problem("--full-refresh of a streaming pipeline needs confirmation", hint="add --yes"))
             if not typer.confirm(question):
                 raise BadInput(Problem("--full-refresh declined: nothing was changed"))
+        _through_engine(ctx, prof, no_engine, yes=True)  # asked here already
+        from framework.display import LiveProgress, arrow_table, quality_table, run_summary
+        from framework.engine.runner import run_pipeline, show_rows
+        from framework.io.delta import local_store
+
         out.print(
             f"[bold]{compiled.name}[/] · profile {prof.name} · {len(compiled.selected)} step(s), "
             f"{len(compiled.selected_outputs())} output(s)"
@@ -245,6 +252,28 @@ def run(
         _guard(debug, body)
     finally:
         _stop_spark()
+
+
+def _warm_up(pipeline: str | None, profile_name: str | None, no_engine: bool) -> None:
+    """Start the warm engine now if it will be needed, so its JVM starts while the input is checked."""
+    from framework.warm.client import warm_up
+
+    try:
+        _, prof = _context(pipeline, profile_name)
+    except TributaryError:
+        return  # said by the command's own checks
+    warm_up(prof, no_engine)
+
+
+def _through_engine(ctx: typer.Context, prof, no_engine: bool, **overrides) -> None:  # noqa: ANN001, ANN003
+    """Hand the current command to the warm engine when the profile allows it: its output is
+    printed here and its exit code ends this command (typer.Exit). Returns when it runs here."""
+    from framework.warm.client import argv_of, hand_over
+
+    argv = argv_of(ctx, overrides)
+    code = hand_over(prof, argv, no_engine, lambda text: err.print(f"[dim]{text}[/]", soft_wrap=True))
+    if code is not None:
+        raise typer.Exit(code)
 
 
 def _interactive() -> bool:
@@ -421,6 +450,7 @@ def capacity(
 
 @app.command()
 def tune(
+    ctx: typer.Context,
     pipeline: PipelineArg,
     step: Annotated[str, typer.Argument(help="The swa step whose size and timeout to choose.")],
     alpha: Annotated[float, typer.Option("--alpha", help="n: the smallest size with F(n) >= alpha (degree CDF).")] = 0.9,
@@ -436,6 +466,7 @@ def tune(
     as_json: Annotated[bool, typer.Option("--json", help="Print the tuning as JSON.")] = False,
     profile: ProfileOpt = None,
     var: VarOpt = None,
+    no_engine: EngineOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Choose an swa step's window size n and timeout t from its input (Li et al., §5.2–5.3): fit
@@ -483,6 +514,7 @@ def tune(
         from framework.engine.runner import plan_frames
         from framework.engine.session import spark_session
 
+        _through_engine(ctx, prof, no_engine)
         compiled = replace(compiled, selected=compiled.graph.select(f"+{step}"))  # the step and what it reads
         spark = spark_session(prof)
         if learn:
@@ -551,12 +583,14 @@ def _write_tuning(tuning, loaded, text: str) -> None:  # noqa: ANN001
 
 @app.command()
 def evaluate(
+    ctx: typer.Context,
     pipeline: PipelineArg,
     step: Annotated[
         Optional[list[str]], typer.Option("--step", help="A swa/tumbling step (default: all declaring truth:).")
     ] = None,
     profile: ProfileOpt = None,
     var: VarOpt = None,
+    no_engine: EngineOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Completeness and correctness of SWA/tumbling steps against the ground truth in their input
@@ -584,6 +618,7 @@ def evaluate(
                     hint="add truth: {instance: <instance id column>, primary: <is-head column>} to the step",
                 )
             )
+        _through_engine(ctx, prof, no_engine)
         spark = spark_session(prof)
         contexts = plan_frames(compiled, prof, spark).contexts
         evaluations = []
@@ -693,6 +728,97 @@ def generate_access_log_cmd(
     out.print(
         f"wrote {s.lines:,} log lines of {s.instances:,} page views in {s.files} files under {out_dir}/ ({s.garbage} malformed)"
     )
+
+
+engine_app = typer.Typer(
+    help="The warm engine: a local Spark kept running between commands, so reruns answer in seconds.", no_args_is_help=True
+)
+app.add_typer(engine_app, name="engine")
+
+
+@engine_app.command("status")
+def engine_status(debug: DebugOpt = False) -> None:
+    """Running engines: pid, uptime, runs served, idle time, settings, socket and log."""
+
+    def body() -> None:
+        from framework.display import engine_table
+        from framework.warm.client import statuses
+
+        found = statuses()
+        if not found:
+            out.print("no warm engine running (the next `tributary run` starts one)")
+            return
+        out.print(engine_table(found))
+
+    _guard(debug, _engine_errors(body))
+
+
+@engine_app.command("stop")
+def engine_stop(debug: DebugOpt = False) -> None:
+    """Stop every warm engine of this user (a run under way is interrupted; outputs stay as they were)."""
+
+    def body() -> None:
+        from framework.warm.client import stop_all
+
+        answers = stop_all()
+        if not answers:
+            out.print("no warm engine running")
+        for answer in answers:
+            busy = f", interrupting {answer['busy']}" if answer.get("busy") else ""
+            out.print(f"stopped engine {answer['key']} (pid {answer.get('pid')}{busy})", markup=False)
+
+    _guard(debug, _engine_errors(body))
+
+
+@engine_app.command("start")
+def engine_start(profile: ProfileOpt = None, debug: DebugOpt = False) -> None:
+    """Start the warm engine of a profile now (runs start it themselves when needed)."""
+
+    def body() -> None:
+        from framework.display import engine_table
+        from framework.warm.client import start
+
+        _, prof = _context(None, profile)
+        out.print(engine_table([start(prof, lambda text: err.print(f"[dim]{text}[/]", soft_wrap=True))]))
+
+    _guard(debug, _engine_errors(body))
+
+
+@engine_app.command("serve", hidden=True)
+def engine_serve() -> None:
+    """The engine process itself (started by a client, settings as JSON on stdin)."""
+    from framework.warm.server import serve
+
+    raise typer.Exit(serve(json.loads(sys.stdin.read()), _engine_command))
+
+
+def _engine_errors(body):  # noqa: ANN001, ANN202
+    """An engine that cannot be used (runtime folder, settings) is bad input, said in one line."""
+
+    def guarded() -> None:
+        from framework.warm.place import EngineUnavailable
+
+        try:
+            body()
+        except EngineUnavailable as e:
+            raise BadInput(Problem(f"warm engine: {e}")) from None
+
+    return guarded
+
+
+def _engine_command(argv: list[str], out_console: Console, err_console: Console) -> int:
+    """Run one command line in the warm engine, printing on the client's consoles: the same
+    commands, messages and exit codes as here."""
+    global out, err
+    saved = out, err
+    out, err = out_console, err_console
+    try:
+        typer.main.get_command(app).main(args=argv, prog_name="tributary", standalone_mode=True)
+        return 0
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        out, err = saved
 
 
 def _stop_spark() -> None:
