@@ -206,7 +206,7 @@ def run(
     A streaming pipeline processes everything new and stops, or with --continuous keeps running."""
 
     def body() -> None:
-        _warm_up(pipeline, profile, no_engine)
+        _engine_first(ctx, pipeline, profile, no_engine, asks=full_refresh and not yes)
         compiled, prof = _compile(pipeline, profile, var, select)
         streaming = compiled.spec.mode == "streaming"
         if continuous and not streaming:
@@ -254,24 +254,30 @@ def run(
         _stop_spark()
 
 
-def _warm_up(pipeline: str | None, profile_name: str | None, no_engine: bool) -> None:
-    """Start the warm engine now if it will be needed, so its JVM starts while the input is checked."""
+def _engine_first(ctx: typer.Context, pipeline: str, profile_name: str | None, no_engine: bool, asks: bool) -> None:
+    """A running warm engine takes the command at once (it checks the input as this process would,
+    with its modules already imported); without one, one starts now, so its JVM starts while the
+    input is checked here (bad input is then said without waiting for it). A command that may ask
+    a question (`asks`) asks it here first."""
     from framework.warm.client import warm_up
 
     try:
         _, prof = _context(pipeline, profile_name)
     except TributaryError:
         return  # said by the command's own checks
+    if not asks:
+        _through_engine(ctx, prof, no_engine, start=False)
     warm_up(prof, no_engine)
 
 
-def _through_engine(ctx: typer.Context, prof, no_engine: bool, **overrides) -> None:  # noqa: ANN001, ANN003
-    """Hand the current command to the warm engine when the profile allows it: its output is
-    printed here and its exit code ends this command (typer.Exit). Returns when it runs here."""
+def _through_engine(ctx: typer.Context, prof, no_engine: bool, start: bool = True, **overrides) -> None:  # noqa: ANN001, ANN003
+    """Hand the current command to the warm engine when the profile allows it (`start`: starting one
+    if none runs): its output is printed here and its exit code ends this command (typer.Exit).
+    Returns when the command runs here."""
     from framework.warm.client import argv_of, hand_over
 
     argv = argv_of(ctx, overrides)
-    code = hand_over(prof, argv, no_engine, lambda text: err.print(f"[dim]{text}[/]", soft_wrap=True))
+    code = hand_over(prof, argv, no_engine, lambda text: err.print(f"[dim]{text}[/]", soft_wrap=True), start)
     if code is not None:
         raise typer.Exit(code)
 
@@ -737,7 +743,9 @@ app.add_typer(engine_app, name="engine")
 
 
 @engine_app.command("status")
-def engine_status(debug: DebugOpt = False) -> None:
+def engine_status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the engines as JSON.")] = False, debug: DebugOpt = False
+) -> None:
     """Running engines: pid, uptime, runs served, idle time, settings, socket and log."""
 
     def body() -> None:
@@ -745,6 +753,9 @@ def engine_status(debug: DebugOpt = False) -> None:
         from framework.warm.client import statuses
 
         found = statuses()
+        if as_json:
+            out.print_json(json.dumps(found))
+            return
         if not found:
             out.print("no warm engine running (the next `tributary run` starts one)")
             return

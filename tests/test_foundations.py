@@ -200,7 +200,9 @@ def test_plan_shows_the_run_without_starting_spark(cli):
     assert "computed once for 2 readers" in out and "merge" in out and "day head_service, by day" in out
 
 
-@pytest.mark.parametrize("command", [["validate"], ["compile", "service_instances"], ["plan", "service_instances"]])
+@pytest.mark.parametrize(
+    "command", [["validate"], ["compile", "service_instances"], ["plan", "service_instances"], ["engine", "status"]]
+)
 def test_light_commands_import_neither_spark_nor_great_expectations(project, command):
     code = (
         "import sys\nfrom framework.cli import main\n"

@@ -49,18 +49,21 @@ Say = Callable[[str], None]
 _spawned: dict[str, subprocess.Popen] = {}
 
 
-def hand_over(profile: Profile, argv: list[str], no_engine: bool, say: Say) -> int | None:
-    """Run `argv` (a tributary command line) in the warm engine; its exit code, or None to run here."""
+def hand_over(profile: Profile, argv: list[str], no_engine: bool, say: Say, start: bool = True) -> int | None:
+    """Run `argv` (a tributary command line) in the warm engine, started if none runs (`start`); its
+    exit code, or None to run here."""
     if framework.warm.serving or _session_here():
         return None
     why_not = mode(profile, no_engine)
     if why_not is not None:
-        if why_not:
+        if why_not and start:
             say(f"warm engine not used: {why_not}")
         return None
     try:
         place = EnginePlace.of(engine_key(profile))
-        channel = _connect_or_start(place, profile, say)
+        channel = _connect_or_start(place, profile, say) if start else _try_connect(place)
+        if channel is None:
+            return None
     except EngineUnavailable as e:
         say(f"warm engine unavailable: {e}; running in this process")
         return None

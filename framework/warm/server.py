@@ -10,8 +10,12 @@ its output in the engine's log) reads its settings as JSON on stdin, takes the e
   back as it is printed; the exit code last. Requests that come while a run is under way wait in
   order, and their clients are told whom they wait for.
 - Ctrl-C on the client (or the client going away) interrupts the run as Ctrl-C interrupts an
-  embedded one: the SIGINT handler of the main thread runs, which cancels Spark's jobs and raises
-  KeyboardInterrupt (a continuous stream's handler stops its queries cleanly instead).
+  embedded one: Spark's jobs are cancelled and the main thread gets KeyboardInterrupt (a
+  continuous stream's own handler stops its queries cleanly instead). Unlike a process that exits
+  after Ctrl-C, the engine goes on using its py4j connections, so the KeyboardInterrupt is raised
+  only outside py4j's code (raised inside it, an answer would be left unread on the connection
+  and the next call would read it): while the main thread is in a JVM call, it is tried again
+  50 ms later.
 - between runs the session is put back as it was: runtime confs a run set are reset, temporary
   views dropped, caches cleared, streaming queries stopped. udfs/ modules are re-imported when a
   file changes (framework.functions.loader keys its cache on the files' times and sizes).
@@ -27,6 +31,7 @@ import _thread
 import contextlib
 import fcntl
 import io
+import itertools
 import json
 import os
 import queue
@@ -103,13 +108,16 @@ class Request:
     err: Terminal
     done: bool = False
     interrupted: bool = False
+    raised: bool = False
     received: float = field(default_factory=time.time)
 
     @property
     def label(self) -> str:
-        """What the run is, for a client that waits: `run service_calls`."""
-        words = [a for a in self.argv if not a.startswith("-")][:2]
-        return " ".join(words) or "a command"
+        """What the run is, for a client that waits: `run service_calls` (the command's names, then
+        its arguments: client.argv_of puts them after `--`)."""
+        names = list(itertools.takewhile(lambda a: not a.startswith("-"), self.argv))
+        arguments = self.argv[self.argv.index("--") + 1 :] if "--" in self.argv else []
+        return " ".join(names + arguments) or "a command"
 
     def gone(self) -> bool:
         """The client hung up (or asked to cancel) while waiting in the queue."""
@@ -146,6 +154,7 @@ class Engine:
         threading.Thread(target=self._accept, name="tributary-engine-accept", daemon=True).start()
         threading.Thread(target=self._terminator, name="tributary-engine-term", daemon=True).start()
         signal.signal(signal.SIGTERM, lambda *_: self._wake.set())
+        signal.signal(signal.SIGINT, self._on_sigint)
         try:
             while not self.stopping.is_set():
                 try:
@@ -230,18 +239,30 @@ class Engine:
                 return
 
     def _interrupt(self, request: Request) -> None:
-        """Ctrl-C for the main thread, as a terminal would send it. The SIGINT handler pyspark
-        installs waits for the JVM call under way, so Spark's jobs are cancelled from here first;
-        any other handler (a continuous stream's clean stop) is left to do its own work."""
+        """Ctrl-C for the main thread, as a terminal would send it: Spark's jobs are cancelled from
+        here (the main thread may be waiting for one), then the main thread's SIGINT handler runs.
+        Another handler than the engine's (a continuous stream's clean stop) does its own work."""
         with self._lock:
             if request.done or request.interrupted:
                 return
             request.interrupted = True
-        handler = signal.getsignal(signal.SIGINT)
-        if getattr(handler, "__module__", "").startswith("pyspark"):
+        if signal.getsignal(signal.SIGINT) == self._on_sigint:
             with contextlib.suppress(Exception):
                 self.spark.sparkContext.cancelAllJobs()
         _thread.interrupt_main()
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        """KeyboardInterrupt for the run a client cancelled, raised once and outside py4j's code."""
+        with self._lock:
+            request = self.current
+            if request is None or request.done or not request.interrupted or request.raised:
+                return  # nothing to interrupt (a SIGINT sent to the engine itself is ignored)
+            if not _inside_py4j(frame):
+                request.raised = True
+        if not request.raised:
+            threading.Timer(0.05, _thread.interrupt_main).start()
+            return
+        raise KeyboardInterrupt
 
     def _terminator(self) -> None:
         self._wake.wait()
@@ -410,11 +431,14 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
     print(f"engine {place.key}: pid {os.getpid()}, starting Spark ({time.strftime('%Y-%m-%d %H:%M:%S')})", flush=True)
     began = time.perf_counter()
     from framework.engine import session
+    from framework.warm import class_archive
 
     spark_settings = dict(settings["spark"])
     preload = threading.Thread(target=_preload, name="tributary-engine-preload", daemon=True)
     preload.start()  # imports while the JVM starts
-    spark = session.spark_session(Profile(spark=SparkSettings(**spark_settings)), place.spark_log)
+    archive = class_archive.archive_path()
+    java_options, written = class_archive.java_options(archive)
+    spark = session.spark_session(Profile(spark=SparkSettings(**spark_settings)), place.spark_log, java_options)
     session.started_here = None  # the engine's: commands it runs must not stop it
     preload.join()
     framework.warm.serving = True
@@ -424,7 +448,24 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
     print(f"engine {place.key}: stopping ({reason}) after {engine.runs} run(s)", flush=True)
     with contextlib.suppress(Exception):
         spark.stop()
+    if written is not None:  # the JVM writes its class archive as it exits: wait for it
+        _end_jvm()
+        class_archive.keep(written, archive)
     return 0
+
+
+def _end_jvm(timeout: float = 120.0) -> None:
+    """Let the driver's JVM exit now (it exits when its stdin closes) and wait for it."""
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)  # noqa: SLF001
+    if process is None:
+        return
+    with contextlib.suppress(Exception):
+        SparkContext._gateway.shutdown()  # noqa: SLF001
+    with contextlib.suppress(Exception):
+        process.stdin.close()
+        process.wait(timeout)
 
 
 def _preload() -> None:
@@ -456,6 +497,15 @@ def _same_user(conn: socket.socket) -> bool:
         return True
     _, uid, _ = struct.unpack("3i", creds)
     return uid == os.getuid()
+
+
+def _inside_py4j(frame: Any) -> bool:
+    """The main thread is in py4j's own code (between sending a command and reading its answer)."""
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith("py4j"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _settle() -> None:
