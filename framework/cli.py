@@ -36,7 +36,8 @@ SelectOpt = Annotated[
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
 EngineOpt = Annotated[
-    bool, typer.Option("--no-engine", help="Start Spark in this process instead of using the warm engine (README: A warm engine).")
+    bool,
+    typer.Option("--no-engine", help="Start Spark in this process instead of using the warm engine (README: A warm engine)."),
 ]
 
 

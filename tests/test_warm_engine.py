@@ -48,9 +48,7 @@ class Warm:
     def __init__(self, project: Path, runtime: Path):
         self.project, self.runtime = project, runtime
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("TRIBUTARY_")}
-        self.env.update(
-            {"TRIBUTARY_RUNTIME_DIR": str(runtime), "TRIBUTARY_CLASS_ARCHIVE": "0", "PYSPARK_PYTHON": sys.executable}
-        )
+        self.env.update({"TRIBUTARY_RUNTIME_DIR": str(runtime), "TRIBUTARY_CLASS_ARCHIVE": "0", "PYSPARK_PYTHON": sys.executable})
 
     def __call__(self, *args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -91,7 +89,10 @@ class Warm:
 def _copy_project(target: Path) -> Path:
     for folder in ("pipelines", "sql", "data", "udfs"):
         shutil.copytree(REPO / folder, target / folder)
-    write(target / "configs/local.yaml", "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 2\nwarehouse: ./warehouse\n")
+    write(
+        target / "configs/local.yaml",
+        "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 2\nwarehouse: ./warehouse\n",
+    )
     return target
 
 
@@ -102,10 +103,20 @@ def warm(tmp_path_factory):
     yield helper
     stopped = helper("engine", "stop")
     pids = [int(word.rstrip(")")) for word in stopped.stdout.split() if word.rstrip(")").isdigit()]
-    for pid in pids:  # stop waits for each engine to let go of its lock: the process has ended
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    assert pids, stopped.stdout
+    for pid in pids:  # stop waits until each engine lets go of its lock, which it holds until it exits
+        assert not _running(pid)
+    assert helper.engines() == []
     shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (an engine's parent, the client that started it, is gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def _table(project: Path, name: str, key: str) -> list[dict]:
@@ -133,10 +144,6 @@ def test_runs_go_through_one_engine_and_write_what_the_embedded_run_writes(warm,
     [same] = warm.engines()
     assert same["pid"] == engine["pid"] and same["runs"] == 2
 
-    alone = warm("run", "service_calls", "--no-engine")  # embedded in its own process: the engine is not asked
-    assert alone.returncode == 0, alone.stderr
-    assert warm.engines()[0]["runs"] == 2
-
 
 def test_bad_input_through_the_engine_is_exit_2_with_the_embedded_message(warm, spark, cli, project):
     broken = (
@@ -156,7 +163,9 @@ def test_bad_input_through_the_engine_is_exit_2_with_the_embedded_message(warm, 
 
 def test_interrupting_the_client_cancels_the_run_and_leaves_the_tables(warm):
     write(warm.project / "pipelines/slow.yaml", SLOW)
-    write(warm.project / "incoming/calls.json", "".join(f'{{"head_service": "/{i}.html", "response_ms": {i}}}\n' for i in range(4)))
+    write(
+        warm.project / "incoming/calls.json", "".join(f'{{"head_service": "/{i}.html", "response_ms": {i}}}\n' for i in range(4))
+    )
     done = warm("run", "slow")
     assert done.returncode == 0, done.stderr
     table = warm.project / "warehouse/napped"
@@ -184,7 +193,10 @@ def test_interrupting_the_client_cancels_the_run_and_leaves_the_tables(warm):
 
 def test_other_spark_settings_get_their_own_engine_which_stops_when_idle(warm, tmp_path):
     other = _copy_project(tmp_path / "other")
-    write(other / "configs/local.yaml", "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 3\nwarehouse: ./warehouse\n")
+    write(
+        other / "configs/local.yaml",
+        "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 3\nwarehouse: ./warehouse\n",
+    )
     first = warm.engines()[0]
     done = warm("run", "service_calls", cwd=other, TRIBUTARY_ENGINE_IDLE="0.1")
     assert done.returncode == 0, done.stderr
@@ -197,3 +209,46 @@ def test_other_spark_settings_get_their_own_engine_which_stops_when_idle(warm, t
     left = warm.wait_until(lambda engines: len(engines) == 1, timeout=90)  # idle for 6 s: it stops
     assert left[0]["pid"] == first["pid"]
     assert not Path(second["socket"]).exists()
+
+
+def test_which_commands_use_the_engine_and_what_they_send_it(monkeypatch):
+    from typer.main import get_command
+
+    from framework.cli import app
+    from framework.profiles import Profile, SparkSettings
+    from framework.warm.client import argv_of
+    from framework.warm.place import engine_key, mode
+
+    monkeypatch.delenv("TRIBUTARY_ENGINE", raising=False)
+    local = Profile()
+    assert mode(local) is None
+    assert mode(local, no_engine=True) == ""
+    assert mode(Profile(engine="embedded")) == ""
+    assert mode(Profile(spark=SparkSettings(master="spark://host:7077"))) == ""
+    assert mode(Profile(spark=SparkSettings(remote="sc://host:15002"))) == ""
+    monkeypatch.setenv("TRIBUTARY_ENGINE", "0")
+    assert mode(local) == ""
+    other = Profile(spark=SparkSettings(conf={"spark.sql.shuffle.partitions": 3}))
+    assert engine_key(local) == engine_key(Profile()) != engine_key(other)
+    monkeypatch.setenv("JAVA_HOME", "/elsewhere")
+    assert engine_key(local) != engine_key(other) and len(engine_key(local)) == 16
+
+    command = get_command(app)
+    argv = ["run", "-p", "local", "--var", "a=1", "--var", "b=x y", "--show", "3", "--no-engine", "--", "-odd.yaml"]
+    with command.make_context("tributary", list(argv)) as ctx:
+        sub = command.get_command(ctx, "run")
+        with sub.make_context("run", argv[1:], parent=ctx) as run_ctx:
+            assert argv_of(run_ctx, {"yes": True}) == [
+                "run",
+                "--profile",
+                "local",
+                "--var",
+                "a=1",
+                "--var",
+                "b=x y",
+                "--show",
+                "3",
+                "--yes",
+                "--",
+                "-odd.yaml",
+            ]

@@ -88,7 +88,9 @@ def start(profile: Profile, say: Say) -> dict[str, Any]:
     """`tributary engine start`: the profile's engine, started if needed; its status."""
     why_not = mode(profile)
     if why_not is not None:
-        raise EngineUnavailable(why_not or "this profile does not use the warm engine (engine: embedded, not local, or turned off)")
+        raise EngineUnavailable(
+            why_not or "this profile does not use the warm engine (engine: embedded, not local, or turned off)"
+        )
     place = EnginePlace.of(engine_key(profile))
     _connect_or_start(place, profile, say).close()
     status = ask(str(place.socket), {"t": "status"})
@@ -235,7 +237,8 @@ def argv_of(ctx: Any, overrides: dict[str, Any] | None = None, leave_out: tuple[
     """The command line of a parsed typer command (its parents' names, then every option and
     argument with a value other than its default): what the engine runs again."""
     overrides = overrides or {}
-    names, parent = [], ctx
+    names: list[str] = []
+    parent = ctx
     while parent is not None and parent.parent is not None:
         names.insert(0, parent.info_name)
         parent = parent.parent
@@ -301,7 +304,9 @@ def _relay(channel: Channel, argv: list[str], place: EnginePlace, say: Say) -> i
             elif kind == "busy":
                 ahead = message.get("ahead") or 0
                 also = f" and {ahead} queued command(s)" if ahead else ""
-                say(f"the warm engine (pid {message.get('pid')}) is busy with {message.get('with')}{also}: waiting (Ctrl-C to give up)")
+                say(
+                    f"the warm engine (pid {message.get('pid')}) is busy with {message.get('with')}{also}: waiting (Ctrl-C to give up)"
+                )
             elif kind == "exit":
                 code = int(message.get("code", 1))
                 died = message.get("died")

@@ -12,6 +12,7 @@ socket lives in a 0700 folder; only its owner can connect.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -45,10 +46,8 @@ class Channel:
         return message
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
 
 
 def connect(path: str, timeout: float | None = None) -> Channel:

@@ -45,7 +45,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import framework
 import framework.warm
@@ -122,7 +122,7 @@ class Request:
     def gone(self) -> bool:
         """The client hung up (or asked to cancel) while waiting in the queue."""
         try:
-            data = self.channel.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            self.channel.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except BlockingIOError:
             return False
         except OSError:
@@ -215,7 +215,13 @@ class Engine:
 
         with _request_scope(request) as (out, err):
             consoles = [
-                Console(file=stream, highlight=False, width=t.width if t.tty else 160, force_terminal=t.tty, force_interactive=t.tty)
+                Console(
+                    file=cast(IO[str], stream),
+                    highlight=False,
+                    width=t.width if t.tty else 160,
+                    force_terminal=t.tty,
+                    force_interactive=t.tty,
+                )
                 for stream, t in ((out, request.out), (err, request.err))
             ]
             try:
@@ -367,10 +373,11 @@ class Engine:
                 channel.close()
                 return
             with self._lock:
-                busy = self.current
+                running = self.current
                 ahead = self.waiting.qsize()
-            if busy is not None or ahead:
-                channel.send({"t": "busy", "with": busy.label if busy else "queued runs", "ahead": ahead, "pid": os.getpid()})
+            if running is not None or ahead:
+                label = running.label if running else "queued runs"
+                channel.send({"t": "busy", "with": label, "ahead": ahead, "pid": os.getpid()})
             self.waiting.put(request)
         else:
             channel.close()
@@ -458,11 +465,12 @@ def _end_jvm(timeout: float = 120.0) -> None:
     """Let the driver's JVM exit now (it exits when its stdin closes) and wait for it."""
     from pyspark import SparkContext
 
-    process = getattr(SparkContext._gateway, "proc", None)  # noqa: SLF001
-    if process is None:
+    gateway = SparkContext._gateway  # noqa: SLF001
+    process = getattr(gateway, "proc", None)
+    if gateway is None or process is None:
         return
     with contextlib.suppress(Exception):
-        SparkContext._gateway.shutdown()  # noqa: SLF001
+        gateway.shutdown()
     with contextlib.suppress(Exception):
         process.stdin.close()
         process.wait(timeout)
@@ -471,6 +479,8 @@ def _end_jvm(timeout: float = 120.0) -> None:
 def _preload() -> None:
     """What the first run imports anyway, imported while the JVM starts (the two overlap)."""
     with contextlib.suppress(Exception):
+        import pyspark.sql.pandas.functions  # noqa: F401 - pandas and Arrow, for udfs/
+
         import framework.display  # noqa: F401
         import framework.engine.runner  # noqa: F401
 
@@ -511,10 +521,8 @@ def _inside_py4j(frame: Any) -> bool:
 def _settle() -> None:
     """A cancel that raced the end of its command raises KeyboardInterrupt here, not later."""
     for _ in range(3):
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             time.sleep(0.005)
-        except KeyboardInterrupt:
-            pass
 
 
 @contextlib.contextmanager
