@@ -8,7 +8,8 @@ archive instead: on this machine a session and its first query started about 30 
 How: the first engine runs with -XX:ArchiveClassesAtExit and writes the archive when its JVM
 exits (an engine stopping waits for that, then moves the file into place whole); later engines
 start with -XX:SharedArchiveFile. The archive is named by a digest of the Java runtime and
-pyspark's jars, so a new JDK or Spark gets a new one; a JVM that cannot use an archive starts
+pyspark's jars and their folder (the class path it records), so a new JDK, Spark or venv gets a
+new one; a JVM that cannot use an archive starts
 without it, as before. It lives in the user's cache folder ($XDG_CACHE_HOME/tributary, about
 150 MB), never in a folder other users can write (a class archive is code).
 TRIBUTARY_CLASS_ARCHIVE=0 turns it off (the test suite does: an archive takes seconds to write).
@@ -39,7 +40,7 @@ def archive_path() -> Path | None:
 
     jars = Path(pyspark.__file__).parent / "jars"
     digest = hashlib.sha256(os.path.realpath(java).encode())
-    digest.update(pyspark.__version__.encode())
+    digest.update(f"{pyspark.__version__}:{jars}".encode())  # the archive records the class path it was made with
     for jar in sorted(jars.glob("*.jar")):
         digest.update(f"{jar.name}:{jar.stat().st_size};".encode())
     return folder() / f"spark-classes-{digest.hexdigest()[:16]}.jsa"

@@ -47,12 +47,14 @@ START_TIMEOUT_S = 180.0
 Say = Callable[[str], None]
 #: engines this process started (warm_up, then hand_over waits for the same one)
 _spawned: dict[str, subprocess.Popen] = {}
+#: an engine failed this command: the rest of it runs here
+_gave_up = False
 
 
 def hand_over(profile: Profile, argv: list[str], no_engine: bool, say: Say, start: bool = True) -> int | None:
     """Run `argv` (a tributary command line) in the warm engine, started if none runs (`start`); its
     exit code, or None to run here."""
-    if framework.warm.serving or _session_here():
+    if framework.warm.serving or _gave_up or _session_here():
         return None
     why_not = mode(profile, no_engine)
     if why_not is not None:
@@ -67,13 +69,21 @@ def hand_over(profile: Profile, argv: list[str], no_engine: bool, say: Say, star
     except EngineUnavailable as e:
         say(f"warm engine unavailable: {e}; running in this process")
         return None
-    return _relay(channel, argv, place, say)
+    code = _relay(channel, argv, place, say)
+    if code is None:
+        _give_up()
+    return code
+
+
+def _give_up() -> None:
+    global _gave_up
+    _gave_up = True
 
 
 def warm_up(profile: Profile, no_engine: bool = False) -> None:
     """Start the profile's engine in the background if it is not running (the command goes on
     checking its input meanwhile; hand_over then finds it starting or ready)."""
-    if framework.warm.serving or _session_here() or mode(profile, no_engine) is not None:
+    if framework.warm.serving or _gave_up or _session_here() or mode(profile, no_engine) is not None:
         return
     with contextlib.suppress(EngineUnavailable, OSError):
         place = EnginePlace.of(engine_key(profile))
