@@ -12,10 +12,10 @@ its output in the engine's log) reads its settings as JSON on stdin, takes the e
 - Ctrl-C on the client (or the client going away) interrupts the run as Ctrl-C interrupts an
   embedded one: Spark's jobs are cancelled and the main thread gets KeyboardInterrupt (a
   continuous stream's own handler stops its queries cleanly instead). Unlike a process that exits
-  after Ctrl-C, the engine goes on using its py4j connections, so the KeyboardInterrupt is raised
-  only outside py4j's code (raised inside it, an answer would be left unread on the connection
-  and the next call would read it): while the main thread is in a JVM call, it is tried again
-  50 ms later.
+  after Ctrl-C, the engine goes on using its py4j connections, so the KeyboardInterrupt is never
+  raised while a JVM call is under way (an answer would be left unread on the connection and the
+  next call would read it): it is raised as that call returns (the cancelled job's call returns at
+  once).
 - between runs the session is put back as it was: runtime confs a run set are reset, temporary
   views dropped, caches cleared, streaming queries stopped. udfs/ modules are re-imported when a
   file changes (framework.functions.loader keys its cache on the files' times and sizes).
@@ -192,6 +192,7 @@ class Engine:
                 with self._lock:
                     request.done = True
                 _settle()
+                _deferred.clear()
             died = self._reset_session()
         except KeyboardInterrupt:
             code = 130
@@ -258,15 +259,14 @@ class Engine:
         _thread.interrupt_main()
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
-        """KeyboardInterrupt for the run a client cancelled, raised once and outside py4j's code."""
+        """KeyboardInterrupt for the run a client cancelled, raised once, never inside a JVM call."""
         with self._lock:
             request = self.current
             if request is None or request.done or not request.interrupted or request.raised:
                 return  # nothing to interrupt (a SIGINT sent to the engine itself is ignored)
-            if not _inside_py4j(frame):
-                request.raised = True
-        if not request.raised:
-            threading.Timer(0.05, _thread.interrupt_main).start()
+            request.raised = True
+        if _inside_jvm_call(frame):
+            _deferred.set()  # raised by the call as it returns (_install_interrupt_point)
             return
         raise KeyboardInterrupt
 
@@ -449,6 +449,7 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
     session.started_here = None  # the engine's: commands it runs must not stop it
     preload.join()
     framework.warm.serving = True
+    _install_interrupt_point()
     engine = Engine(place, spark, float(settings["idle_minutes"]) * 60, run_command, spark_settings)
     print(f"engine {place.key}: ready in {time.perf_counter() - began:.1f}s on {place.socket}", flush=True)
     reason = engine.serve()
@@ -509,13 +510,34 @@ def _same_user(conn: socket.socket) -> bool:
     return uid == os.getuid()
 
 
-def _inside_py4j(frame: Any) -> bool:
-    """The main thread is in py4j's own code (between sending a command and reading its answer)."""
+#: a KeyboardInterrupt for the main thread, to raise as its JVM call returns
+_deferred = threading.Event()
+
+
+def _inside_jvm_call(frame: Any) -> bool:
+    """The main thread is sending a py4j command or waiting for its answer."""
     while frame is not None:
-        if str(frame.f_globals.get("__name__", "")).startswith("py4j"):
+        if frame.f_code.co_name == "send_command" and str(frame.f_globals.get("__name__", "")).startswith("py4j"):
             return True
         frame = frame.f_back
     return False
+
+
+def _install_interrupt_point() -> None:
+    """py4j's client returns each answer through one method; the engine's main thread gets its
+    deferred KeyboardInterrupt there, once the answer is read and the connection is free."""
+    from py4j.java_gateway import GatewayClient
+
+    send = GatewayClient.send_command
+
+    def send_command(self: Any, *args: Any, **kwargs: Any) -> Any:
+        answer = send(self, *args, **kwargs)
+        if _deferred.is_set() and threading.current_thread() is threading.main_thread():
+            _deferred.clear()
+            raise KeyboardInterrupt
+        return answer
+
+    GatewayClient.send_command = send_command  # type: ignore[method-assign]
 
 
 def _settle() -> None:
