@@ -837,10 +837,10 @@ def _stop_spark() -> None:
     if "pyspark" in sys.modules:
         from framework.engine.session import stop_started_session
 
-        try:
+        from contextlib import suppress
+
+        with suppress(Exception):  # a JVM that died with the run (said already) cannot be stopped
             stop_started_session()
-        except Exception:  # noqa: BLE001 - a JVM that died with the run (said already) cannot be stopped
-            pass
 
 
 def main() -> None:
