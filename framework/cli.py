@@ -835,9 +835,9 @@ def _engine_command(argv: list[str], out_console: Console, err_console: Console)
 
 def _stop_spark() -> None:
     if "pyspark" in sys.modules:
-        from framework.engine.session import stop_started_session
-
         from contextlib import suppress
+
+        from framework.engine.session import stop_started_session
 
         with suppress(Exception):  # a JVM that died with the run (said already) cannot be stopped
             stop_started_session()
