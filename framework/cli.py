@@ -516,12 +516,12 @@ def tune(
                     "set size: auto (and optionally timeout: auto), or drop --learn",
                 )
             )
+        _through_engine(ctx, prof, no_engine)
         from dataclasses import replace
 
         from framework.engine.runner import plan_frames
         from framework.engine.session import spark_session
 
-        _through_engine(ctx, prof, no_engine)
         compiled = replace(compiled, selected=compiled.graph.select(f"+{step}"))  # the step and what it reads
         spark = spark_session(prof)
         if learn:
@@ -801,7 +801,15 @@ def engine_serve() -> None:
     """The engine process itself (started by a client, settings as JSON on stdin)."""
     from framework.warm.server import serve
 
-    raise typer.Exit(serve(json.loads(sys.stdin.read()), _engine_command))
+    def settings() -> dict:
+        try:
+            given = json.loads("" if sys.stdin.isatty() else sys.stdin.read())
+            assert isinstance(given, dict) and {"key", "folder", "spark", "idle_minutes"} <= given.keys()
+            return given
+        except (ValueError, AssertionError):
+            raise BadInput(Problem("engine serve is started by tributary itself", hint="use tributary engine start")) from None
+
+    raise typer.Exit(serve(_guard(False, settings), _engine_command))
 
 
 def _engine_errors(body):  # noqa: ANN001, ANN202
