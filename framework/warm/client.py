@@ -289,11 +289,12 @@ def _relay(channel: Channel, argv: list[str], place: EnginePlace, say: Say) -> i
         "err": _terminal(sys.stderr),
     }
     interrupts = 0
+    queued = False  # waiting behind another run: Ctrl-C just leaves
 
     def on_signal(signum: int, frame: Any) -> None:
         nonlocal interrupts
         interrupts += 1
-        if interrupts > 1:
+        if interrupts > 1 or queued:
             raise KeyboardInterrupt
         with contextlib.suppress(OSError):
             channel.send({"t": "cancel"})
@@ -304,9 +305,12 @@ def _relay(channel: Channel, argv: list[str], place: EnginePlace, say: Say) -> i
         while True:
             message = channel.receive()
             if message is None:
+                if interrupts:
+                    raise KeyboardInterrupt  # cancelled: the engine let go of it
                 say(f"the warm engine stopped during the command (its log: {place.log}); running it in this process")
                 return None
             kind = message.get("t")
+            queued = kind == "busy" or (queued and kind not in ("out", "err", "exit"))
             if kind == "out":
                 _write(sys.stdout, message.get("d", ""))
             elif kind == "err":

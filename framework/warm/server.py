@@ -177,7 +177,9 @@ class Engine:
 
     def _handle(self, request: Request) -> str | None:
         """Run one request; returns why the engine cannot go on, if it cannot."""
-        if request.gone():
+        if request.gone():  # hung up, or cancelled, while it waited: it never ran
+            with contextlib.suppress(OSError):
+                request.channel.send({"t": "exit", "code": 130})
             request.channel.close()
             return None
         with self._lock:
@@ -196,6 +198,7 @@ class Engine:
             died = self._reset_session()
         except KeyboardInterrupt:
             code = 130
+            died = self._reset_session()
         except BaseException as e:  # noqa: BLE001 - the engine outlives a command's unexpected failure
             traceback.print_exc()
             with contextlib.suppress(OSError):
