@@ -41,7 +41,15 @@ SESSION_ENVIRONMENT = (
     "PYTHONPATH",
     "TZ",
     "TRIBUTARY_JVM",
+    "TRIBUTARY_ENGINE_JAVA_OPTIONS",
 )
+#: The engine's JVM compiles with C1 only. Measured here (2 cores, busy): a session started in
+#: 7.8-10.0 s instead of 14.8-17.1 s and the example's first run took 10.6-11.7 s instead of
+#: 18.6-18.9 s (the C2 compiler's threads compete for the two cores while it warms up), and its
+#: reruns 2.2-3.0 s instead of 2.9-6.3 s; the price is on long runs: the SWA example on 171k
+#: tuples reran in 31-34 s instead of 27-28 s. The edit-run loop is short runs;
+#: TRIBUTARY_ENGINE_JAVA_OPTIONS replaces this ("" for the full JIT).
+DEFAULT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 DEFAULT_IDLE_MINUTES = 15.0
 #: a Unix socket's path is limited to 108 bytes on Linux
 _SOCKET_PATH_LIMIT = 100
@@ -81,6 +89,11 @@ def idle_minutes(profile: Profile) -> float:
             return value
         raise EngineUnavailable(f"TRIBUTARY_ENGINE_IDLE={text!r}: give a positive number of minutes")
     return profile.engine_idle_minutes
+
+
+def java_options() -> str:
+    """The engine JVM's own options (its JIT), besides the class archive's."""
+    return os.environ.get("TRIBUTARY_ENGINE_JAVA_OPTIONS", DEFAULT_JAVA_OPTIONS)
 
 
 def settings_of(profile: Profile) -> dict[str, object]:

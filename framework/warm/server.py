@@ -50,7 +50,7 @@ from typing import IO, Any, cast
 import framework
 import framework.warm
 from framework.profiles import Profile, SparkSettings
-from framework.warm.place import EnginePlace
+from framework.warm.place import EnginePlace, java_options
 from framework.warm.protocol import Channel
 
 #: how long a new engine waits for an old one of the same key to let go of the lock
@@ -447,8 +447,9 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
     preload = threading.Thread(target=_preload, name="tributary-engine-preload", daemon=True)
     preload.start()  # imports while the JVM starts
     archive = class_archive.archive_path()
-    java_options, written = class_archive.java_options(archive)
-    spark = session.spark_session(Profile(spark=SparkSettings(**spark_settings)), place.spark_log, java_options)
+    archive_options, written = class_archive.java_options(archive)
+    options = f"{java_options()} {archive_options}".strip()
+    spark = session.spark_session(Profile(spark=SparkSettings(**spark_settings)), place.spark_log, options)
     session.started_here = None  # the engine's: commands it runs must not stop it
     preload.join()
     framework.warm.serving = True
