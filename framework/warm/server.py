@@ -184,6 +184,7 @@ class Engine:
             return None
         with self._lock:
             self.current = request
+        began = time.perf_counter()
         watcher = threading.Thread(target=self._watch, args=(request,), name="tributary-engine-watch", daemon=True)
         watcher.start()
         code, died = 1, None
@@ -212,6 +213,7 @@ class Engine:
         with contextlib.suppress(OSError):
             request.channel.send({"t": "exit", "code": code, **({"died": died} if died else {})})
         request.channel.close()
+        print(f"{time.strftime('%H:%M:%S')} {request.label}: exit {code} in {time.perf_counter() - began:.2f}s", flush=True)
         return died
 
     def _run(self, request: Request) -> int:
