@@ -60,13 +60,21 @@ def java_options(path: Path | None) -> tuple[str, Path | None]:
     return f"-XX:ArchiveClassesAtExit={written} {_QUIET}", written
 
 
+#: archives kept (each venv or Spark has its own): the newest few, so old venvs' do not pile up
+KEEP = 3
+
+
 def keep(written: Path | None, path: Path | None) -> None:
-    """After the JVM exited: the archive it wrote takes its place (whole, or not at all)."""
+    """After the JVM exited: the archive it wrote takes its place (whole, or not at all), and
+    archives beyond the newest KEEP are removed."""
     if written is None or path is None:
         return
     try:
         if written.is_file() and written.stat().st_size > 0:
             os.replace(written, path)
+        archives = sorted(path.parent.glob("spark-classes-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in archives[KEEP:]:
+            old.unlink(missing_ok=True)
     except OSError:
         pass
     finally:
