@@ -38,6 +38,7 @@ from framework.warm.place import (
     known_places,
     mode,
     settings_of,
+    source_digest,
 )
 from framework.warm.protocol import Channel, ask, connect
 
@@ -92,6 +93,7 @@ def warm_up(profile: Profile, no_engine: bool = False) -> None:
         with _start_lock(place, wait=False) as held:
             if held and _try_connect(place) is None:
                 _spawn(place, profile)
+                _retire_outdated(place)
 
 
 def start(profile: Profile, say: Say) -> dict[str, Any]:
@@ -151,6 +153,7 @@ def _connect_or_start(place: EnginePlace, profile: Profile, say: Say) -> Channel
         process = _spawned.get(place.key)
         if process is None and not _lock_held(place):
             process = _spawn(place, profile)
+        _retire_outdated(place)
         minutes = idle_minutes(profile)
         say(f"starting a warm Spark engine for this and later runs (it stops after {minutes:g} min idle; tributary engine stop)")
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -165,6 +168,16 @@ def _connect_or_start(place: EnginePlace, profile: Profile, say: Say) -> Channel
             if time.monotonic() > deadline:
                 raise EngineUnavailable(f"the engine did not start within {START_TIMEOUT_S:.0f}s; its log: {place.log}")
             time.sleep(0.05)
+
+
+def _retire_outdated(place: EnginePlace) -> None:
+    """Engines of this Python that run an older copy of the framework's files (it was edited or
+    upgraded) serve no one any more: idle ones are stopped now instead of after their idle time."""
+    current = source_digest()
+    for status in statuses(place.folder):
+        ours = status.get("key") != place.key and status.get("python") == sys.executable
+        if ours and not status.get("busy") and status.get("source") not in (None, current):
+            ask(str(status.get("socket")), {"t": "stop"})
 
 
 def _spawn(place: EnginePlace, profile: Profile) -> subprocess.Popen:

@@ -50,7 +50,7 @@ from typing import IO, Any, cast
 import framework
 import framework.warm
 from framework.profiles import Profile, SparkSettings
-from framework.warm.place import EnginePlace, java_options
+from framework.warm.place import EnginePlace, java_options, source_digest
 from framework.warm.protocol import Channel
 
 #: how long a new engine waits for an old one of the same key to let go of the lock
@@ -134,6 +134,7 @@ class Engine:
     def __init__(self, place: EnginePlace, spark: Any, idle_s: float, run_command: RunCommand, settings: dict[str, Any]):
         self.place, self.spark, self.idle_s, self.run_command = place, spark, idle_s, run_command
         self.settings = settings
+        self.source = source_digest()  # the framework's files this engine runs
         self.started = time.time()
         self.idle_since = time.time()
         self.runs = 0
@@ -413,6 +414,7 @@ class Engine:
             "spark": self.settings,
             "python": sys.executable,
             "tributary": framework.__version__,
+            "source": self.source,
             "idle_stop_s": self.idle_s,
         }
 
