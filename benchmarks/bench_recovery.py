@@ -136,7 +136,8 @@ def tables(project: Path) -> dict[str, Counter]:
 
 
 def run(project: Path, kill_after: float | None) -> tuple[int, float]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    # embedded: a kill must hit the process that commits (a warm engine would cancel the run cleanly instead)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "TRIBUTARY_ENGINE": "0"}
     began = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "framework", "run", "recovery"],

@@ -45,6 +45,10 @@ LimitOpt = Annotated[
 ]
 SampleOpt = Annotated[bool, typer.Option("--sample", help="Try the pipeline on each source's first 100 rows (--limit 100).")]
 SAMPLE_ROWS = 100
+EngineOpt = Annotated[
+    bool,
+    typer.Option("--no-engine", help="Start Spark in this process instead of using the warm engine (README: A warm engine)."),
+]
 
 
 def _guard(debug: bool, fn, *args, **kwargs):  # noqa: ANN001, ANN202
@@ -245,6 +249,7 @@ def plan_cmd(
 
 @app.command()
 def run(
+    ctx: typer.Context,
     pipeline: PipelineArg,
     profile: ProfileOpt = None,
     var: VarOpt = None,
@@ -270,6 +275,7 @@ def run(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="On failure, print Spark's log (its errors with Java stacks).")
     ] = False,
+    no_engine: EngineOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Run a pipeline: build every step, write the outputs to Delta, log the run.
@@ -277,13 +283,10 @@ def run(
     A streaming pipeline processes everything new and stops, or with --continuous keeps running."""
 
     def body() -> None:
-        from framework.display import LiveProgress, arrow_table, quality_table, run_summary
-        from framework.engine.runner import run_pipeline, show_rows
-        from framework.io.delta import local_store
-
         rows = _try_rows(limit, sample)
         if continuous and rows is not None:
             raise BadInput(Problem("--limit runs a try once, as one batch; --continuous keeps a stream running: give one"))
+        _engine_first(ctx, pipeline, profile, no_engine, asks=full_refresh and not yes)
         compiled, prof = _compile(pipeline, profile, var, select, interval)
         streaming = compiled.spec.mode == "streaming" and rows is None  # a try runs as one batch, in scratch
         if continuous and not streaming:
@@ -298,6 +301,11 @@ def run(
                 raise BadInput(Problem("--full-refresh of a streaming pipeline needs confirmation", hint="add --yes"))
             if not typer.confirm(question):
                 raise BadInput(Problem("--full-refresh declined: nothing was changed"))
+        _through_engine(ctx, prof, no_engine, yes=True)  # asked here already
+        from framework.display import LiveProgress, arrow_table, quality_table, run_summary
+        from framework.engine.runner import run_pipeline, show_rows
+        from framework.io.delta import local_store
+
         out.print(
             f"[bold]{compiled.name}[/] · profile {prof.name} · {len(compiled.selected)} step(s), "
             f"{len(compiled.selected_outputs())} output(s)"
@@ -371,6 +379,34 @@ def _try_rows(limit: int | None, sample: bool) -> int | None:
     if limit is not None and limit < 1:
         raise BadInput(Problem(f"--limit {limit}: a try reads at least 1 row of each source"))
     return SAMPLE_ROWS if sample else limit
+
+
+def _engine_first(ctx: typer.Context, pipeline: str, profile_name: str | None, no_engine: bool, asks: bool) -> None:
+    """A running warm engine takes the command at once (it checks the input as this process would,
+    with its modules already imported); without one, one starts now, so its JVM starts while the
+    input is checked here (bad input is then said without waiting for it). A command that may ask
+    a question (`asks`) asks it here first."""
+    from framework.warm.client import warm_up
+
+    try:
+        _, prof = _context(pipeline, profile_name)
+    except TributaryError:
+        return  # said by the command's own checks
+    if not asks:
+        _through_engine(ctx, prof, no_engine, start=False)
+    warm_up(prof, no_engine)
+
+
+def _through_engine(ctx: typer.Context, prof, no_engine: bool, start: bool = True, **overrides) -> None:  # noqa: ANN001, ANN003
+    """Hand the current command to the warm engine when the profile allows it (`start`: starting one
+    if none runs): its output is printed here and its exit code ends this command (typer.Exit).
+    Returns when the command runs here."""
+    from framework.warm.client import argv_of, hand_over
+
+    argv = argv_of(ctx, overrides)
+    code = hand_over(prof, argv, no_engine, lambda text: err.print(f"[dim]{text}[/]", soft_wrap=True), start)
+    if code is not None:
+        raise typer.Exit(code)
 
 
 def _interactive() -> bool:
@@ -819,6 +855,7 @@ def capacity(
 
 @app.command()
 def tune(
+    ctx: typer.Context,
     pipeline: PipelineArg,
     step: Annotated[str, typer.Argument(help="The swa step whose size and timeout to choose.")],
     alpha: Annotated[float, typer.Option("--alpha", help="n: the smallest size with F(n) >= alpha (degree CDF).")] = 0.9,
@@ -834,6 +871,7 @@ def tune(
     as_json: Annotated[bool, typer.Option("--json", help="Print the tuning as JSON.")] = False,
     profile: ProfileOpt = None,
     var: VarOpt = None,
+    no_engine: EngineOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Choose an swa step's window size n and timeout t from its input (Li et al., §5.2–5.3): fit
@@ -876,6 +914,7 @@ def tune(
                     "set size: auto (and optionally timeout: auto), or drop --learn",
                 )
             )
+        _through_engine(ctx, prof, no_engine)
         from dataclasses import replace
 
         from framework.engine.runner import plan_frames
@@ -949,12 +988,14 @@ def _write_tuning(tuning, loaded, text: str) -> None:  # noqa: ANN001
 
 @app.command()
 def evaluate(
+    ctx: typer.Context,
     pipeline: PipelineArg,
     step: Annotated[
         Optional[list[str]], typer.Option("--step", help="A swa/tumbling step (default: all declaring truth:).")
     ] = None,
     profile: ProfileOpt = None,
     var: VarOpt = None,
+    no_engine: EngineOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Completeness and correctness of SWA/tumbling steps against the ground truth in their input
@@ -982,6 +1023,7 @@ def evaluate(
                     hint="add truth: {instance: <instance id column>, primary: <is-head column>} to the step",
                 )
             )
+        _through_engine(ctx, prof, no_engine)
         spark = spark_session(prof)
         contexts = plan_frames(compiled, prof, spark).contexts
         evaluations = []
@@ -1093,11 +1135,118 @@ def generate_access_log_cmd(
     )
 
 
+engine_app = typer.Typer(
+    help="The warm engine: a local Spark kept running between commands, so reruns answer in seconds.", no_args_is_help=True
+)
+app.add_typer(engine_app, name="engine")
+
+
+@engine_app.command("status")
+def engine_status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the engines as JSON.")] = False, debug: DebugOpt = False
+) -> None:
+    """Running engines: pid, uptime, runs served, idle time, settings, socket and log."""
+
+    def body() -> None:
+        from framework.display import engine_table
+        from framework.warm.client import statuses
+
+        found = statuses()
+        if as_json:
+            out.print_json(json.dumps(found))
+            return
+        if not found:
+            out.print("no warm engine running (the next `tributary run` starts one)")
+            return
+        out.print(engine_table(found))
+
+    _guard(debug, _engine_errors(body))
+
+
+@engine_app.command("stop")
+def engine_stop(debug: DebugOpt = False) -> None:
+    """Stop every warm engine of this user (a run under way is interrupted; outputs stay as they were)."""
+
+    def body() -> None:
+        from framework.warm.client import stop_all
+
+        answers = stop_all()
+        if not answers:
+            out.print("no warm engine running")
+        for answer in answers:
+            busy = f", interrupting {answer['busy']}" if answer.get("busy") else ""
+            out.print(f"stopped engine {answer['key']} (pid {answer.get('pid')}{busy})", markup=False)
+
+    _guard(debug, _engine_errors(body))
+
+
+@engine_app.command("start")
+def engine_start(profile: ProfileOpt = None, debug: DebugOpt = False) -> None:
+    """Start the warm engine of a profile now (runs start it themselves when needed)."""
+
+    def body() -> None:
+        from framework.display import engine_table
+        from framework.warm.client import start
+
+        _, prof = _context(None, profile)
+        out.print(engine_table([start(prof, lambda text: err.print(f"[dim]{text}[/]", soft_wrap=True))]))
+
+    _guard(debug, _engine_errors(body))
+
+
+@engine_app.command("serve", hidden=True)
+def engine_serve() -> None:
+    """The engine process itself (started by a client, settings as JSON on stdin)."""
+    from framework.warm.server import serve
+
+    def settings() -> dict:
+        try:
+            given = json.loads("" if sys.stdin.isatty() else sys.stdin.read())
+            assert isinstance(given, dict) and {"key", "folder", "spark", "idle_minutes"} <= given.keys()
+            return given
+        except (ValueError, AssertionError):
+            raise BadInput(Problem("engine serve is started by tributary itself", hint="use tributary engine start")) from None
+
+    raise typer.Exit(serve(_guard(False, settings), _engine_command))
+
+
+def _engine_errors(body):  # noqa: ANN001, ANN202
+    """An engine that cannot be used (runtime folder, settings) is bad input, said in one line."""
+
+    def guarded() -> None:
+        from framework.warm.place import EngineUnavailable
+
+        try:
+            body()
+        except EngineUnavailable as e:
+            raise BadInput(Problem(f"warm engine: {e}")) from None
+
+    return guarded
+
+
+def _engine_command(argv: list[str], out_console: Console, err_console: Console) -> int:
+    """Run one command line in the warm engine, printing on the client's consoles: the same
+    commands, messages and exit codes as here."""
+    global out, err
+    saved = out, err
+    out, err = out_console, err_console
+    try:
+        typer.main.get_command(app).main(args=argv, prog_name="tributary", standalone_mode=True)
+        return 0
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        out, err = saved
+
+
 def _stop_spark() -> None:
     if "pyspark" in sys.modules:
+        from contextlib import suppress
+
         from framework.engine.session import stop_started_session
 
-        stop_started_session()
+        with suppress(Exception):  # a JVM that died with the run (said already) cannot be stopped
+            stop_started_session()
 
 
 def main() -> None:

@@ -366,3 +366,36 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
     return str(value)
+
+
+def engine_table(statuses: list[dict[str, Any]]) -> Table:
+    """`tributary engine status`: one row per running warm engine."""
+    table = Table(title="warm engines", title_justify="left", header_style="bold")
+    for column in ("pid", "master", "up", "runs", "now", "key", "socket / log"):
+        table.add_column(column)
+    for s in statuses:
+        now = f"running {s['busy']}" if s.get("busy") else f"idle {_duration(s.get('idle_s'))}"
+        if s.get("waiting"):
+            now += f", {s['waiting']} waiting"
+        stops = f" (stops after {_duration(s.get('idle_stop_s'))} idle)" if s.get("idle_stop_s") else ""
+        table.add_row(
+            str(s.get("pid")),
+            str(s.get("master")),
+            _duration(s.get("uptime_s")),
+            str(s.get("runs")),
+            now + stops,
+            str(s.get("key")),
+            f"{s.get('socket')}\n{s.get('log')}\n{s.get('spark_log')}",
+        )
+    return table
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = float(seconds)
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -46,6 +46,14 @@ class Profile(SpecModel):
         None,
         description="Where `tributary run --limit` writes (a warehouse of its own; default: .tributary/scratch beside the warehouse).",
     )
+    engine: Literal["warm", "embedded"] = Field(
+        "warm",
+        description="warm: a local profile's runs go through a long-lived engine process shared between commands "
+        "(tributary engine status); embedded: every command starts its own Spark.",
+    )
+    engine_idle_minutes: float = Field(
+        15.0, gt=0, description="A warm engine stops after this many minutes without work ($TRIBUTARY_ENGINE_IDLE overrides)."
+    )
     external_roots: list[str] = Field(
         default_factory=list,
         description="Folders or URIs outside the warehouse that outputs may write to with path: (nothing else is allowed).",

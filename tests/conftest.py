@@ -14,6 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[1]
+# Tests run Spark in the test session (or in their own `tributary run` processes, which they may
+# kill): never through a warm engine, unless a test asks for one (tests/test_warm_engine.py).
+os.environ["TRIBUTARY_ENGINE"] = "0"
 
 
 @pytest.fixture(scope="session")

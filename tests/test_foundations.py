@@ -202,7 +202,13 @@ def test_plan_shows_the_run_without_starting_spark(cli):
 
 @pytest.mark.parametrize(
     "command",
-    [["validate"], ["validate", "--explain", "instances"], ["compile", "service_instances"], ["plan", "service_instances"]],
+    [
+        ["validate"],
+        ["validate", "--explain", "instances"],
+        ["compile", "service_instances"],
+        ["plan", "service_instances"],
+        ["engine", "status"],
+    ],
 )
 def test_light_commands_import_neither_spark_nor_great_expectations(project, command):
     code = (

@@ -52,11 +52,12 @@ def default_log_file() -> Path:
     return Path(tempfile.gettempdir()) / "tributary-logs" / f"spark-{os.getpid()}.log"
 
 
-def spark_session(profile: Profile, log_file: Path | None = None) -> SparkSession:
+def spark_session(profile: Profile, log_file: Path | None = None, java_options: str = "") -> SparkSession:
     """Start (or reuse) the session. Python workers use this interpreter, not `python3` on PATH.
 
     Spark's errors and their Java stacks go to `log_file` (framework/engine/log4j2.properties),
-    not the console: a failed run says what failed in one line and names the file."""
+    not the console: a failed run says what failed in one line and names the file. `java_options`
+    go to the driver's JVM when it starts here (the warm engine's class archive)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -73,6 +74,8 @@ def spark_session(profile: Profile, log_file: Path | None = None) -> SparkSessio
     log = log_file or default_log_file()
     log.parent.mkdir(parents=True, exist_ok=True)
     logging_options = f"-Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()} -Dtributary.log.file={_java_option(str(log))}"
+    if java_options:
+        logging_options += f" {java_options}"
     conf = {
         **DEFAULT_CONF,
         "spark.driver.extraJavaOptions": logging_options,

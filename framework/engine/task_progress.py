@@ -29,7 +29,10 @@ def task_progress(spark: Any, report: Callable[[str], None], every: float = 1.0,
         while not done.wait(every):
             if time.perf_counter() - began < after:
                 continue
-            text = describe(tracker)
+            try:
+                text = describe(tracker)
+            except Exception:  # noqa: BLE001 - the JVM went away: the run says so, not this thread
+                return
             if text and text != last:
                 report(text)
                 last = text

@@ -1,0 +1,133 @@
+"""The analyst's edit-run loop, timed from the command line as a user runs it.
+
+.venv/bin/python benchmarks/bench_loop.py [--repeat 3] [--no-class-archive]
+
+In a copy of the example project (its own warehouse, cleared before every run so each run writes
+both tables; its own runtime folder, so engines already running are neither used nor stopped):
+
+- today: `tributary run pipelines/service_calls.yaml --no-engine`, the embedded engine started per
+  run (the named baseline, measured in the same script run, interleaved with the cold runs);
+- cold: the same command with no engine running (`tributary engine stop` first, untimed): it
+  starts the warm engine and runs through it;                          target <= 12 s
+- warm: the same command again with the engine running;                target <= 3 s
+- `tributary validate` of all example pipelines;                       target < 1 s
+- `tributary show service_stats` when the command exists;              target < 1 s
+
+Medians of --repeat runs. Wall times on a shared machine move with its load: the load average is
+printed before and after. The engine's class archive (framework/warm/class_archive.py) lives in
+the user's cache; whether it existed at the start is printed (--no-class-archive: measure without).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import REPO
+
+EXAMPLE = "pipelines/service_calls.yaml"
+
+
+class Loop:
+    def __init__(self, project: Path, runtime: Path, class_archive: bool):
+        self.project = project
+        tributary = Path(sys.executable).with_name("tributary")
+        self.command = [str(tributary)] if tributary.exists() else [sys.executable, "-m", "framework"]
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("TRIBUTARY_")}
+        self.env["TRIBUTARY_RUNTIME_DIR"] = str(runtime)
+        if not class_archive:
+            self.env["TRIBUTARY_CLASS_ARCHIVE"] = "0"
+
+    def time(self, *args: str, fresh: bool = False) -> float:
+        """Seconds of one command (its warehouse cleared first when `fresh`); it must succeed."""
+        if fresh:
+            shutil.rmtree(self.project / "warehouse", ignore_errors=True)
+        began = time.perf_counter()
+        done = subprocess.run([*self.command, *args], cwd=self.project, env=self.env, capture_output=True, text=True)
+        seconds = time.perf_counter() - began
+        if done.returncode != 0:
+            raise SystemExit(
+                f"tributary {' '.join(args)} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+            )
+        return seconds
+
+    def has(self, command: str) -> bool:
+        done = subprocess.run([*self.command, command, "--help"], cwd=self.project, env=self.env, capture_output=True)
+        return done.returncode == 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-class-archive", action="store_true", help="engines start without the class archive")
+    args = parser.parse_args()
+
+    from framework.warm import class_archive
+
+    archive = class_archive.archive_path()
+    had_archive = archive is not None and archive.is_file() and not args.no_class_archive
+    work = Path(tempfile.mkdtemp(prefix="tributary-loop-"))
+    runtime = Path(tempfile.mkdtemp(prefix="trl-"))
+    project = work / "project"
+    for folder in ("pipelines", "sql", "configs", "udfs", "data"):
+        if (REPO / folder).exists():
+            shutil.copytree(REPO / folder, project / folder)
+    loop = Loop(project, runtime, not args.no_class_archive)
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    print(
+        f"class archive: {'off' if args.no_class_archive else ('present' if had_archive else 'none yet (the first engine writes it when it stops)')}"
+    )
+    figures: dict[str, list[float]] = {"today": [], "cold": [], "warm": [], "validate": [], "show": []}
+    try:
+        for i in range(args.repeat):
+            figures["today"].append(loop.time("run", EXAMPLE, "--no-engine", fresh=True))
+            loop.time("engine", "stop")
+            figures["cold"].append(loop.time("run", EXAMPLE, fresh=True))
+            print(f"  round {i + 1}: today {figures['today'][-1]:.1f} s, cold {figures['cold'][-1]:.1f} s", flush=True)
+        for _ in range(args.repeat):
+            figures["warm"].append(loop.time("run", EXAMPLE, fresh=True))
+        loop.time("validate")  # the file cache
+        figures["validate"] = [loop.time("validate") for _ in range(max(args.repeat, 5))]
+        show_note = ""
+        if loop.has("show"):
+            figures["show"] = [loop.time("show", "service_stats") for _ in range(max(args.repeat, 5))]
+        else:
+            show_note = "skipped: this Tributary has no `show` command yet"
+    finally:
+        loop.time("engine", "stop")
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+    today = statistics.median(figures["today"])
+    print(f"load average at end:   {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print()
+    print(f"{'figure':<46} {'median':>8}  {'target':>8}  {'met':<4} {'vs today':>9}  runs")
+    rows = [
+        ("today: embedded engine started per run", "today", None),
+        ("cold: first run, starts the warm engine", "cold", 12.0),
+        ("warm: rerun through the running engine", "warm", 3.0),
+        ("tributary validate (all examples)", "validate", 1.0),
+        ("tributary show service_stats", "show", 1.0),
+    ]
+    for label, name, target in rows:
+        samples = figures[name]
+        if not samples:
+            print(f"{label:<46} {show_note}")
+            continue
+        median = statistics.median(samples)
+        strict = name in ("validate", "show")  # "< 1 s"; the run targets are "<= N s"
+        met = "" if target is None else ("yes" if (median < target if strict else median <= target) else "NO")
+        ratio = f"{today / median:.1f}x" if name in ("cold", "warm") else ""
+        shown_target = "" if target is None else f"{'<' if strict else '<='} {target:g} s"
+        print(f"{label:<46} {median:>6.2f} s  {shown_target:>8}  {met:<4} {ratio:>9}  {', '.join(f'{s:.2f}' for s in samples)}")
+
+
+if __name__ == "__main__":
+    main()

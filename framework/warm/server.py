@@ -1,0 +1,574 @@
+"""The warm engine process: one embedded SparkSession, commands run one at a time, stop when idle.
+
+`tributary engine serve` (started by a client, detached, in its own session and process group,
+its output in the engine's log) reads its settings as JSON on stdin, takes the engine's lock
+(one engine per key), starts the session, listens on its Unix socket and serves:
+
+- a run request: the command runs on the main thread (the thread that made the session, as in
+  the embedded path: pyspark's SIGINT handler and the active session belong to it), with the
+  client's working directory, environment and terminal (width, colours), its console output sent
+  back as it is printed; the exit code last. Requests that come while a run is under way wait in
+  order, and their clients are told whom they wait for.
+- Ctrl-C on the client (or the client going away) interrupts the run as Ctrl-C interrupts an
+  embedded one: Spark's jobs are cancelled and the main thread gets KeyboardInterrupt (a
+  continuous stream's own handler stops its queries cleanly instead). Unlike a process that exits
+  after Ctrl-C, the engine goes on using its py4j connections, so the KeyboardInterrupt is never
+  raised while a JVM call is under way (an answer would be left unread on the connection and the
+  next call would read it): it is raised as that call returns (the cancelled job's call returns at
+  once).
+- between runs the session is put back as it was: runtime confs a run set are reset, temporary
+  views dropped, caches cleared, streaming queries stopped. udfs/ modules are re-imported when a
+  file changes (framework.functions.loader keys its cache on the files' times and sizes).
+- status and stop requests are answered at once, even during a run.
+
+The engine stops after `idle` seconds without a request, on `tributary engine stop`, on SIGTERM,
+or when its JVM dies (the client then says so and runs the command embedded).
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import fcntl
+import io
+import itertools
+import json
+import os
+import queue
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, cast
+
+import framework
+import framework.warm
+from framework.profiles import Profile, SparkSettings
+from framework.warm.place import EnginePlace, java_options, source_digest
+from framework.warm.protocol import Channel
+
+#: how long a new engine waits for an old one of the same key to let go of the lock
+_LOCK_WAIT_S = 60.0
+
+
+@dataclass
+class Terminal:
+    """What the client's stdout or stderr is: the command prints for it."""
+
+    tty: bool = False
+    width: int | None = None
+
+    @classmethod
+    def of(cls, data: Any) -> Terminal:
+        data = data if isinstance(data, dict) else {}
+        width = data.get("width")
+        return cls(bool(data.get("tty")), int(width) if isinstance(width, int) and width > 0 else None)
+
+
+class ClientStream(io.TextIOBase):
+    """A text stream whose writes go to the client as "out"/"err" messages. Once the client is gone
+    writes are dropped, so a run being cancelled is not stopped again by a broken pipe."""
+
+    def __init__(self, channel: Channel, name: str, terminal: Terminal):
+        self.channel, self.name, self.terminal = channel, name, terminal
+        self.gone = False
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.terminal.tty
+
+    def write(self, text: str) -> int:
+        if text and not self.gone:
+            try:
+                self.channel.send({"t": self.name, "d": text})
+            except OSError:
+                self.gone = True
+        return len(text)
+
+
+#: runs one command: (argv, out console, err console) -> exit code; the CLI provides it
+RunCommand = Callable[[list[str], Any, Any], int]
+
+
+@dataclass
+class Request:
+    channel: Channel
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    out: Terminal
+    err: Terminal
+    done: bool = False
+    interrupted: bool = False
+    raised: bool = False
+    received: float = field(default_factory=time.time)
+
+    @property
+    def label(self) -> str:
+        """What the run is, for a client that waits: `run service_calls` (the command's names, then
+        its arguments: client.argv_of puts them after `--`)."""
+        names = list(itertools.takewhile(lambda a: not a.startswith("-"), self.argv))
+        arguments = self.argv[self.argv.index("--") + 1 :] if "--" in self.argv else []
+        return " ".join(names + arguments) or "a command"
+
+    def gone(self) -> bool:
+        """The client hung up (or asked to cancel) while waiting in the queue."""
+        try:
+            self.channel.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        return True  # EOF, or a cancel sent before the run started
+
+
+class Engine:
+    def __init__(self, place: EnginePlace, spark: Any, idle_s: float, run_command: RunCommand, settings: dict[str, Any]):
+        self.place, self.spark, self.idle_s, self.run_command = place, spark, idle_s, run_command
+        self.settings = settings
+        self.source = source_digest()  # the framework's files this engine runs
+        self.started = time.time()
+        self.idle_since = time.time()
+        self.runs = 0
+        self.current: Request | None = None
+        self.waiting: queue.Queue[Request] = queue.Queue()
+        self.stopping = threading.Event()
+        self.stop_reason = ""
+        self._lock = threading.Lock()
+        self._baseline_conf: dict[str, str] = dict(spark.conf.getAll)
+        self._listener: socket.socket | None = None
+        self._wake = threading.Event()  # SIGTERM: a thread (not the handler) interrupts the run
+
+    # -- the main loop ---------------------------------------------------------------------
+
+    def serve(self) -> str:
+        """Serve until idle, stopped or dead; returns why it stopped."""
+        self._listen()
+        threading.Thread(target=self._accept, name="tributary-engine-accept", daemon=True).start()
+        threading.Thread(target=self._terminator, name="tributary-engine-term", daemon=True).start()
+        signal.signal(signal.SIGTERM, lambda *_: self._wake.set())
+        signal.signal(signal.SIGINT, self._on_sigint)
+        try:
+            while not self.stopping.is_set():
+                try:
+                    request = self.waiting.get(timeout=0.5)
+                except queue.Empty:
+                    if self.current is None and time.time() - self.idle_since > self.idle_s:
+                        self.stop_reason = f"idle for {self.idle_s / 60:g} min"
+                        break
+                    continue
+                except KeyboardInterrupt:  # a cancel that came after its run ended
+                    continue
+                died = self._handle(request)
+                if died:
+                    self.stop_reason = died
+                    break
+        finally:
+            self.stopping.set()
+            self._shutdown()
+        return self.stop_reason or "stopped"
+
+    def _handle(self, request: Request) -> str | None:
+        """Run one request; returns why the engine cannot go on, if it cannot."""
+        if request.gone():  # hung up, or cancelled, while it waited: it never ran
+            with contextlib.suppress(OSError):
+                request.channel.send({"t": "exit", "code": 130})
+            request.channel.close()
+            return None
+        with self._lock:
+            self.current = request
+        began = time.perf_counter()
+        watcher = threading.Thread(target=self._watch, args=(request,), name="tributary-engine-watch", daemon=True)
+        watcher.start()
+        code, died = 1, None
+        try:
+            try:
+                code = self._run(request)
+            finally:
+                with self._lock:
+                    request.done = True
+                _settle()
+                _deferred.clear()
+            died = self._reset_session()
+        except KeyboardInterrupt:
+            code = 130
+            died = self._reset_session()
+        except BaseException as e:  # noqa: BLE001 - the engine outlives a command's unexpected failure
+            traceback.print_exc()
+            with contextlib.suppress(OSError):
+                request.channel.send({"t": "err", "d": f"run failed: the warm engine could not run the command: {e}\n"})
+            died = self._reset_session()
+        finally:
+            with self._lock:
+                self.current = None
+                self.runs += 1
+                self.idle_since = time.time()
+        with contextlib.suppress(OSError):
+            request.channel.send({"t": "exit", "code": code, **({"died": died} if died else {})})
+        request.channel.close()
+        print(f"{time.strftime('%H:%M:%S')} {request.label}: exit {code} in {time.perf_counter() - began:.2f}s", flush=True)
+        return died
+
+    def _run(self, request: Request) -> int:
+        from rich.console import Console
+
+        with _request_scope(request) as (out, err):
+            consoles = [
+                Console(
+                    file=cast(IO[str], stream),
+                    highlight=False,
+                    width=t.width if t.tty else 160,
+                    force_terminal=t.tty,
+                    force_interactive=t.tty,
+                )
+                for stream, t in ((out, request.out), (err, request.err))
+            ]
+            try:
+                return self.run_command(request.argv, consoles[0], consoles[1])
+            except KeyboardInterrupt:
+                err.write("interrupted; outputs stay at their previous version\n")
+                return 130
+
+    # -- cancelling ------------------------------------------------------------------------
+
+    def _watch(self, request: Request) -> None:
+        """The client's messages during its run: a cancel, or hanging up, interrupts the run."""
+        while True:
+            try:
+                message = request.channel.receive()
+            except (OSError, ValueError):
+                message = None
+            if message is None or message.get("t") == "cancel":
+                self._interrupt(request)
+            if message is None or request.done:
+                return
+
+    def _interrupt(self, request: Request) -> None:
+        """Ctrl-C for the main thread, as a terminal would send it: Spark's jobs are cancelled from
+        here (the main thread may be waiting for one), then the main thread's SIGINT handler runs.
+        Another handler than the engine's (a continuous stream's clean stop) does its own work."""
+        with self._lock:
+            if request.done or request.interrupted:
+                return
+            request.interrupted = True
+        if signal.getsignal(signal.SIGINT) == self._on_sigint:
+            with contextlib.suppress(Exception):
+                self.spark.sparkContext.cancelAllJobs()
+        _thread.interrupt_main()
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        """KeyboardInterrupt for the run a client cancelled, raised once, never inside a JVM call."""
+        with self._lock:
+            request = self.current
+            if request is None or request.done or not request.interrupted or request.raised:
+                return  # nothing to interrupt (a SIGINT sent to the engine itself is ignored)
+            request.raised = True
+        if _inside_jvm_call(frame):
+            _deferred.set()  # raised by the call as it returns (_install_interrupt_point)
+            return
+        raise KeyboardInterrupt
+
+    def _terminator(self) -> None:
+        self._wake.wait()
+        self.stop("SIGTERM")
+
+    def stop(self, reason: str) -> None:
+        """Stop serving: the run under way is interrupted, waiting clients are told."""
+        self.stop_reason = self.stop_reason or reason
+        self.stopping.set()
+        with self._lock:
+            current = self.current
+        if current is not None:
+            self._interrupt(current)
+
+    # -- between runs ----------------------------------------------------------------------
+
+    def _reset_session(self) -> str | None:
+        """Put the session back as it was before the run; why the engine cannot go on, if so."""
+        spark = self.spark
+        try:
+            stopped = spark.sparkContext._jsc.sc().isStopped()  # noqa: SLF001
+        except Exception as e:  # noqa: BLE001 - py4j: the JVM is gone
+            return f"its JVM stopped ({type(e).__name__})"
+        if stopped:
+            return "its SparkContext was stopped"
+        with contextlib.suppress(Exception):
+            for query in spark.streams.active:
+                query.stop()
+        with contextlib.suppress(Exception):
+            for table in spark.catalog.listTables():
+                if table.isTemporary:
+                    spark.catalog.dropTempView(table.name)
+        with contextlib.suppress(Exception):
+            spark.catalog.clearCache()
+        current = dict(spark.conf.getAll)
+        for key in current.keys() - self._baseline_conf.keys():
+            with contextlib.suppress(Exception):
+                spark.conf.unset(key)
+        for key, value in self._baseline_conf.items():
+            if current.get(key) != value:
+                with contextlib.suppress(Exception):
+                    spark.conf.set(key, value)
+        return None
+
+    # -- the socket ------------------------------------------------------------------------
+
+    def _listen(self) -> None:
+        path = self.place.socket
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # we hold the engine's lock: a socket there is a dead engine's
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            listener.bind(str(path))
+        finally:
+            os.umask(old)
+        listener.listen(16)
+        self._listener = listener
+        self.place.info.write_text(json.dumps(self._describe(), indent=1))
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                self._greet(conn)
+            except Exception:  # noqa: BLE001 - one bad client must not stop the engine
+                traceback.print_exc()
+                conn.close()
+
+    def _greet(self, conn: socket.socket) -> None:
+        if not _same_user(conn):
+            conn.close()
+            return
+        channel = Channel(conn)
+        conn.settimeout(10)
+        message = channel.receive()
+        conn.settimeout(None)
+        kind = (message or {}).get("t")
+        if kind == "status":
+            channel.send(self.status())
+            channel.close()
+        elif kind == "stop":
+            busy = self.current.label if self.current else None
+            channel.send({"t": "stopping", "pid": os.getpid(), "busy": busy})
+            channel.close()
+            self.stop("tributary engine stop")
+        elif kind == "run" and message is not None:
+            request = Request(
+                channel,
+                [str(a) for a in message.get("argv", [])],
+                str(message.get("cwd") or "/"),
+                {str(k): str(v) for k, v in (message.get("env") or {}).items()},
+                Terminal.of(message.get("out")),
+                Terminal.of(message.get("err")),
+            )
+            if self.stopping.is_set():
+                channel.send({"t": "exit", "code": 1, "died": "the engine is stopping"})
+                channel.close()
+                return
+            with self._lock:
+                running = self.current
+                ahead = self.waiting.qsize()
+            if running is not None or ahead:
+                label = running.label if running else "queued runs"
+                channel.send({"t": "busy", "with": label, "ahead": ahead, "pid": os.getpid()})
+            self.waiting.put(request)
+        else:
+            channel.close()
+
+    def status(self) -> dict[str, Any]:
+        now = time.time()
+        with self._lock:
+            current = self.current
+        return {
+            "t": "status",
+            **self._describe(),
+            "uptime_s": round(now - self.started, 1),
+            "runs": self.runs,
+            "busy": current.label if current else None,
+            "idle_s": None if current else round(now - self.idle_since, 1),
+            "waiting": self.waiting.qsize(),
+        }
+
+    def _describe(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "key": self.place.key,
+            "started": self.started,
+            "socket": str(self.place.socket),
+            "log": str(self.place.log),
+            "spark_log": str(self.place.spark_log),
+            "master": self.settings.get("master"),
+            "spark": self.settings,
+            "python": sys.executable,
+            "tributary": framework.__version__,
+            "source": self.source,
+            "idle_stop_s": self.idle_s,
+        }
+
+    def _shutdown(self) -> None:
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.close()
+        for path in (self.place.socket, self.place.info):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        while True:
+            try:
+                request = self.waiting.get_nowait()
+            except queue.Empty:
+                break
+            with contextlib.suppress(OSError):
+                request.channel.send({"t": "exit", "code": 1, "died": f"the engine stopped ({self.stop_reason})"})
+            request.channel.close()
+
+
+def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
+    """The engine's life: `settings` = {"key", "folder", "spark", "idle_minutes"} from the client."""
+    place = EnginePlace.of(str(settings["key"]), Path(settings["folder"]))
+    lock = _take_lock(place.lock)
+    if lock is None:
+        print(f"engine {place.key}: another engine with these settings holds {place.lock}", flush=True)
+        return 0
+    print(f"engine {place.key}: pid {os.getpid()}, starting Spark ({time.strftime('%Y-%m-%d %H:%M:%S')})", flush=True)
+    began = time.perf_counter()
+    from framework.engine import session
+    from framework.warm import class_archive
+
+    spark_settings = dict(settings["spark"])
+    preload = threading.Thread(target=_preload, name="tributary-engine-preload", daemon=True)
+    preload.start()  # imports while the JVM starts
+    archive = class_archive.archive_path()
+    archive_options, written = class_archive.java_options(archive)
+    options = f"{java_options()} {archive_options}".strip()
+    spark = session.spark_session(Profile(spark=SparkSettings(**spark_settings)), place.spark_log, options)
+    session.started_here = None  # the engine's: commands it runs must not stop it
+    preload.join()
+    framework.warm.serving = True
+    _install_interrupt_point()
+    engine = Engine(place, spark, float(settings["idle_minutes"]) * 60, run_command, spark_settings)
+    print(f"engine {place.key}: ready in {time.perf_counter() - began:.1f}s on {place.socket}", flush=True)
+    reason = engine.serve()
+    print(f"engine {place.key}: stopping ({reason}) after {engine.runs} run(s)", flush=True)
+    with contextlib.suppress(Exception):
+        spark.stop()
+    if written is not None:  # the JVM writes its class archive as it exits: wait for it
+        _end_jvm()
+        class_archive.keep(written, archive)
+    return 0
+
+
+def _end_jvm(timeout: float = 120.0) -> None:
+    """Let the driver's JVM exit now (it exits when its stdin closes) and wait for it."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway  # noqa: SLF001
+    process = getattr(gateway, "proc", None)
+    if gateway is None or process is None:
+        return
+    with contextlib.suppress(Exception):
+        gateway.shutdown()
+    with contextlib.suppress(Exception):
+        process.stdin.close()
+        process.wait(timeout)
+
+
+def _preload() -> None:
+    """What the first run imports anyway, imported while the JVM starts (the two overlap)."""
+    with contextlib.suppress(Exception):
+        import pyspark.sql.pandas.functions  # noqa: F401 - pandas and Arrow, for udfs/
+
+        import framework.display  # noqa: F401
+        import framework.engine.runner  # noqa: F401
+
+
+def _take_lock(path: Path) -> int | None:
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    deadline = time.monotonic() + _LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd  # held until the process exits
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.2)
+
+
+def _same_user(conn: socket.socket) -> bool:
+    """The peer runs as this user (the folder's 0700 already says so; the kernel confirms)."""
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return True
+    _, uid, _ = struct.unpack("3i", creds)
+    return uid == os.getuid()
+
+
+#: a KeyboardInterrupt for the main thread, to raise as its JVM call returns
+_deferred = threading.Event()
+
+
+def _inside_jvm_call(frame: Any) -> bool:
+    """The main thread is sending a py4j command or waiting for its answer."""
+    while frame is not None:
+        if frame.f_code.co_name == "send_command" and str(frame.f_globals.get("__name__", "")).startswith("py4j"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _install_interrupt_point() -> None:
+    """py4j's client returns each answer through one method; the engine's main thread gets its
+    deferred KeyboardInterrupt there, once the answer is read and the connection is free."""
+    from py4j.java_gateway import GatewayClient
+
+    send = GatewayClient.send_command
+
+    def send_command(self: Any, *args: Any, **kwargs: Any) -> Any:
+        answer = send(self, *args, **kwargs)
+        if _deferred.is_set() and threading.current_thread() is threading.main_thread():
+            _deferred.clear()
+            raise KeyboardInterrupt
+        return answer
+
+    GatewayClient.send_command = send_command  # type: ignore[method-assign]
+
+
+def _settle() -> None:
+    """A cancel that raced the end of its command raises KeyboardInterrupt here, not later."""
+    for _ in range(3):
+        with contextlib.suppress(KeyboardInterrupt):
+            time.sleep(0.005)
+
+
+@contextlib.contextmanager
+def _request_scope(request: Request) -> Iterator[tuple[ClientStream, ClientStream]]:
+    """The client's working directory, environment and console for the time of its command."""
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    out = ClientStream(request.channel, "out", request.out)
+    err = ClientStream(request.channel, "err", request.err)
+    try:
+        os.environ.clear()
+        os.environ.update(request.env)
+        os.chdir(request.cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            yield out, err
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        with contextlib.suppress(OSError):
+            os.chdir(saved_cwd)

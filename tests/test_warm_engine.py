@@ -1,0 +1,254 @@
+"""The warm engine with real processes: `tributary` commands hand their runs to one long-lived
+engine process (its own JVM) over a Unix socket, in a runtime folder of the test's own.
+
+One engine serves the whole module (a JVM start is the cost these tests are about); it is stopped
+at the end with `tributary engine stop`, which the last check verifies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, delta_rows, delta_version, write
+
+pytestmark = pytest.mark.spark
+
+SLOW = """\
+name: slow
+vars: {label: first}
+sources:
+  calls:
+    format: json
+    path: incoming
+    schema: head_service STRING, response_ms INT
+steps:
+  napped:
+    sql: |
+      select head_service, response_ms, {{ var('label') | lit }} as label,
+             reflect('java.lang.Thread', 'sleep', cast(1500 as bigint)) as napped
+      from {{ source('calls') }}
+outputs:
+  napped: {mode: overwrite}
+"""
+
+
+class Warm:
+    """`tributary` in subprocesses of a project, with the warm engine on and a runtime folder of its own."""
+
+    def __init__(self, project: Path, runtime: Path):
+        self.project, self.runtime = project, runtime
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("TRIBUTARY_")}
+        self.env.update({"TRIBUTARY_RUNTIME_DIR": str(runtime), "TRIBUTARY_CLASS_ARCHIVE": "0", "PYSPARK_PYTHON": sys.executable})
+
+    def __call__(self, *args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "framework", *args],
+            cwd=cwd or self.project,
+            env={**self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    def start(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "framework", *args],
+            cwd=self.project,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def engines(self) -> list[dict]:
+        done = self("engine", "status", "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def wait_until(self, check, timeout: float = 120.0) -> list[dict]:  # noqa: ANN001
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            engines = self.engines()
+            if check(engines):
+                return engines
+            time.sleep(0.3)
+        raise AssertionError(f"engines never got there: {self.engines()}")
+
+
+def _copy_project(target: Path) -> Path:
+    for folder in ("pipelines", "sql", "data", "udfs"):
+        shutil.copytree(REPO / folder, target / folder)
+    write(
+        target / "configs/local.yaml",
+        "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 2\nwarehouse: ./warehouse\n",
+    )
+    return target
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    runtime = Path(tempfile.mkdtemp(prefix="trw-"))  # short: a socket path has at most 108 bytes
+    helper = Warm(_copy_project(tmp_path_factory.mktemp("warm")), runtime)
+    yield helper
+    stopped = helper("engine", "stop")
+    pids = [int(word.rstrip(")")) for word in stopped.stdout.split() if word.rstrip(")").isdigit()]
+    assert pids, stopped.stdout
+    for pid in pids:  # stop waits until each engine lets go of its lock, which it holds until it exits
+        assert not _running(pid)
+    assert helper.engines() == []
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (an engine's parent, the client that started it, is gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _table(project: Path, name: str, key: str) -> list[dict]:
+    return delta_rows(project / "warehouse" / name, order_by=key)
+
+
+def test_runs_go_through_one_engine_and_write_what_the_embedded_run_writes(warm, spark, cli, project):
+    code, _, err = cli("run", "service_calls")  # embedded, in the test session
+    assert code == 0, err
+
+    first = warm("run", "service_calls")
+    assert first.returncode == 0, first.stderr
+    assert "starting a warm Spark engine" in first.stderr
+    assert "service_calls · profile local" in first.stdout and "written" in first.stdout
+    [engine] = warm.engines()
+    assert engine["runs"] == 1 and engine["busy"] is None and engine["master"] == "local[2]"
+    assert Path(engine["socket"]).is_socket() and (os.stat(warm.runtime).st_mode & 0o777) == 0o700
+
+    for name, key in (("service_stats", "requested_service, head_service"), ("daily_head_stats", "day, head_service")):
+        assert _table(warm.project, name, key) == _table(project, name, key)
+
+    again = warm("run", "service_calls", "--show", "2")
+    assert again.returncode == 0, again.stderr
+    assert "starting" not in again.stderr and "service_stats (first 2 rows)" in again.stdout
+    [same] = warm.engines()
+    assert same["pid"] == engine["pid"] and same["runs"] == 2
+
+
+def test_bad_input_through_the_engine_is_exit_2_with_the_embedded_message(warm, spark, cli, project):
+    broken = (
+        "name: broken\nsources:\n  s: {format: json, path: data, schema: 'a INT'}\n"
+        "steps:\n  t: {sql: \"select {{ var('nope') }} from {{ source('s') }}\"}\noutputs:\n  t: {mode: overwrite}\n"
+    )
+    write(project / "pipelines/broken.yaml", broken)
+    write(warm.project / "pipelines/broken.yaml", broken)
+    code, _, embedded_err = cli("run", "broken")
+    runs = warm.engines()[0]["runs"]
+
+    through = warm("run", "broken")
+    assert through.returncode == code == 2
+    assert through.stderr == embedded_err and "var('nope') is not defined" in through.stderr
+    assert warm.engines()[0]["runs"] == runs + 1  # the engine checked it (it takes runs at once when it is up)
+
+
+def test_interrupting_the_client_cancels_the_run_and_leaves_the_tables(warm):
+    write(warm.project / "pipelines/slow.yaml", SLOW)
+    write(
+        warm.project / "incoming/calls.json", "".join(f'{{"head_service": "/{i}.html", "response_ms": {i}}}\n' for i in range(4))
+    )
+    done = warm("run", "slow")
+    assert done.returncode == 0, done.stderr
+    table = warm.project / "warehouse/napped"
+    before = delta_rows(table, order_by="head_service")
+    assert delta_version(table) == 0 and {r["label"] for r in before} == {"first"}
+    pid = warm.engines()[0]["pid"]
+
+    for signum, code in ((signal.SIGINT, 130), (signal.SIGKILL, -signal.SIGKILL)):
+        client = warm.start("run", "slow", "--var", "label=second")
+        warm.wait_until(lambda engines: engines and engines[0]["busy"] == "run slow")
+        time.sleep(1.0)  # inside the napping stage
+        os.killpg(client.pid, signum)
+        _, err = client.communicate(timeout=120)
+        assert client.returncode == code, err
+        if signum == signal.SIGINT:
+            assert "interrupted; outputs stay at their previous version" in err
+        [engine] = warm.wait_until(lambda engines: engines and engines[0]["busy"] is None)
+        assert engine["pid"] == pid
+        assert delta_version(table) == 0 and delta_rows(table, order_by="head_service") == before
+
+    done = warm("run", "slow", "--var", "label=third")  # the engine goes on after both
+    assert done.returncode == 0, done.stderr
+    assert delta_version(table) == 1 and {r["label"] for r in delta_rows(table)} == {"third"}
+
+
+def test_other_spark_settings_get_their_own_engine_which_stops_when_idle(warm, tmp_path):
+    other = _copy_project(tmp_path / "other")
+    write(
+        other / "configs/local.yaml",
+        "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 3\nwarehouse: ./warehouse\n",
+    )
+    first = warm.engines()[0]
+    done = warm("run", "service_calls", cwd=other, TRIBUTARY_ENGINE_IDLE="0.1")
+    assert done.returncode == 0, done.stderr
+    assert "starting a warm Spark engine" in done.stderr and "stops after 0.1 min idle" in done.stderr
+    engines = warm.engines()
+    assert len(engines) == 2
+    second = next(e for e in engines if e["key"] != first["key"])
+    assert second["pid"] != first["pid"] and second["spark"]["conf"] == {"spark.sql.shuffle.partitions": 3}
+
+    left = warm.wait_until(lambda engines: len(engines) == 1, timeout=90)  # idle for 6 s: it stops
+    assert left[0]["pid"] == first["pid"]
+    assert not Path(second["socket"]).exists()
+
+
+def test_which_commands_use_the_engine_and_what_they_send_it(monkeypatch):
+    from typer.main import get_command
+
+    from framework.cli import app
+    from framework.profiles import Profile, SparkSettings
+    from framework.warm.client import argv_of
+    from framework.warm.place import engine_key, mode
+
+    monkeypatch.delenv("TRIBUTARY_ENGINE", raising=False)
+    local = Profile()
+    assert mode(local) is None
+    assert mode(local, no_engine=True) == ""
+    assert mode(Profile(engine="embedded")) == ""
+    assert mode(Profile(spark=SparkSettings(master="spark://host:7077"))) == ""
+    assert mode(Profile(spark=SparkSettings(remote="sc://host:15002"))) == ""
+    monkeypatch.setenv("TRIBUTARY_ENGINE", "0")
+    assert mode(local) == ""
+    other = Profile(spark=SparkSettings(conf={"spark.sql.shuffle.partitions": 3}))
+    assert engine_key(local) == engine_key(Profile()) != engine_key(other)
+    monkeypatch.setenv("JAVA_HOME", "/elsewhere")
+    assert engine_key(local) != engine_key(other) and len(engine_key(local)) == 16
+
+    command = get_command(app)
+    argv = ["run", "-p", "local", "--var", "a=1", "--var", "b=x y", "--show", "3", "--no-engine", "--", "-odd.yaml"]
+    with command.make_context("tributary", list(argv)) as ctx:
+        sub = command.get_command(ctx, "run")
+        with sub.make_context("run", argv[1:], parent=ctx) as run_ctx:
+            assert argv_of(run_ctx, {"yes": True}) == [
+                "run",
+                "--profile",
+                "local",
+                "--var",
+                "a=1",
+                "--var",
+                "b=x y",
+                "--show",
+                "3",
+                "--yes",
+                "--",
+                "-odd.yaml",
+            ]
