@@ -57,7 +57,8 @@ def test_watch_reruns_after_each_edit_in_one_session_and_survives_a_bad_edit(spa
     assert isinstance(broken.error, BadInput) and broken.result is None
     assert "sql/service_stats.sql:11" in str(broken.error) and "all_cals" in str(broken.error)
     assert fixed.result is not None and rows[4] == rows[1]
-    assert all(s is spark for s in sessions), "a rerun started another session"
+    assert all(s is sessions[0] for s in sessions), "a rerun started another session"
+    assert sessions[0].sparkContext.applicationId == spark.sparkContext.applicationId  # no Spark of its own either
     assert spark.range(3).count() == 3  # still alive: watching stopped nothing
     printed = console.file.getvalue()  # type: ignore[attr-defined]
     assert "changed: sql/service_stats.sql" in printed and "invalid:" in printed and "Traceback" not in printed

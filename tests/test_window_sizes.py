@@ -167,6 +167,11 @@ def test_a_batch_run_learns_from_its_input_then_adds_each_run_to_the_history(spa
     per_head, _ = _history(project)
     # p1: 3 key values of 3 tuples; p2: 3 key values of 3 tuples and, 30 s later, 4 more each
     assert per_head["p1"][0] == 3
+    code, out, err = cli("run", "pages")  # identical: it commits nothing, so it adds nothing either
+    assert code == 0, out + err
+    history = delta_rows(project / "warehouse" / "_tributary" / "window_sizes" / "pages" / "windows")
+    assert {r["head"]: r["instances"] for r in history} == {"p1": 3, "p2": 3}
+    _land(project, [[], [{**r, "ts": r["ts"].replace("T00:", "T05:")} for r in rows]])  # new input: the same shapes, later
     code, out, err = cli("run", "pages")
     assert code == 0, out + err
     assert "learned from earlier runs" in out

@@ -29,6 +29,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from framework.io.delta.base import FILE_RANK
 from framework.io.locations import is_uri
 from framework.io.origin import FILE, LINE
 
@@ -104,22 +105,29 @@ def _rows_in(file: str, file_format: str, wanted: int, header: bool) -> int:
 
 def first_rows(df: DataFrame, rows: int, oldest_first: bool = False) -> DataFrame:
     """The frame's first `rows` rows by file and position: (_file, _line) where the source has
-    them, else the file's path (`oldest_first`: its modification time, then its path), the part of
-    the file a task read and the row's order in it."""
+    them, else the file (its place among a Delta table's first files when the store gave it,
+    FILE_RANK; else with `oldest_first` its modification time; then its path), the part of the
+    file a task read and the row's order in it."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
     if FILE in df.columns and LINE in df.columns:
         return df.orderBy(FILE, LINE).limit(rows)
     keys = ["__tributary_age", "__tributary_file", "__tributary_block", "__tributary_row"]
+    if FILE_RANK in df.columns:  # the store knows which of its files comes first
+        age = F.col(FILE_RANK)
+    elif oldest_first:
+        age = F.col("_metadata.file_modification_time")
+    else:
+        age = F.lit(0)
     try:
         positioned = df.select(
             "*",
-            (F.col("_metadata.file_modification_time") if oldest_first else F.lit(0)).alias(keys[0]),
+            age.alias(keys[0]),
             F.col("_metadata.file_path").alias(keys[1]),
             F.col("_metadata.file_block_start").alias(keys[2]),
             F.monotonically_increasing_id().alias(keys[3]),  # increases along a task's rows
         )
     except AnalysisException:  # no file behind the frame (rows made in memory): their own order
         return df.limit(rows)
-    return positioned.orderBy(*keys).limit(rows).drop(*keys)
+    return positioned.orderBy(*keys).limit(rows).drop(*keys, FILE_RANK)

@@ -28,6 +28,10 @@ WriteMode = Literal["append", "overwrite", "merge"]
 HISTORY_LIMIT = 1000
 
 
+#: read(limit=...): the place of each row's file among the table's first files, oldest first
+FILE_RANK = "__tributary_file_rank"
+
+
 @dataclass(frozen=True)
 class Commit:
     """One entry of a table's history, as far as Tributary reads it."""
@@ -101,7 +105,8 @@ class DeltaStore(ABC):
         self, spark: SparkSession, table: str, version: int | None = None, timestamp: Any = None, limit: int | None = None
     ) -> DataFrame:
         """The table (optionally as of a version or time) as a Spark DataFrame; with `limit`, at
-        least its first files that hold `limit` rows (framework.io.sample keeps the first rows)."""
+        least its first files that hold `limit` rows, each row with its file's place among them
+        (FILE_RANK) where the store knows it (framework.io.sample keeps the first rows)."""
 
     def stage(
         self, df: DataFrame, output: str, table: str, staging: str, partition_by: list[str], split_by: str | None = None

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from framework.errors import BadInput, Problem
 from framework.io import staging as staging_files
-from framework.io.delta.base import Commit, CommitResult, DeltaStore, StagedWrite, WriteMode
+from framework.io.delta.base import FILE_RANK, Commit, CommitResult, DeltaStore, StagedWrite, WriteMode
 from framework.io.locations import from_spark_path
 
 if TYPE_CHECKING:
@@ -94,7 +94,8 @@ class DeltaRsStore(DeltaStore):
         reader = spark.read.schema(schema)
         if partition_columns:
             reader = reader.option("basePath", dt.table_uri)
-        return reader.parquet(*files).select(*schema.fieldNames())
+        rows = reader.parquet(*files).select(*schema.fieldNames())
+        return rows if limit is None else _with_file_rank(rows, files)
 
     def last_run_id(self, table: str) -> str | None:
         dt = self._table(table)
@@ -295,6 +296,15 @@ def _first_files(dt: DeltaTable, rows: int) -> list[str]:
         chosen.append(path if "://" in path else f"{root}/{unquote(path)}")
         held += count if count is not None else rows
     return chosen
+
+
+def _with_file_rank(rows: DataFrame, files: list[str]) -> DataFrame:
+    """Each row with its file's place in `files` (FILE_RANK): write times can tie, names cannot."""
+    from pyspark.sql import functions as F
+
+    places = F.create_map(*[part for i, f in enumerate(files) for part in (F.lit(f.rsplit("/", 1)[-1]), F.lit(i))])
+    name = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
+    return rows.withColumn(FILE_RANK, F.element_at(places, name))
 
 
 def _added_in(root: str) -> dict[str, int]:
