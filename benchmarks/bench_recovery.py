@@ -161,6 +161,7 @@ def main() -> None:
     parser.add_argument("--kills-per-cycle", type=int, default=4)
     parser.add_argument("--files", type=int, default=16)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--verbose", action="store_true", help="print a few of the rows each cycle lost or added")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -187,13 +188,20 @@ def main() -> None:
             code, seconds = run(root, None)  # the last restart catches up
             cycles += 1
             got = tables(root)
+            differences, rows = [], []
             for name in TABLES:
-                lost[name] += sum((expected[name] - got[name]).values())
-                duplicated[name] += sum((got[name] - expected[name]).values())
+                missing, extra = expected[name] - got[name], got[name] - expected[name]
+                lost[name] += sum(missing.values())
+                duplicated[name] += sum(extra.values())
+                differences += [f"{name}: {sum(missing.values())} lost, {sum(extra.values())} extra"] if missing or extra else []
+                rows += [f"  {name} - {row}" for row in list(missing)[:3]] + [f"  {name} + {row}" for row in list(extra)[:3]]
             cycles_equal += code == 0 and got == expected
             if code == 0:
                 catch_up.append(seconds)
-            print(f"cycle {cycles}: {kills} kills so far; tables equal to the reference: {got == expected}", flush=True)
+            said = "; ".join(differences) if differences else "every table equals the reference"
+            print(f"cycle {cycles}: {kills} kills so far (last run exit {code}); {said}", flush=True)
+            if args.verbose:
+                print("\n".join(rows), flush=True)
 
         rows = {name: sum(c.values()) for name, c in expected.items()}
         print(f"\n{kills} SIGKILLs at random moments in {cycles} cycles; {args.files} files per source, one per micro-batch")

@@ -243,14 +243,17 @@ class StreamingRun:
         return max((self.run.plan.source(s).spec.watermark or 0.0) for s in sources) if sources else 0.0
 
     def _checkpoint(self, name: str) -> tuple[str, str]:
-        """The checkpoint folder of one query and its generation (new after a full refresh)."""
+        """The checkpoint folder of one query or sink and its generation (new after a full refresh,
+        or when the folder is gone). The folder is made with the generation: a side sink (the
+        quarantine and late rows a batch hands over) has no query to make it, and a generation made
+        anew each run would let a batch replayed after a crash commit its side rows again."""
         folder = self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}/{name}")
         fs, path = staging_files.filesystem(folder + ".generation")
         if staging_files.exists(folder + ".generation") and staging_files.exists(folder):
             with fs.open_input_stream(path) as handle:
                 return folder, handle.read().decode().strip()
         generation = uuid.uuid4().hex[:12]
-        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        fs.create_dir(staging_files.filesystem(folder)[1], recursive=True)
         with fs.open_output_stream(path) as handle:
             handle.write(generation.encode())
         return folder, generation
