@@ -451,10 +451,14 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
     preload = threading.Thread(target=_preload, name="tributary-engine-preload", daemon=True)
     preload.start()  # imports while the JVM starts
     archive = class_archive.archive_path()
-    archive_options, written = class_archive.java_options(archive)
+    archive_options, class_list = class_archive.java_options(archive)
     options = f"{java_options()} {archive_options}".strip()
     spark = session.spark_session(Profile(spark=SparkSettings(**spark_settings)), place.spark_log, options)
     session.started_here = None  # the engine's: commands it runs must not stop it
+    dump = None
+    if class_list is not None and archive is not None:
+        with contextlib.suppress(Exception):
+            dump = class_archive.dump_command(spark._jvm, class_list, archive)  # noqa: SLF001
     preload.join()
     framework.warm.serving = True
     _install_interrupt_point()
@@ -464,9 +468,10 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
     print(f"engine {place.key}: stopping ({reason}) after {engine.runs} run(s)", flush=True)
     with contextlib.suppress(Exception):
         spark.stop()
-    if written is not None:  # the JVM writes its class archive as it exits: wait for it
+    if dump is not None:  # the class list is whole once the JVM has exited
         _end_jvm()
-        class_archive.keep(written, archive)
+        with contextlib.suppress(OSError):
+            class_archive.write_later(dump)
     return 0
 
 

@@ -1,0 +1,54 @@
+"""The engine's class archive: the first engine lists its classes; the archive is built from that
+list with the JVM's own java, class path and module options, and a JVM started like it maps it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from framework.warm import class_archive
+
+
+def test_an_engine_without_an_archive_lists_its_classes_and_clears_lists_of_killed_engines(tmp_path):
+    archive = tmp_path / "spark-classes-test.jsa"
+    stale = archive.with_name(f"{archive.name}.1{class_archive._LIST}")
+    stale.write_text("java/lang/Object\n")
+    old = time.time() - 2 * class_archive._LIST_LIFE_S
+    os.utime(stale, (old, old))
+
+    options, class_list = class_archive.java_options(archive)
+
+    assert class_list == class_archive.listed(archive)
+    assert options == f"-XX:DumpLoadedClassList={class_list}"
+    assert not stale.exists()
+    assert not class_archive.being_written(archive)
+    class_list.write_text("java/lang/Object\n")  # as the JVM does while it runs
+    assert class_archive.being_written(archive)
+
+    archive.write_bytes(b"x")
+    assert class_archive.java_options(archive) == (f"-XX:SharedArchiveFile={archive} {class_archive._QUIET}", None)
+    assert class_archive.java_options(None) == ("", None)
+
+
+def test_the_archive_built_from_a_list_is_one_a_jvm_like_the_sessions_maps(spark, tmp_path):
+    archive = tmp_path / "spark-classes-test.jsa"
+    class_list = class_archive.listed(archive)
+    class_list.write_text("java/lang/Object\norg/apache/spark/SparkConf\n")
+    command = class_archive.dump_command(spark._jvm, class_list, archive)
+    class_path = command[command.index("-cp") + 1]
+    assert class_path == spark._jvm.java.lang.System.getProperty("java.class.path")
+    assert any(option.startswith("--add-opens=") for option in command)  # the session's module options
+
+    class_archive._write(command)
+
+    assert archive.is_file() and not class_list.exists()
+    assert [p.name for p in tmp_path.iterdir()] == [archive.name]  # no half-written file left
+    mapped = subprocess.run(
+        [command[0], "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-cp", class_path, "-version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert mapped.returncode == 0, mapped.stderr
+    assert "sharing" in mapped.stderr
