@@ -615,7 +615,7 @@ def _check_functions(sql: RenderedSql, statement: Any, functions: Functions) -> 
             if udf.arity is not None and len(call.expressions) != udf.arity:
                 message = f"udf '{udf.name}' takes {udf.arity} argument(s), called with {len(call.expressions)}"
                 problems.append(sql.problem(message, line, hint=f"see its definition at udfs/{Path(udf.file).name}:{udf.line}"))
-        elif lowered not in known and not isinstance(call.parent, exp.Dot):
+        elif lowered not in known and (not isinstance(call.parent, exp.Dot) or _session_qualified(call.parent)):
             names = set(known) | set(udfs)
             hint = did_you_mean(lowered, names) if closest(lowered, names) else None
             problems.append(
@@ -627,6 +627,12 @@ def _check_functions(sql: RenderedSql, statement: Any, functions: Functions) -> 
             )
     if problems:
         raise BadInput(*problems)
+
+
+def _session_qualified(dot: Any) -> bool:
+    """`system.session.f(...)` or `session.f(...)`: a temporary function of the session, which
+    only udfs/ may register (anything else would be another run's)."""
+    return dot.this.sql().split(".")[0].strip("`").lower() in ("system", "session")
 
 
 #: Spark SQL functions that call any Java method: they run arbitrary code on the cluster.

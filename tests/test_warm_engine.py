@@ -50,14 +50,14 @@ class Warm:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("TRIBUTARY_")}
         self.env.update({"TRIBUTARY_RUNTIME_DIR": str(runtime), "TRIBUTARY_CLASS_ARCHIVE": "0", "PYSPARK_PYTHON": sys.executable})
 
-    def __call__(self, *args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    def __call__(self, *args: str, cwd: Path | None = None, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "framework", *args],
             cwd=cwd or self.project,
             env={**self.env, **env},
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=timeout,
         )
 
     def start(self, *args: str) -> subprocess.Popen:
@@ -252,3 +252,180 @@ def test_which_commands_use_the_engine_and_what_they_send_it(monkeypatch):
                 "--",
                 "-odd.yaml",
             ]
+
+
+# -- isolation between runs, and cancellation that stops the work (issue 32) -------------------
+#
+# One engine of their own (another Spark setting, so another key) serves these tests, in a
+# runtime folder of their own. Client A starts it with secrets in its environment; project B
+# has no udfs/. The stuck-regex test goes last: it may end that engine.
+
+A_UDFS = """\
+import os
+
+from pyspark.sql import SparkSession
+
+from framework.functions import udf
+
+
+@udf(returns="string")
+def project_a_secret(id):
+    return id.astype(str) + "-A-secret"
+
+
+@udf(returns="string")
+def env_of(name):
+    return name.map(lambda n: os.environ.get(n, "-"))
+
+
+_spark = SparkSession.getActiveSession()  # what an analyst's module may do with the session at import
+if _spark is not None:  # (the client checks udfs/ before any session exists)
+    _spark.conf.set("spark.sql.session.timeZone", "Asia/Tokyo")
+    _spark.sql("create or replace temporary view a_view as select 'A-view' as v")
+    _spark.sql("create or replace global temporary view a_global as select 'A-global' as v")
+    _spark.sql("create or replace temporary function a_sqlfn() returns string return 'A-sqlfn'")
+    _spark.sql("create database if not exists a_db")
+    _spark.sql("use a_db")
+"""
+
+A_PIPELINE = """\
+name: a
+sources:
+  x: {format: json, path: in, schema: "id INT"}
+steps:
+  a_out:
+    sql: |
+      select id, project_a_secret(id) as secret, current_database() as db,
+             current_timezone() as tz, env_of('ENGINE_STARTER_SECRET') as worker_env,
+             reflect('java.lang.System', 'getenv', 'ENGINE_STARTER_SECRET') as jvm_env
+      from {{ source('x') }}
+outputs:
+  a_out: {mode: overwrite}
+"""
+
+
+def _b_pipeline(name: str, select: str, source: str = "{{ source('x') }}") -> str:
+    return (
+        f'name: {name}\nsources:\n  x: {{format: json, path: in, schema: "id INT"}}\n'
+        f"steps:\n  {name}_out:\n    sql: select {select} from {source}\n"
+        f"outputs:\n  {name}_out: {{mode: overwrite}}\n"
+    )
+
+
+STUCK = """\
+name: stuck
+sources:
+  one: {format: json, path: lines/one, schema: "line STRING"}
+  two: {format: json, path: lines/two, schema: "line STRING"}
+steps:
+  matched:
+    sql: |
+      select line rlike '^(.*a){12}$' as m from {{ source('one') }}
+      union all select line rlike '^(.*a){12}$' as m from {{ source('two') }}
+outputs:
+  matched: {mode: overwrite}
+"""
+
+
+def _small_project(root: Path, udfs: str | None = None) -> Path:
+    write(
+        root / "configs/local.yaml",
+        "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 1\nwarehouse: ./warehouse\n",
+    )
+    write(root / "in/x.json", '{"id": 1}\n{"id": 2}\n')
+    if udfs is not None:
+        write(root / "udfs/secret.py", udfs)
+    return root
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """Projects A and B on one engine of their own, started by client A with secrets in its environment."""
+    runtime = Path(tempfile.mkdtemp(prefix="tri-"))
+    root = tmp_path_factory.mktemp("isolation")
+    a = _small_project(root / "a", A_UDFS)
+    write(a / "pipelines/a.yaml", A_PIPELINE)
+    b = _small_project(root / "b")
+    helper = Warm(b, runtime)
+    started = helper("run", "a", cwd=a, ENGINE_STARTER_SECRET="starter-secret", CLIENT_A_SECRET="a-secret")
+    assert started.returncode == 0, started.stderr
+    assert "starting a warm Spark engine" in started.stderr
+    helper.a = a  # type: ignore[attr-defined]
+    yield helper
+    helper("engine", "stop")
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_project_cannot_see_another_projects_functions_views_or_settings(shared):
+    b = shared.project
+    [a_row, _] = _table(shared.a, "a_out", "id")
+    # A sees its own udf, and the database and time zone its udfs/ module set
+    assert (a_row["secret"], a_row["db"], a_row["tz"]) == ("1-A-secret", "a_db", "Asia/Tokyo")
+
+    write(b / "pipelines/b_udf.yaml", _b_pipeline("b_udf", "id, system.session.project_a_secret(id) as s"))
+    leaked = shared("run", "b_udf")
+    assert leaked.returncode != 0, leaked.stdout
+    assert "project_a_secret" in leaked.stderr
+    assert not (b / "warehouse/b_udf_out").exists()
+
+    for name, source in (("b_view", "a_view"), ("b_global", "global_temp.a_global")):
+        write(b / f"pipelines/{name}.yaml", _b_pipeline(name, "v", source))
+        refused = shared("run", name)
+        assert refused.returncode != 0 and "TABLE_OR_VIEW_NOT_FOUND" in refused.stderr, (name, refused.stdout, refused.stderr)
+
+    write(b / "pipelines/b_fn.yaml", _b_pipeline("b_fn", "id, system.session.a_sqlfn() as s"))
+    assert shared("run", "b_fn").returncode != 0
+
+    write(b / "pipelines/b_settings.yaml", _b_pipeline("b_settings", "id, current_database() as db, current_timezone() as tz"))
+    done = shared("run", "b_settings")
+    assert done.returncode == 0, done.stderr
+    assert {(r["db"], r["tz"]) for r in _table(b, "b_settings_out", "id")} == {("default", "UTC")}
+
+    again = shared("run", "a", "--full-refresh", cwd=shared.a)  # A again on the same engine: all of it is there again
+    assert again.returncode == 0, again.stderr
+    assert _table(shared.a, "a_out", "id")[0]["secret"] == "1-A-secret"
+
+
+def test_no_clients_environment_reaches_another_clients_run(shared):
+    b = shared.project
+    # client A started the engine with these in its environment
+    reads = ", ".join(
+        f"reflect('java.lang.System', 'getenv', '{name}') as {name.lower()}"
+        for name in ("ENGINE_STARTER_SECRET", "CLIENT_A_SECRET")
+    )
+    write(b / "pipelines/b_env.yaml", _b_pipeline("b_env", f"id, {reads}"))
+    done = shared("run", "b_env", B_ONLY="b")
+    assert done.returncode == 0, done.stderr
+    # (reflect() gives a Java null as the string 'null')
+    assert {(r["engine_starter_secret"], r["client_a_secret"]) for r in _table(b, "b_env_out", "id")} == {("null", "null")}
+
+    # A's own later run, from a client without the secret: its Python workers do not have it either
+    again = shared("run", "a", "--full-refresh", cwd=shared.a)
+    assert again.returncode == 0, again.stderr
+    assert {(r["worker_env"], r["jvm_env"]) for r in _table(shared.a, "a_out", "id")} == {("-", "null")}
+
+
+def test_a_cancelled_run_stuck_in_a_regex_frees_the_engine_for_the_next_run(shared):
+    b = shared.project
+    write(b / "pipelines/stuck.yaml", STUCK)
+    for part in ("one", "two"):  # a task each: both cores
+        write(b / f"lines/{part}/l.json", f'{{"line": "{"a" * 40}b"}}\n')
+    write(b / "pipelines/quick.yaml", _b_pipeline("quick", "id, id * 2 as twice"))
+    [engine] = shared.engines()
+
+    client = shared.start("run", "stuck")
+    shared.wait_until(lambda engines: engines and engines[0]["busy"] == "run stuck")
+    time.sleep(3.0)  # both tasks are in the regex
+    os.killpg(client.pid, signal.SIGINT)
+    _, err = client.communicate(timeout=60)
+    assert client.returncode == 130, err
+
+    [status] = shared.engines()  # the JVM still runs the cancelled tasks: not idle
+    assert status["pid"] == engine["pid"] and status["busy"] is not None, status
+
+    began = time.monotonic()
+    quick = shared("run", "quick", timeout=120)
+    assert quick.returncode == 0, quick.stderr
+    assert time.monotonic() - began < 120
+    assert _table(b, "quick_out", "id") == [{"id": 1, "twice": 2}, {"id": 2, "twice": 4}]
+    assert not _running(engine["pid"])  # its JVM (and the regex) went with it

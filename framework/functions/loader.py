@@ -60,6 +60,11 @@ NONE = Functions()
 _loaded: dict[Path, tuple[tuple, Functions]] = {}
 
 
+def forget() -> None:
+    """Drop what was imported (the warm engine, after each run: the next may be another project's)."""
+    _loaded.clear()
+
+
 def load_functions(project: Project) -> Functions:
     folder = project.udfs_dir
     files = sorted(folder.glob("*.py")) if folder.is_dir() else []

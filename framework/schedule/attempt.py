@@ -8,7 +8,10 @@ profile need nothing a fresh JVM would give them (each run drops its views and c
 A run is abandoned at its `timeout:`, or when the scheduler is stopped (SIGTERM, Ctrl-C), by
 cancelling its Spark jobs, which run in a job group of their own (a job that starts later is
 cancelled too, every half second), and stopping its streaming queries. The run then fails at its
-next Spark action, before its commits, and every table stays as it was. Its Delta commits are not
+next Spark action, before its commits, and every table stays as it was. A task that ignores the
+interrupt (Java code such as a slow regex) would hold its core for every later run, which then
+timed out too: when one still runs a grace period after the run, the session's JVM is ended and
+the next run starts a new one (framework.engine.leftover_tasks). Its Delta commits are not
 Spark work: a commit already under way finishes, and what a run killed between two commits
 leaves is undone by the pipeline's next run (framework.engine.recovery). A subprocess per run
 could be killed outright, but would start a JVM for every run.
@@ -34,6 +37,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from framework.compiler import compile_pipeline
+from framework.engine import leftover_tasks
 from framework.engine.events import EventLog
 from framework.engine.lock import LockBusy, RunLock, lock_file
 from framework.engine.results import RunResult, RunStatus, new_run_id
@@ -78,6 +82,15 @@ class Sessions:
             if self.started is not None:
                 self.started()
         return self.session
+
+    def end_stuck(self) -> None:
+        """The session's JVM runs a task that cannot be stopped: end the JVM, so the next run gets
+        a new one with free cores."""
+        from framework.engine import session
+
+        leftover_tasks.end_jvm()
+        session.started_here = None
+        self.session = self.given = None
 
     def close(self) -> None:
         """Stop a session started here (one handed in belongs to its caller)."""
@@ -239,6 +252,9 @@ class Attempts:
                 )
             if spark is None and not _alive(session, self.profile):
                 self.sessions.close()  # its JVM died: the next run starts a new one
+            elif spark is None and (reason is not None or done.outcome != OK) and leftover_tasks.wait_until_stopped(session):
+                self.say(f"{pipeline.name}: a cancelled Spark task would not stop; starting a new Spark session for the next run")
+                self.sessions.end_stuck()
         except BadInput as e:  # the spec no longer validates, or the run could not start (a source is missing)
             done.outcome, done.exit_code, done.error = INVALID, e.exit_code, one_line(e)
         except Exception as e:  # noqa: BLE001 - whatever went wrong, the scheduler logs it and goes on

@@ -31,6 +31,7 @@ from typing import Any
 import framework.warm
 from framework.profiles import Profile
 from framework.warm.place import (
+    SESSION_ENVIRONMENT,
     EnginePlace,
     EngineUnavailable,
     engine_key,
@@ -50,6 +51,28 @@ Say = Callable[[str], None]
 _spawned: dict[str, subprocess.Popen] = {}
 #: an engine failed this command: the rest of it runs here
 _gave_up = False
+#: _relay: the engine ended before it ran the command, which may go to a new engine
+_AGAIN = -1
+#: what an engine process gets of its starter's environment: the variables that shape its session
+#: (they are in its key), and what Java, Spark and Python need to start. Nothing else: the engine
+#: serves other commands later, each with its own environment, and its JVM and Python workers
+#: keep the environment they started with.
+_ENGINE_ENVIRONMENT = (
+    *SESSION_ENVIRONMENT,
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "XDG_RUNTIME_DIR",
+    "XDG_CACHE_HOME",
+    "TRIBUTARY_RUNTIME_DIR",
+    "TRIBUTARY_CLASS_ARCHIVE",
+    "VIRTUAL_ENV",
+)
 
 
 def hand_over(profile: Profile, argv: list[str], no_engine: bool, say: Say, start: bool = True) -> int | None:
@@ -71,8 +94,16 @@ def hand_over(profile: Profile, argv: list[str], no_engine: bool, say: Say, star
         say(f"warm engine unavailable: {e}; running in this process")
         return None
     code = _relay(channel, argv, place, say)
-    if code is None:
+    if code == _AGAIN:  # the engine ended before the command ran (a cancelled task would not stop)
+        _spawned.pop(place.key, None)
+        try:
+            code = _relay(_connect_or_start(place, profile, say), argv, place, say)
+        except EngineUnavailable as e:
+            say(f"warm engine unavailable: {e}; running in this process")
+            code = None
+    if code is None or code == _AGAIN:
         _give_up()
+        return None
     return code
 
 
@@ -196,6 +227,7 @@ def _spawn(place: EnginePlace, profile: Profile) -> subprocess.Popen:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=place.folder,
+            env={name: os.environ[name] for name in _ENGINE_ENVIRONMENT if name in os.environ},
             start_new_session=True,
             close_fds=True,
         )
@@ -337,6 +369,9 @@ def _relay(channel: Channel, argv: list[str], place: EnginePlace, say: Say) -> i
             elif kind == "exit":
                 code = int(message.get("code", 1))
                 died = message.get("died")
+                if died and message.get("again") and not interrupts:
+                    say(f"the warm engine stopped before running the command: {died}")
+                    return _AGAIN
                 if died:
                     if code in (0, 130) or interrupts:
                         say(f"the warm engine stopped: {died}")

@@ -16,9 +16,15 @@ its output in the engine's log) reads its settings as JSON on stdin, takes the e
   raised while a JVM call is under way (an answer would be left unread on the connection and the
   next call would read it): it is raised as that call returns (the cancelled job's call returns at
   once).
-- between runs the session is put back as it was: runtime confs a run set are reset, temporary
-  views dropped, caches cleared, streaming queries stopped. udfs/ modules are re-imported when a
-  file changes (framework.functions.loader keys its cache on the files' times and sizes).
+- each run has a session of its own (framework.warm.isolation): another project's functions,
+  views, confs, database and udfs/ modules are not there; what sessions share (global views, the
+  catalog, cached data) is cleaned after the run.
+- a run's jobs are cancelled with their threads interrupted. A task that does not stop (Java code
+  that ignores interrupts) keeps the engine busy, as `engine status` says, for a grace period;
+  then the engine ends, its JVM killed, and waiting clients start a new one
+  (framework.engine.leftover_tasks): the next run starts on free cores.
+- the engine's own environment is the few variables that shape its session (client.py starts it
+  so); during a run, the process's environment is the client's, and only its.
 - status and stop requests are answered at once, even during a run.
 
 The engine stops after `idle` seconds without a request, on `tributary engine stop`, on SIGTERM,
@@ -49,7 +55,9 @@ from typing import IO, Any, cast
 
 import framework
 import framework.warm
+from framework.engine import leftover_tasks
 from framework.profiles import Profile, SparkSettings
+from framework.warm.isolation import RunSession
 from framework.warm.place import EnginePlace, java_options, source_digest
 from framework.warm.protocol import Channel
 
@@ -144,6 +152,9 @@ class Engine:
         self.stop_reason = ""
         self._lock = threading.Lock()
         self._baseline_conf: dict[str, str] = dict(spark.conf.getAll)
+        self.session: RunSession | None = None  # the run's, while it runs
+        self.draining: str | None = None  # a run whose cancelled tasks may still run
+        self.jvm_stuck = False  # a task would not stop: the JVM is ended with the engine
         self._listener: socket.socket | None = None
         self._wake = threading.Event()  # SIGTERM: a thread (not the handler) interrupts the run
 
@@ -191,6 +202,7 @@ class Engine:
         code, died = 1, None
         try:
             try:
+                self.session = RunSession(self.spark)
                 code = self._run(request)
             finally:
                 with self._lock:
@@ -208,13 +220,26 @@ class Engine:
             died = self._reset_session()
         finally:
             with self._lock:
+                self.draining = request.label if died is None and (code != 0 or request.interrupted) else None
                 self.current = None
                 self.runs += 1
-                self.idle_since = time.time()
         with contextlib.suppress(OSError):
             request.channel.send({"t": "exit", "code": code, **({"died": died} if died else {})})
         request.channel.close()
         print(f"{time.strftime('%H:%M:%S')} {request.label}: exit {code} in {time.perf_counter() - began:.2f}s", flush=True)
+        if self.draining is not None:  # a failed or cancelled run's tasks may go on: wait for them
+            left = leftover_tasks.wait_until_stopped(self.spark)
+            if left:
+                self.jvm_stuck = True
+                died = (
+                    f"{len(left)} Spark task(s) of the cancelled or failed `{request.label}` did not stop within "
+                    f"{leftover_tasks.GRACE_S:g} s (Java code that ignores interrupts, such as a slow regex); "
+                    "the engine ended its JVM to free their cores"
+                )
+                print(f"{time.strftime('%H:%M:%S')} {died}: {', '.join(left)}", flush=True)
+        with self._lock:
+            self.draining = None
+            self.idle_since = time.time()
         return died
 
     def _run(self, request: Request) -> int:
@@ -260,8 +285,12 @@ class Engine:
                 return
             request.interrupted = True
         if signal.getsignal(signal.SIGINT) == self._on_sigint:
-            with contextlib.suppress(Exception):
-                self.spark.sparkContext.cancelAllJobs()
+            session = self.session
+            if session is not None:
+                session.cancel()
+            else:
+                with contextlib.suppress(Exception):
+                    self.spark.sparkContext.cancelAllJobs()
         _thread.interrupt_main()
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
@@ -292,7 +321,8 @@ class Engine:
     # -- between runs ----------------------------------------------------------------------
 
     def _reset_session(self) -> str | None:
-        """Put the session back as it was before the run; why the engine cannot go on, if so."""
+        """Drop the run's session and put the engine's back as it was before the run; why the
+        engine cannot go on, if so."""
         spark = self.spark
         try:
             stopped = spark.sparkContext._jsc.sc().isStopped()  # noqa: SLF001
@@ -300,6 +330,9 @@ class Engine:
             return f"its JVM stopped ({type(e).__name__})"
         if stopped:
             return "its SparkContext was stopped"
+        session, self.session = self.session, None
+        if session is not None:
+            session.close()
         with contextlib.suppress(Exception):
             for query in spark.streams.active:
                 query.stop()
@@ -379,10 +412,10 @@ class Engine:
                 channel.close()
                 return
             with self._lock:
-                running = self.current
+                running = self.current.label if self.current else self.draining
                 ahead = self.waiting.qsize()
             if running is not None or ahead:
-                label = running.label if running else "queued runs"
+                label = running or "queued runs"
                 channel.send({"t": "busy", "with": label, "ahead": ahead, "pid": os.getpid()})
             self.waiting.put(request)
         else:
@@ -391,14 +424,20 @@ class Engine:
     def status(self) -> dict[str, Any]:
         now = time.time()
         with self._lock:
-            current = self.current
+            current, draining = self.current, self.draining
+        busy = current.label if current else None
+        if busy is None and draining is not None:
+            busy = f"{draining} (cancelled: waiting up to {leftover_tasks.GRACE_S:g} s for its Spark tasks to stop)"
+        elif busy is None and not self.stopping.is_set():
+            left = leftover_tasks.running_tasks(self.spark)  # work no run owns any more is still work
+            busy = f"{len(left)} Spark task(s) still running" if left else None
         return {
             "t": "status",
             **self._describe(),
             "uptime_s": round(now - self.started, 1),
             "runs": self.runs,
-            "busy": current.label if current else None,
-            "idle_s": None if current else round(now - self.idle_since, 1),
+            "busy": busy,
+            "idle_s": None if busy else round(now - self.idle_since, 1),
             "waiting": self.waiting.qsize(),
         }
 
@@ -430,8 +469,8 @@ class Engine:
                 request = self.waiting.get_nowait()
             except queue.Empty:
                 break
-            with contextlib.suppress(OSError):
-                request.channel.send({"t": "exit", "code": 1, "died": f"the engine stopped ({self.stop_reason})"})
+            with contextlib.suppress(OSError):  # it never ran: its client may start a new engine
+                request.channel.send({"t": "exit", "code": 1, "died": f"the engine stopped ({self.stop_reason})", "again": True})
             request.channel.close()
 
 
@@ -466,6 +505,9 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
     print(f"engine {place.key}: ready in {time.perf_counter() - began:.1f}s on {place.socket}", flush=True)
     reason = engine.serve()
     print(f"engine {place.key}: stopping ({reason}) after {engine.runs} run(s)", flush=True)
+    if engine.jvm_stuck:  # stopping Spark would wait for the task that does not stop
+        leftover_tasks.end_jvm()
+        return 0
     with contextlib.suppress(Exception):
         spark.stop()
     if dump is not None:  # the class list is whole once the JVM has exited
