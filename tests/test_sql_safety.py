@@ -140,8 +140,8 @@ VAR_PROBES = [
     "{% set m = var('n') %}{{ ''.join([m]) }}",
     "{% set m = var('n') %}{{ '%s' | format(m) }}",
     "{% set m = var('n') %}{{ m | map('upper') | join }}",
-    "{% for c in var('n') %}{{ c }}{% endfor %}",
-    "{% for w in var('n').split(' ') %}{{ w }}{% endfor %}",
+    "({% for c in var('n') %}{{ c }}{{ ', ' if not loop.last }}{% endfor %})",
+    "({% for w in var('n').split(' ') %}{{ w }}{{ ', ' if not loop.last }}{% endfor %})",
     "{% macro shout(x) %}{{ x | upper }}{% endmacro %}{{ shout(var('n')) }}",
     "{% set ns = namespace(v=var('n')) %}{{ ns.v | upper }}",
     "{% set ns = namespace(v='') %}{% set ns.v = ns.v ~ var('n') | upper %}{{ ns.v }}",
@@ -195,7 +195,7 @@ def test_list_and_mapping_vars_from_a_profile_stay_data(cli, project):
     code, out, err = cli("compile", "safe")
     assert code == 0, err
     assert "where head_service in ('a', 'b\\') or true --')" in out
-    _pipeline(project, "select * from {{ source('calls') }}\nwhere head_service = {% for i in var('ids') %}{{ i }}{% endfor %}")
+    _pipeline(project, "select * from {{ source('calls') }}\nwhere head_service = {% for i in var('ids') %}{% if loop.last %}{{ i }}{% endif %}{% endfor %}")
     code, out, err = cli("compile", "safe")
     assert code == 0 and _only_string_literals(_where_value(out)), (out, err)
     _pipeline(project, "select * from {{ source('calls') }}\nwhere head_service = {{ var('pick').k }}")
