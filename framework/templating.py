@@ -41,6 +41,7 @@ import signal
 import threading
 import time
 import traceback
+import types
 from collections.abc import Iterable, Iterator, KeysView, ValuesView, ItemsView
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -227,6 +228,8 @@ def _holds_var_data(values: Iterable[Any], clean: set[str]) -> bool:
         elif isinstance(value, Cycler):
             seen.add(id(value))
             stack.extend(value.items)
+        elif isinstance(value, (types.MethodType, types.BuiltinMethodType)):
+            stack.append(value.__self__)  # var('x').upper, as a value
     return found
 
 
@@ -255,6 +258,8 @@ def _taint(value: Any, clean: set[str], memo: dict[int, Any]) -> Any:
         return type(value)(_taint(v, clean, memo) for v in value)
     if isinstance(value, Iterator):
         return _VarDataIter(value, clean)
+    if isinstance(value, (bytes, bytearray, memoryview)):  # would hide the text from this tracking
+        raise TemplateUserError("bytes made from a var have no place in a SQL template", hint=_SAY_WHAT)
     return value
 
 

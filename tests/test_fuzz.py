@@ -74,17 +74,17 @@ _ADVERSARIAL = (
     "z\n; drop table t",
     "zz {{ 7 * 7 }}",
 )
-#: one step applied to the expression so far (`{}`)
+#: one step applied to the expression so far (`@`)
 _STEPS = (
-    "{} | trim", "{} | upper", "{} | lower", "{} | title", "{} | capitalize", "{} | safe", "{} | e",
-    "{} | forceescape", "{} | indent(2, true)", "{} | center(40)", "{} | striptags", "{} | string",
-    "{} | reverse", "{} | wordwrap(5)", "{} | truncate(12)", "{} | urlencode", "{} | tojson", "{} | pprint",
-    "{} | default('d')", "{} | replace('z', 'q')", "({} | list | first)", "({} | list | last)",
-    "({} | list | join)", "({} | map('upper') | join)", "({} | batch(3) | first | join)", "({} | sort | join)",
-    "{}[0:9]", "{}[::-1]", "({} + 'x')", "('x' + {})", "({} * 2)", "('%s' % {})", "('{{}}'.format({}))",
-    "({}.strip())", "({}.upper())", "({}.split(' ') | first)", "({}.replace('z', 'q'))", "(''.join([{}]))",
-    "('%s' | format({}))", "({} if true else 'x')", "({} or 'x')", "([{}, 'x'] | first)", "(dict(k={}).k)",
-    "(namespace(v={}).v)", "({'k': {}}['k'])",
+    "@ | trim", "@ | upper", "@ | lower", "@ | title", "@ | capitalize", "@ | safe", "@ | e",
+    "@ | forceescape", "@ | indent(2, true)", "@ | center(40)", "@ | striptags", "@ | string",
+    "@ | reverse", "@ | wordwrap(5)", "@ | truncate(12)", "@ | urlencode", "@ | tojson", "@ | pprint",
+    "@ | default('d')", "@ | replace('z', 'q')", "(@ | list | first)", "(@ | list | last)",
+    "(@ | list | join)", "(@ | map('upper') | join)", "(@ | batch(3) | first | join)", "(@ | sort | join)",
+    "@[0:9]", "@[::-1]", "(@ + 'x')", "('x' + @)", "(@ * 2)", "('%s' % @)", "('{}'.format(@))",
+    "(@.strip())", "(@.upper())", "(@.split(' ') | first)", "(@.replace('z', 'q'))", "(''.join([@]))",
+    "('%s' | format(@))", "(@ if true else 'x')", "(@ or 'x')", "([@, 'x'] | first)", "(dict(k=@).k)",
+    "(namespace(v=@).v)", "({'k': @}['k'])",
 )  # fmt: skip
 
 
@@ -95,7 +95,7 @@ def _render_chain(tmp: Path, value: str, steps: list[str], bind: bool) -> tuple[
 
     expression = "m" if bind else "var('n')"
     for step in steps:
-        expression = step.replace("{}", expression, 1).replace("{{}}", "{}")
+        expression = "(" + step.replace("@", expression) + ")"
     sql = ("{% set m = var('n') %}" if bind else "") + "select * from t\nwhere c = {{ " + expression + " }}\n"
     renderer = TemplateRenderer(tmp, tmp, {"t"}, set(), {"n": value})
     try:

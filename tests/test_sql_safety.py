@@ -131,6 +131,15 @@ VAR_PROBES = [
     "{{ var('n').upper() }}",
     "{{ var('n').split(',') }}",
     "{{ var('n').format() }}",
+    "{{ var('n').encode().decode() }}",
+    "{% set l = [] %}{{ l.append(var('n')) or '' }}{{ l | join }}",
+    "{{ var('n') | attr('upper') | string }}",
+    "{{ '%s' % (var('n'),) }}",
+    "{{ '{:>20}'.format(var('n')) }}",
+    "{{ var('n').partition(' ') | first }}",
+    "{{ var('n').splitlines() | last }}",
+    "{{ var('n') | format }}",
+    "{% set j = joiner(var('n')) %}{{ j() }}{{ j() | upper }}",
     "{% set m = var('n') %}{{ m ~ '' }}",
     "{% set m = var('n') %}{{ '%s' % m }}",
     "{% set m = var('n') %}{{ '{}'.format(m) }}",
@@ -213,10 +222,10 @@ def test_a_var_chosen_from_the_templates_own_names_stays_a_name(cli, project):
         "{% set columns = {'service': 'head_service', 'ms': 'response_ms'} %}"
         "select {{ columns[var('col')] }}, {{ columns.get(var('col'), 'ts') }},"
         " {% for c in ['ts', 'response_ms'] | reject('equalto', var('skip')) %}{{ c }}, {% endfor %}1\n"
-        "from {{ source('calls') }}",
+        "from {{ source(var('from')) | trim }}",
     )
-    code, out, err = cli("compile", "safe", "--var", "col=service", "--var", "skip=ts")
-    assert code == 0 and "select head_service, head_service, response_ms, 1" in out, err
+    code, out, err = cli("compile", "safe", "--var", "col=service", "--var", "skip=ts", "--var", "from=calls")
+    assert code == 0 and "select head_service, head_service, response_ms, 1\nfrom `calls`" in out, err
 
 
 def test_a_non_finite_number_made_from_a_var_has_no_literal(cli, project):
