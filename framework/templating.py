@@ -16,11 +16,14 @@ it is: a located error that teaches the rule.
 The rule holds through anything else a template can do, because the sandbox keeps track of var
 data at run time: text computed from a var (by any filter but the explicit four, a method, an
 operator, `~`, a slice, a loop over it, inside a macro) is var data again and prints as a string
-literal. A result equal to text the template itself passed in (picking `columns[var('c')]` from
-the template's own names, rejecting from its own list) carries none of the var's characters and
-prints as written. A list of var data prints as a SQL list of literals, a mapping or other object
-holding var data is refused at its line, and numbers, dates and booleans print as typed literals
-(a non-finite number has none).
+literal, whatever was computed. What only picks among values keeps what it picks: a name the
+template wrote, picked by a var (`columns[var('c')]`, `columns.get(var('c'))`, `names |
+reject('equalto', var('skip'))`), carries none of the var's characters and prints as written. A
+list of var data prints as a SQL list of literals; a mapping or other object holding var data is
+refused at its line; numbers, dates and booleans print as typed literals (a non-finite number has
+none). Deliberately out of reach: a template that branches on a var (`{% if var('x') == 'a' %}`)
+writes only its own text, and what comes out of `| lit`, `| ident` or `| raw_sql` is SQL text by
+the template's say-so.
 
 Rendering keeps a map from each character of the output back to the template line that emitted
 it, so a SQL syntax error found in rendered text is reported at the template's own file:line.
@@ -42,7 +45,7 @@ import threading
 import time
 import traceback
 import types
-from collections.abc import Iterable, Iterator, KeysView, ValuesView, ItemsView
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, ValuesView
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -104,7 +107,8 @@ class _BoundedSandbox(SandboxedEnvironment):
         return super().getattr(obj, attribute)
 
     def call_binop(self, context: Any, op: str, left: Any, right: Any) -> Any:
-        return _carry(self._binop(op, left, right), left, right)
+        result = self._binop(op, left, right)
+        return _carry(result, left, right, choosing=not isinstance(result, str))  # `list + list` picks items
 
     def _binop(self, op: str, left: Any, right: Any) -> Any:
         if op == "**":
@@ -127,8 +131,10 @@ class _BoundedSandbox(SandboxedEnvironment):
         result = super().call(__context, __obj, *args, **kwargs)
         if isinstance(__obj, (Macro, BlockReference, LoopContext)) or __obj in (_ref, _source, _var):
             return result  # the template's own text (a var in it is already a literal), or a name
-        owner = getattr(getattr(__obj, "__wrapped__", __obj), "__self__", None)  # var('x').strip()
-        return _carry(result, owner, args, kwargs)
+        method = getattr(__obj, "__wrapped__", __obj)  # str.format comes wrapped by the sandbox
+        owner = getattr(method, "__self__", None)  # var('x').strip()
+        choosing = owner is None or getattr(method, "__name__", None) in _CHOOSING_METHODS  # dict(...), d.get(k)
+        return _carry(result, owner, args, kwargs, choosing=choosing)
 
     def join_keeping_var_data(self, join: Any, values: tuple[Any, ...]) -> Any:
         return _carry(join(values), values)
@@ -172,8 +178,22 @@ class VarText(str):
         return (VarText(c) for c in reversed(str(self)))
 
 
+class SqlText(str):
+    """What `| lit`, `| ident` and `| raw_sql` return: SQL text because the template says so, even
+    when made from var data (`ids | map('lit') | join(', ')` joins literals, not var text)."""
+
+    __slots__ = ()
+
+
 #: Filters that say how a value goes into the SQL
 _EXPLICIT = frozenset({"lit", "quote", "ident", "raw_sql"})
+#: Filters and methods that pick among the values they are given, rather than compute new text:
+#: what they pick keeps what it was (a string the template wrote stays the template's text).
+_CHOOSING_FILTERS = frozenset(
+    {"attr", "batch", "d", "default", "dictsort", "first", "groupby", "items", "last", "list", "map", "max", "min",
+     "random", "reject", "rejectattr", "reverse", "select", "selectattr", "slice", "sort", "unique"}
+)  # fmt: skip
+_CHOOSING_METHODS = frozenset({"get", "pop", "setdefault", "copy", "keys", "values", "items", "cycle", "next"})
 _SAY_WHAT = "say what it is: | lit for a value, | ident for a name, | raw_sql for SQL as written"
 _SCAN_LIMIT = 100_000  # items looked at for var data in one call's arguments; past it, assume some
 
@@ -235,7 +255,7 @@ def _holds_var_data(values: Iterable[Any], clean: set[str]) -> bool:
 
 def _taint(value: Any, clean: set[str], memo: dict[int, Any]) -> Any:
     """`value` as var data: its strings become VarText, unless equal to one the template wrote."""
-    if isinstance(value, (VarText, Relation, _VarDataIter)):
+    if isinstance(value, (VarText, SqlText, Relation, _VarDataIter)):
         return value
     if isinstance(value, str):
         return value if value in clean else VarText(value)
@@ -263,19 +283,32 @@ def _taint(value: Any, clean: set[str], memo: dict[int, Any]) -> Any:
     return value
 
 
-def _carry(result: Any, *inputs: Any) -> Any:
-    """What a filter, method, operator or `~` returns, as var data when any input was var data."""
+def _carry(result: Any, *inputs: Any, choosing: bool = False) -> Any:
+    """What a filter, method, operator or `~` returns, as var data when any input was var data.
+    `choosing`: the result is one of the inputs, so a string equal to one the template wrote is
+    the template's own (`columns.get(var('c'))`, `names | reject('equalto', var('skip'))`)."""
     clean: set[str] = set()
-    return _taint(result, clean, {}) if _holds_var_data(inputs, clean) else result
+    if not _holds_var_data(inputs, clean):
+        return result
+    return _taint(result, clean if choosing else set(), {})
 
 
-def _keeping_var_data(filter_function: Any) -> Any:
+def _saying_sql(filter_function: Any) -> Any:
+    @functools.wraps(filter_function)
+    def said(value: Any) -> SqlText:
+        return SqlText(filter_function(value))
+
+    return said
+
+
+def _keeping_var_data(name: str, filter_function: Any) -> Any:
     """A Jinja filter whose result is var data when any of its arguments is."""
     skip = 1 if getattr(filter_function, "jinja_pass_arg", None) is not None else 0  # context / environment
+    choosing = name in _CHOOSING_FILTERS
 
     @functools.wraps(filter_function)  # keeps jinja_pass_arg
     def kept(*args: Any, **kwargs: Any) -> Any:
-        return _carry(filter_function(*args, **kwargs), args[skip:], kwargs)
+        return _carry(filter_function(*args, **kwargs), args[skip:], kwargs, choosing=choosing)
 
     return kept
 
@@ -327,7 +360,7 @@ def _finalize(value: Any) -> Any:
         return sql_literal(str(value))
     if isinstance(value, (bool, date, Decimal, float)) or value is None:
         return sql_literal(value)
-    if isinstance(value, (str, int)) or not _holds_var_data((value,), set()):
+    if isinstance(value, (str, int)) or not (isinstance(value, _VarDataIter) or _holds_var_data((value,), set())):
         return value
     if isinstance(value, (list, tuple, set, frozenset)):
         return sql_literal(value)
@@ -470,8 +503,9 @@ class TemplateRenderer:
             finalize=_finalize,
         )
         for name, function in list(self.env.filters.items()):
-            self.env.filters[name] = _keeping_var_data(function)
-        self.env.filters.update(lit=sql_literal, quote=sql_literal, ident=sql_identifier, raw_sql=raw_sql)
+            self.env.filters[name] = _keeping_var_data(name, function)
+        explicit = {"lit": sql_literal, "quote": sql_literal, "ident": sql_identifier, "raw_sql": raw_sql}
+        self.env.filters.update({name: _saying_sql(function) for name, function in explicit.items()})
         self.env.globals.update(ref=_ref, source=_source, var=_var)
         if interval is not None:
             self.env.globals.update(zip(("interval_start", "interval_end"), interval.bounds(), strict=True))

@@ -139,6 +139,8 @@ VAR_PROBES = [
     "{{ var('n').partition(' ') | first }}",
     "{{ var('n').splitlines() | last }}",
     "{{ var('n') | format }}",
+    "{{ var('n') | first | replace('1', 'q') }}",
+    "{{ var('n').partition(' ')[1] | replace(' ', 'q') }}",
     "{% set j = joiner(var('n')) %}{{ j() }}{{ j() | upper }}",
     "{% set m = var('n') %}{{ m ~ '' }}",
     "{% set m = var('n') %}{{ '%s' % m }}",
@@ -199,12 +201,22 @@ def test_a_var_stays_a_literal_through_any_filter_operator_or_method(cli, projec
 
 def test_list_and_mapping_vars_from_a_profile_stay_data(cli, project):
     with (project / "configs" / "local.yaml").open("a") as profile:
-        profile.write("vars:\n  ids: [a, \"b') or true --\"]\n  pick: {k: \"1 or true\"}\n")
+        profile.write('vars:\n  ids: [a, "b\') or true --"]\n  pick: {k: "1 or true"}\n')
     _pipeline(project, "select * from {{ source('calls') }}\nwhere head_service in {{ var('ids') }}")
     code, out, err = cli("compile", "safe")
     assert code == 0, err
     assert "where head_service in ('a', 'b\\') or true --')" in out
-    _pipeline(project, "select * from {{ source('calls') }}\nwhere head_service = {% for i in var('ids') %}{% if loop.last %}{{ i }}{% endif %}{% endfor %}")
+    _pipeline(
+        project,
+        "select * from {{ source('calls') }}\n"
+        "where head_service in {% set ids = var('ids') %}({{ ids | map('lit') | join(', ') }})",
+    )
+    code, out, err = cli("compile", "safe")
+    assert code == 0 and "where head_service in ('a', 'b\\') or true --')" in out, err
+    _pipeline(
+        project,
+        "select * from {{ source('calls') }}\nwhere head_service = {% for i in var('ids') %}{% if loop.last %}{{ i }}{% endif %}{% endfor %}",
+    )
     code, out, err = cli("compile", "safe")
     assert code == 0 and _only_string_literals(_where_value(out)), (out, err)
     _pipeline(project, "select * from {{ source('calls') }}\nwhere head_service = {{ var('pick').k }}")
