@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write
+from tests.conftest import delta_rows, write
 
 PIPELINE = """\
 name: safe
@@ -244,3 +244,10 @@ def test_a_non_finite_number_made_from_a_var_has_no_literal(cli, project):
     _pipeline(project, "select * from {{ source('calls') }}\nwhere response_ms = {{ var('n') | float }}")
     code, out, err = cli("compile", "safe", "--var", "n=inf")
     assert code == 2 and "pipelines/safe.yaml:12:" in err and "no SQL literal" in err, (out, err)
+
+
+def test_a_run_given_sql_in_a_var_through_a_filter_selects_nothing(spark, cli, project):
+    _pipeline(project, "select * from {{ source('calls') }}\nwhere head_service = {{ var('n') | trim }}")
+    code, out, err = cli("run", "safe", "--var", "n=head_service or true")
+    assert code == 0, err
+    assert delta_rows(project / "warehouse" / "picked") == []  # no service is named 'head_service or true'
