@@ -364,6 +364,10 @@ def _finalize(value: Any) -> Any:
         return value
     if isinstance(value, (list, tuple, set, frozenset)):
         return sql_literal(value)
+    if isinstance(value, _VarDataIter):
+        raise TemplateUserError(
+            "an iterator of var data has no SQL literal", hint=f"add | list for a list of literals, or {_SAY_WHAT}"
+        )
     raise TemplateUserError(f"a {type(value).__name__} holding var data has no SQL literal", hint=_SAY_WHAT)
 
 
