@@ -10,8 +10,20 @@ Variables are safe by default: a var's value is data, so `{{ var('since') }}` re
 SQL literal ('2026-01-01', 5, TRUE, DATE '2026-01-31'), as `| lit` does, and a value typed on the
 command line cannot add SQL of its own. `| ident` makes it a quoted name; `| raw_sql` splices it
 as written, which `validate` reports as a warning at its line. Joining a var into text (`~`, `%`,
-`format`, `join`) would lose track of it, so that is refused unless the result says which of the
-three it is.
+`format`, `join`) right where var() is called is refused unless the result says which of the three
+it is: a located error that teaches the rule.
+
+The rule holds through anything else a template can do, because the sandbox keeps track of var
+data at run time: text computed from a var (by any filter but the explicit four, a method, an
+operator, `~`, a slice, a loop over it, inside a macro) is var data again and prints as a string
+literal, whatever was computed. What only picks among values keeps what it picks: a name the
+template wrote, picked by a var (`columns[var('c')]`, `columns.get(var('c'))`, `names |
+reject('equalto', var('skip'))`), carries none of the var's characters and prints as written. A
+list of var data prints as a SQL list of literals; a mapping or other object holding var data is
+refused at its line; numbers, dates and booleans print as typed literals (a non-finite number has
+none). Deliberately out of reach: a template that branches on a var (`{% if var('x') == 'a' %}`)
+writes only its own text, and what comes out of `| lit`, `| ident` or `| raw_sql` is SQL text by
+the template's say-so.
 
 Rendering keeps a map from each character of the output back to the template line that emitted
 it, so a SQL syntax error found in rendered text is reported at the template's own file:line.
@@ -25,13 +37,15 @@ from __future__ import annotations
 
 import bisect
 import contextvars
+import functools
 import math
 import operator
 import signal
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+import types
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, ValuesView
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -40,7 +54,10 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.compiler
+from jinja2.runtime import BlockReference, LoopContext, Macro
 from jinja2.sandbox import SandboxedEnvironment
+from jinja2.utils import Cycler, Namespace
 
 from framework.errors import BadInput, Problem
 from framework.spec.base import did_you_mean
@@ -60,17 +77,40 @@ class TemplateLimit(Exception):
     """A template went past what a SQL template needs (time, size, recursion)."""
 
 
+class _KeepVarData(jinja2.compiler.CodeGenerator):
+    """`a ~ b` compiles to a join Jinja imports into the template; here it goes through the
+    environment, which keeps var data var data (see the module docstring)."""
+
+    @jinja2.compiler.optimizeconst
+    def visit_Concat(self, node: jinja2.nodes.Concat, frame: jinja2.compiler.Frame) -> None:
+        if frame.eval_ctx.volatile:
+            join = "(markup_join if context.eval_ctx.volatile else str_join)"
+        else:
+            join = "markup_join" if frame.eval_ctx.autoescape else "str_join"
+        self.write(f"environment.join_keeping_var_data({join}, (")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
 class _BoundedSandbox(SandboxedEnvironment):
     """Jinja's sandbox (no attribute access to internals, `range` capped), with `*` and `**`
-    bounded: `'x' * 10**9` or `10 ** 10 ** 10` would run in C, where no time limit can stop it."""
+    bounded: `'x' * 10**9` or `10 ** 10 ** 10` would run in C, where no time limit can stop it.
+    Every operator, call and `~` keeps var data var data (see the module docstring)."""
 
-    intercepted_binops = frozenset({"*", "**"})
+    intercepted_binops = frozenset({"+", "-", "*", "/", "//", "%", "**"})
+    code_generator_class = _KeepVarData
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         _note_interval(obj)  # interval_start.date(), .strftime(...)
         return super().getattr(obj, attribute)
 
     def call_binop(self, context: Any, op: str, left: Any, right: Any) -> Any:
+        result = self._binop(op, left, right)
+        return _carry(result, left, right, choosing=not isinstance(result, str))  # `list + list` picks items
+
+    def _binop(self, op: str, left: Any, right: Any) -> Any:
         if op == "**":
             if (
                 isinstance(right, (int, float))
@@ -80,10 +120,24 @@ class _BoundedSandbox(SandboxedEnvironment):
             ):
                 raise TemplateLimit(f"{left} ** {right} is larger than a SQL template needs")
             return operator.pow(left, right)
-        for seq, times in ((left, right), (right, left)):
-            if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > _MAX_BUILT:
-                raise TemplateLimit(f"repeating a value {times:,} times builds more than {_MAX_BUILT:,} items")
-        return operator.mul(left, right)
+        if op == "*":
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > _MAX_BUILT:
+                    raise TemplateLimit(f"repeating a value {times:,} times builds more than {_MAX_BUILT:,} items")
+            return operator.mul(left, right)
+        return self.binop_table[op](left, right)
+
+    def call(__self, __context: Any, __obj: Any, /, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - Jinja's own signature
+        result = super().call(__context, __obj, *args, **kwargs)
+        if isinstance(__obj, (Macro, BlockReference, LoopContext)) or __obj in (_ref, _source, _var):
+            return result  # the template's own text (a var in it is already a literal), or a name
+        method = getattr(__obj, "__wrapped__", __obj)  # str.format comes wrapped by the sandbox
+        owner = getattr(method, "__self__", None)  # var('x').strip()
+        choosing = owner is None or getattr(method, "__name__", None) in _CHOOSING_METHODS  # dict(...), d.get(k)
+        return _carry(result, owner, args, kwargs, choosing=choosing)
+
+    def join_keeping_var_data(self, join: Any, values: tuple[Any, ...]) -> Any:
+        return _carry(join(values), values)
 
 
 class _SqlLoader(jinja2.FileSystemLoader):
@@ -109,11 +163,154 @@ NO_INTERVAL = (
 
 
 class VarText(str):
-    """A var's text value: rendered as a SQL string literal unless a filter says otherwise."""
+    """A var's text value, or text made from one: rendered as a SQL string literal unless a filter
+    says otherwise. Its characters and slices are var text too (`{% for c in var('x') %}`, `[0:9]`)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: Any) -> VarText:  # type: ignore[override]
+        return VarText(str.__getitem__(self, key))
+
+    def __iter__(self) -> Iterator[VarText]:
+        return (VarText(c) for c in str.__iter__(self))
+
+    def __reversed__(self) -> Iterator[VarText]:
+        return (VarText(c) for c in reversed(str(self)))
+
+
+class SqlText(str):
+    """What `| lit`, `| ident` and `| raw_sql` return: SQL text because the template says so, even
+    when made from var data (`ids | map('lit') | join(', ')` joins literals, not var text)."""
+
+    __slots__ = ()
 
 
 #: Filters that say how a value goes into the SQL
 _EXPLICIT = frozenset({"lit", "quote", "ident", "raw_sql"})
+#: Filters and methods that pick among the values they are given, rather than compute new text:
+#: what they pick keeps what it was (a string the template wrote stays the template's text).
+_CHOOSING_FILTERS = frozenset(
+    {"attr", "batch", "d", "default", "dictsort", "first", "groupby", "items", "last", "list", "map", "max", "min",
+     "random", "reject", "rejectattr", "reverse", "select", "selectattr", "slice", "sort", "unique"}
+)  # fmt: skip
+_CHOOSING_METHODS = frozenset({"get", "pop", "setdefault", "copy", "keys", "values", "items", "cycle", "next"})
+_SAY_WHAT = "say what it is: | lit for a value, | ident for a name, | raw_sql for SQL as written"
+_SCAN_LIMIT = 100_000  # items looked at for var data in one call's arguments; past it, assume some
+
+
+class _VarDataIter:
+    """An iterator made from var data (`var('x') | map('upper')`): its items are var data, and it
+    remembers whether it yielded any, for what consumes it (`| join`)."""
+
+    def __init__(self, items: Iterable[Any], clean: set[str]):
+        self._items, self._clean = iter(items), clean
+        self._yielded_var = False
+        self._yielded_clean: set[str] = set()
+
+    def __iter__(self) -> _VarDataIter:
+        return self
+
+    def __next__(self) -> Any:
+        item = _taint(next(self._items), self._clean, {})
+        self._yielded_var |= _holds_var_data((item,), self._yielded_clean)
+        return item
+
+
+def _holds_var_data(values: Iterable[Any], clean: set[str]) -> bool:
+    """Whether var data is in `values` (through lists, tuples, sets, mappings, namespaces and
+    cyclers), adding to `clean` every string the template itself wrote that it finds on the way."""
+    found, seen, looked = False, set(), 0
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        looked += 1
+        if looked > _SCAN_LIMIT:
+            return True
+        if isinstance(value, VarText):
+            found = True
+        elif isinstance(value, str):
+            clean.add(str(value))
+        elif isinstance(value, _VarDataIter):
+            found |= value._yielded_var
+            clean |= value._yielded_clean
+        elif id(value) in seen:
+            continue
+        elif isinstance(value, dict):
+            seen.add(id(value))
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple, set, frozenset, KeysView, ValuesView, ItemsView)):
+            seen.add(id(value))
+            stack.extend(value)
+        elif isinstance(value, Namespace):
+            seen.add(id(value))
+            stack.append(value._Namespace__attrs)  # type: ignore[attr-defined]
+        elif isinstance(value, Cycler):
+            seen.add(id(value))
+            stack.extend(value.items)
+        elif isinstance(value, (types.MethodType, types.BuiltinMethodType)):
+            stack.append(value.__self__)  # var('x').upper, as a value
+    return found
+
+
+def _taint(value: Any, clean: set[str], memo: dict[int, Any]) -> Any:
+    """`value` as var data: its strings become VarText, unless equal to one the template wrote."""
+    if isinstance(value, (VarText, SqlText, Relation, _VarDataIter)):
+        return value
+    if isinstance(value, str):
+        return value if value in clean else VarText(value)
+    if id(value) in memo:
+        return memo[id(value)]
+    if isinstance(value, list):
+        tainted: list[Any] = []
+        memo[id(value)] = tainted
+        tainted.extend(_taint(v, clean, memo) for v in value)
+        return tainted
+    if isinstance(value, dict):
+        mapping: dict[Any, Any] = {}
+        memo[id(value)] = mapping
+        mapping.update((_taint(k, clean, memo), _taint(v, clean, memo)) for k, v in value.items())
+        return mapping
+    if isinstance(value, tuple):
+        items = [_taint(v, clean, memo) for v in value]
+        return value._make(items) if hasattr(value, "_make") else tuple(items)  # groupby's named tuples
+    if isinstance(value, (set, frozenset)):
+        return type(value)(_taint(v, clean, memo) for v in value)
+    if isinstance(value, Iterator):
+        return _VarDataIter(value, clean)
+    if isinstance(value, (bytes, bytearray, memoryview)):  # would hide the text from this tracking
+        raise TemplateUserError("bytes made from a var have no place in a SQL template", hint=_SAY_WHAT)
+    return value
+
+
+def _carry(result: Any, *inputs: Any, choosing: bool = False) -> Any:
+    """What a filter, method, operator or `~` returns, as var data when any input was var data.
+    `choosing`: the result is one of the inputs, so a string equal to one the template wrote is
+    the template's own (`columns.get(var('c'))`, `names | reject('equalto', var('skip'))`)."""
+    clean: set[str] = set()
+    if not _holds_var_data(inputs, clean):
+        return result
+    return _taint(result, clean if choosing else set(), {})
+
+
+def _saying_sql(filter_function: Any) -> Any:
+    @functools.wraps(filter_function)
+    def said(value: Any) -> SqlText:
+        return SqlText(filter_function(value))
+
+    return said
+
+
+def _keeping_var_data(name: str, filter_function: Any) -> Any:
+    """A Jinja filter whose result is var data when any of its arguments is."""
+    skip = 1 if getattr(filter_function, "jinja_pass_arg", None) is not None else 0  # context / environment
+    choosing = name in _CHOOSING_FILTERS
+
+    @functools.wraps(filter_function)  # keeps jinja_pass_arg
+    def kept(*args: Any, **kwargs: Any) -> Any:
+        return _carry(filter_function(*args, **kwargs), args[skip:], kwargs, choosing=choosing)
+
+    return kept
 
 
 class TemplateUserError(Exception):
@@ -161,9 +358,17 @@ def _finalize(value: Any) -> Any:
     _note_interval(value)
     if isinstance(value, VarText):
         return sql_literal(str(value))
-    if isinstance(value, (bool, date, Decimal)) or value is None:
+    if isinstance(value, (bool, date, Decimal, float)) or value is None:
         return sql_literal(value)
-    return value
+    if isinstance(value, (str, int)) or not (isinstance(value, _VarDataIter) or _holds_var_data((value,), set())):
+        return value
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return sql_literal(value)
+    if isinstance(value, _VarDataIter):
+        raise TemplateUserError(
+            "an iterator of var data has no SQL literal", hint=f"add | list for a list of literals, or {_SAY_WHAT}"
+        )
+    raise TemplateUserError(f"a {type(value).__name__} holding var data has no SQL literal", hint=_SAY_WHAT)
 
 
 def sql_identifier(value: Any) -> str:
@@ -233,7 +438,8 @@ def _note_interval(value: Any) -> None:
 
 
 def _as_var(value: Any) -> Any:
-    return VarText(value) if isinstance(value, str) and not isinstance(value, Relation) else value
+    """A var's value as var data, its text VarText at any depth (a list or mapping from a profile)."""
+    return _taint(value, set(), {})
 
 
 @dataclass(frozen=True)
@@ -300,7 +506,10 @@ class TemplateRenderer:
             autoescape=False,
             finalize=_finalize,
         )
-        self.env.filters.update(lit=sql_literal, quote=sql_literal, ident=sql_identifier, raw_sql=raw_sql)
+        for name, function in list(self.env.filters.items()):
+            self.env.filters[name] = _keeping_var_data(name, function)
+        explicit = {"lit": sql_literal, "quote": sql_literal, "ident": sql_identifier, "raw_sql": raw_sql}
+        self.env.filters.update({name: _saying_sql(function) for name, function in explicit.items()})
         self.env.globals.update(ref=_ref, source=_source, var=_var)
         if interval is not None:
             self.env.globals.update(zip(("interval_start", "interval_end"), interval.bounds(), strict=True))

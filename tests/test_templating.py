@@ -28,6 +28,13 @@ def test_ref_source_var_and_macros(tmp_path: Path):
     assert rendered.refs == ("a",) and rendered.sources == ("raw",) and rendered.vars_used == {"r"}
 
 
+def test_a_macro_given_var_data_returns_sql_text_with_the_var_as_a_literal(tmp_path: Path):
+    write(tmp_path / "sql" / "macros" / "m.sql", "{% macro pick(c, v) %}{{ c | ident }} = {{ v | upper }}{% endmacro %}")
+    write(tmp_path / "sql" / "b.sql", "select * from {{ ref('a') | trim }} where {{ pick(var('c'), var('v')) | trim }}")
+    rendered = _renderer(tmp_path / "sql", {"c": "x", "v": "eu' or true --"}).render_file("b", "b.sql")
+    assert rendered.text == "select * from `a` where `x` = 'EU\\' OR TRUE --'"
+
+
 def test_errors_inside_loops_map_to_the_template_line(tmp_path: Path):
     write(tmp_path / "sql" / "b.sql", "select\n{% for c in ['x', 'y'] %}\n  {{ c }},\n{% endfor %}\n  {{ nope }}\nfrom t\n")
     with pytest.raises(BadInput) as caught:
