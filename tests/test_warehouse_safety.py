@@ -103,6 +103,8 @@ def test_an_output_name_through_a_symbolic_link_out_of_the_warehouse_is_refused(
         assert "output 'stats'" in text and str(elsewhere) in text and "symbolic link" in text and "hint:" in text
         assert "Traceback" not in text
     assert list(elsewhere.iterdir()) == []  # nothing written there
+    code, out, err = cli("show", "stats")  # nor read from there as the output
+    assert code == 2 and "symbolic link" in err
 
 
 def test_a_link_that_stays_inside_the_warehouse_is_allowed(cli, project):
