@@ -273,3 +273,54 @@ def test_rows_for_the_terminal_equal_pyarrows_own_conversion(seconds, fraction, 
     column = pa.chunked_array([pa.array(ticks, pa.int64()).cast(pa.timestamp(unit, tz=zone))])
     table = pa.table({"at": column, "n": list(range(len(ticks)))})
     assert python_rows(table) == [tuple(r.values()) for r in table.to_pylist()]
+
+
+def test_the_timeout_stops_any_expression_even_one_duckdb_cannot_interrupt(cli, warehouse):
+    """DuckDB checks for an interrupt between vectors; a global regex replace over one 100 MB string
+    runs on in one call (54 s here). The query runs in a child process the command kills at the deadline."""
+    import time
+
+    started = time.perf_counter()
+    code, out, err = cli("query", "select regexp_replace(repeat('a', 100000000), 'a', 'b', 'g') as r", "--timeout", "1")
+    assert code == 2 and "ran longer than 1 s and was stopped" in err and "hint:" in err, (out[:200], err)
+    assert time.perf_counter() - started < 8
+
+
+def test_the_memory_limit_holds_for_values_duckdb_does_not_count(cli, warehouse):
+    """repeat('x', 1.5e9) grew to 3 GB under DuckDB's memory_limit of 2 GB: the child process has
+    an address-space limit of its own."""
+    code, out, err = cli("query", "select length(repeat('x', 1500000000)) as n", "--timeout", "120")
+    assert code == 2 and "memory" in err and "GB" in err and "Traceback" not in err, (out[:200], err)
+
+
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J[bold]shout[/bold]\tnext\nline\x9b"
+
+
+def _hostile(warehouse: Path) -> None:
+    commit(warehouse / "service_stats", stats([(ESCAPES, 1)]), mode="overwrite", run_id="run-3")
+
+
+def test_control_characters_in_the_data_are_shown_escaped(cli, warehouse):
+    _hostile(warehouse)
+    for command in (("show", "service_stats"), ("query", "select requested_service from service_stats")):
+        code, out, err = cli(*command)
+        assert code == 0, err
+        assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out, command
+        assert "\\x1b]0;pwned\\x07\\x1b[2J[bold]shout[/bold]\\tnext\\nline\\x9b" in out.replace("│", "").replace(" ", ""), out
+    code, out, err = cli("show", "service_stats", "--where", "requested_service like '%pwned%'", "--limit", "5")
+    assert code == 0 and "\x1b" not in out and "\\x1b]0;pwned" in out, err
+
+
+def test_machine_formats_keep_the_data_exact(cli, warehouse):
+    _hostile(warehouse)
+    code, out, err = cli("query", "select requested_service from service_stats", "--json")
+    assert code == 0 and json.loads(out)["requested_service"] == ESCAPES, err
+    assert "\x1b" not in out  # JSON escapes control characters itself
+    code, out, err = cli("show", "service_stats", "--csv")
+    assert code == 0 and next(csv.DictReader(io.StringIO(out)))["requested_service"] == ESCAPES, err
+
+
+def test_an_error_message_quoting_the_data_is_escaped_too(cli, warehouse):
+    _hostile(warehouse)
+    code, out, err = cli("query", "select cast(requested_service as int) from service_stats")
+    assert code == 2 and "\x1b" not in err and "\\x1b" in err, err

@@ -81,3 +81,73 @@ def test_an_output_may_not_overwrite_what_the_pipeline_reads_unless_the_source_s
 def test_two_outputs_may_not_write_one_table(cli, project):
     code, text = _validate(cli, project, "    mode: overwrite", "  again:\n    from: stats\n    name: stats\n")
     assert code == 2 and "outputs 'stats' and 'again' write the same table" in text
+
+
+# Symbolic links: a folder inside the warehouse (or the scratch warehouse) that is a link to
+# elsewhere would take a write out of it. Where an output, Tributary's own folder or a try writes
+# is checked with the links resolved, before anything runs (nothing is written elsewhere).
+
+
+def _link(link: Path, target: Path) -> Path:
+    link.parent.mkdir(parents=True, exist_ok=True)
+    target.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target, target_is_directory=True)
+    return target
+
+
+def test_an_output_name_through_a_symbolic_link_out_of_the_warehouse_is_refused(cli, project, tmp_path_factory):
+    elsewhere = _link(project / "warehouse" / "evil", tmp_path_factory.mktemp("elsewhere"))
+    for command in ("validate", "plan", "run"):
+        code, text = _run(cli, project, "    name: evil", command)
+        assert code == 2, (command, text)
+        assert "output 'stats'" in text and str(elsewhere) in text and "symbolic link" in text and "hint:" in text
+        assert "Traceback" not in text
+    assert list(elsewhere.iterdir()) == []  # nothing written there
+    code, out, err = cli("show", "stats")  # nor read from there as the output
+    assert code == 2 and "symbolic link" in err
+
+
+def test_a_link_that_stays_inside_the_warehouse_is_allowed(cli, project):
+    (project / "warehouse" / "real").mkdir(parents=True)
+    (project / "warehouse" / "alias").symlink_to(project / "warehouse" / "real", target_is_directory=True)
+    code, text = _validate(cli, project, "    name: alias")
+    assert code == 0, text
+
+
+def test_a_link_into_the_warehouse_own_folder_is_refused(cli, project):
+    (project / "warehouse" / "_tributary" / "events").mkdir(parents=True)
+    (project / "warehouse" / "sneaky").symlink_to(project / "warehouse" / "_tributary" / "events")
+    code, text = _validate(cli, project, "    name: sneaky")
+    assert code == 2 and "over the warehouse's own folder _tributary/" in text
+
+
+@pytest.mark.parametrize("linked", ["_tributary", "_tributary/quarantine", "_tributary/staging", "stats"])
+def test_the_warehouse_own_folders_and_an_output_table_may_not_lead_out_of_it(cli, project, tmp_path_factory, linked):
+    elsewhere = _link(project / "warehouse" / linked, tmp_path_factory.mktemp("elsewhere"))
+    code, text = _run(cli, project, "    mode: overwrite", "run")
+    assert code == 2, text
+    assert str(elsewhere) in text and "symbolic link" in text and "hint:" in text
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_link_inside_an_output_table_leading_out_is_refused(cli, project, tmp_path_factory):
+    (project / "warehouse" / "stats").mkdir(parents=True)
+    elsewhere = _link(project / "warehouse" / "stats" / "_delta_log", tmp_path_factory.mktemp("elsewhere"))
+    code, text = _run(cli, project, "    mode: overwrite", "run")
+    assert code == 2 and str(elsewhere) in text and "output 'stats'" in text, text
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("linked", [".tributary", ".tributary/scratch", ".tributary/scratch/stats"])
+def test_a_try_does_not_follow_a_link_out_of_the_scratch_warehouse(cli, project, tmp_path_factory, linked):
+    elsewhere = _link(project / linked, tmp_path_factory.mktemp("elsewhere"))
+    code, text = _run(cli, project, "    mode: overwrite", "run", "--limit", "5")
+    assert code == 2, text
+    assert "symbolic link" in text and "hint:" in text
+    assert list(elsewhere.iterdir()) == []
+
+
+def _run(cli, project: Path, output: str, command: str, *args: str) -> tuple[int, str]:
+    write(project / "pipelines" / "guarded.yaml", PIPELINE.format(output=output))
+    code, out, err = cli(command, "pipelines/guarded.yaml", *args)
+    return code, out + err

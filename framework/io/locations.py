@@ -3,10 +3,20 @@
 A second warehouse, the scratch warehouse, takes what `tributary run --limit` writes: the same
 layout (outputs by name, its own `_tributary` run log, quarantine and staging), somewhere the real
 tables, their run log and their streams' checkpoints never are.
+
+Symbolic links: the roots a profile names (`warehouse`, `scratch`, `external_roots`) are resolved
+once and trusted as named; every place Tributary derives under them (an output's table by its
+name, its own `_tributary` folder, the default scratch folder, a table tried in scratch) must stay
+inside its root with links resolved, and so must every link inside a table it writes. On a shared
+cluster a link in a folder others can write (`warehouse/evil -> /home/you`) would otherwise take a
+write wherever its maker chose. Checked when a run is planned, before anything is written; a link
+made while a run goes on is not seen (Spark follows links): a warehouse others can write is not
+safe against that.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,8 +97,92 @@ class Warehouse:
 
 
 def output_location(project: Project, warehouse: Warehouse, output: str, spec: Any) -> str:
-    """Where an output's Delta table lives: its `path`, else its `name` (or the output's) under the warehouse."""
-    return resolve_location(project, warehouse, spec.name or output if not spec.path else None, spec.path)
+    """Where an output's Delta table lives: its `path`, else its `name` (or the output's) under the
+    warehouse, which symbolic links may not take out of it (a `path` is resolved, then checked
+    against the warehouse and the profile's external_roots by the compiler)."""
+    table = resolve_location(project, warehouse, spec.name or output if not spec.path else None, spec.path)
+    if spec.path is None:
+        real = led_out(table, warehouse.root)
+        if real is not None:
+            raise BadInput(
+                Problem(
+                    f"output '{output}' would write {table}, which a symbolic link takes to {real}, "
+                    f"outside the warehouse ({warehouse.root})",
+                    hint=_LINK_HINT + "; to write outside the warehouse on purpose, use path: under the profile's external_roots",
+                )
+            )
+    return table
+
+
+_LINK_HINT = "remove the link (only someone who can write in that folder can have made it) or choose another name"
+
+
+def led_out(location: str, root: str) -> str | None:
+    """Where a local `location` really is when symbolic links take it out of `root` (None when it
+    stays inside, and for URIs: object stores have no links)."""
+    if is_uri(location) or is_uri(root):
+        return None
+    try:
+        real = Path(location).resolve()
+    except (OSError, RuntimeError):  # a loop of links
+        return f"{location} (a loop of symbolic links)"
+    return None if real.is_relative_to(Path(root).resolve()) else str(real)
+
+
+def link_out_of(folder: str, root: str) -> tuple[str, str] | None:
+    """The first symbolic link in the tree under `folder` that leads out of `root`: (the link, where
+    it leads). Folders behind links are not entered; one directory listing per folder (a table's
+    folders: its partitions and _delta_log), no stat per file."""
+    if is_uri(folder) or is_uri(root) or not os.path.isdir(folder):
+        return None
+    pending = [folder]
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                real = led_out(entry.path, root)
+                if real is not None:
+                    return entry.path, real
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+    return None
+
+
+def link_problems(root: Warehouse, outputs: dict[str, str]) -> list[Problem]:
+    """What symbolic links would take a run's writes out of the warehouse it writes (`root`): its own
+    folder and everything in it, and each output's table (a table outside the warehouse, under an
+    external root, must keep its links inside itself)."""
+    if not root.is_local():
+        return []
+    problems = []
+    internal = root.internal(INTERNAL_DIR)
+    real = led_out(internal, root.root)
+    found = (internal, real) if real is not None else link_out_of(internal, root.root)
+    if found is not None:
+        problems.append(
+            Problem(
+                f"the warehouse's own folder {internal}: {found[0]} is a symbolic link to {found[1]}, "
+                f"outside the warehouse ({root.root}); the run log, quarantine and checkpoints would be written there",
+                hint=_LINK_HINT.split(" or ")[0],
+            )
+        )
+    for name, table in outputs.items():
+        inside = is_uri(table) or Path(table).is_relative_to(root.root)  # as written: resolving is the check
+        home = root.root if inside else table
+        real = led_out(table, home)
+        found = (table, real) if real is not None else link_out_of(table, home)
+        if found is not None:
+            place = f"the warehouse ({root.root})" if inside else f"its table ({table})"
+            problems.append(
+                Problem(
+                    f"output '{name}' would write {table}: {found[0]} is a symbolic link to {found[1]}, outside {place}",
+                    hint=_LINK_HINT,
+                )
+            )
+    return problems
 
 
 def resolve_location(project: Project, warehouse: Warehouse, name: str | None, path: str | None) -> str:
@@ -107,6 +201,15 @@ def scratch_warehouse(project: Project, profile: Profile) -> Warehouse:
         scratch = Warehouse.of(project, profile.model_copy(update={"warehouse": profile.scratch}))
     elif real.is_local():
         scratch = Warehouse(str(Path(real.root).parent / SCRATCH_DIR))
+        linked = str(Path(scratch.root).resolve())  # the warehouse's folder is resolved: a link is below it
+        if linked != scratch.root:
+            raise BadInput(
+                Problem(
+                    f"profile '{profile.name}': the scratch warehouse {scratch.root} is reached through a symbolic link, "
+                    f"to {linked}: tries would be written there",
+                    hint="remove the link, or name the folder tries write with scratch: in the profile",
+                )
+            )
     else:
         if not urlparse(real.root).path.strip("/"):  # a bucket's root has no folder beside it
             raise BadInput(

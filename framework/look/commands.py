@@ -1,7 +1,12 @@
-"""What `tributary show`, `history` and `query` do, from names to Arrow rows (the CLI draws them)."""
+"""What `tributary show`, `history` and `query` do, from names to Arrow rows (the CLI draws them).
+
+SQL a person typed (`show --where`, `query`) runs in a child process (framework.look.isolated):
+`show` and `query` hand their work to it, and it calls `show_here` and `query_here`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,7 +40,27 @@ def show(
     limit: int = 20,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Rows:
-    """A table's first rows, now or at an older version, optionally those matching `where`."""
+    """A table's first rows, now or at an older version, optionally those matching `where` (in a
+    child process)."""
+    _check_limit(limit)
+    if where is None:
+        return show_here(catalog, name, version=version, timestamp=timestamp, limit=limit)
+    arguments = dict(catalog=catalog, name=name, version=version, timestamp=timestamp, where=where, limit=limit)
+    return _in_child("show_here", timeout_s, **arguments)
+
+
+def show_here(
+    catalog: Catalog,
+    name: str,
+    *,
+    version: int | None = None,
+    timestamp: str | None = None,
+    where: str | None = None,
+    limit: int = 20,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    on_start: Callable[[], None] | None = None,
+) -> Rows:
+    """`show` in this process."""
     _check_limit(limit)
     if version is not None and timestamp is not None:
         raise BadInput(Problem("--version and --timestamp both choose a version: give one"))
@@ -43,7 +68,7 @@ def show(
     table = delta_tables.open_table(ref, catalog.profile.storage_options, version, timestamp)
     title = f"{name} · {ref.about} · {delta_tables.describe_version(table)}"
     if where is not None:
-        answer = filter_rows(delta_tables.dataset(table, ref.location), where, limit, timeout_s)
+        answer = filter_rows(delta_tables.dataset(table, ref.location), where, limit, timeout_s, on_start)
         return Rows(f"{title} · where {where}", answer.rows, answer.more, None, ref.location)
     rows = delta_tables.rows(table, ref.location, limit + 1)
     total = delta_tables.row_count(table)
@@ -61,7 +86,19 @@ def history(catalog: Catalog, name: str, limit: int = 20) -> Rows:
 
 
 def query(catalog: Catalog, sql: str, limit: int = 100, timeout_s: float = DEFAULT_TIMEOUT_S) -> Rows:
-    """One SELECT over the tables it names, current versions."""
+    """One SELECT over the tables it names, current versions (in a child process)."""
+    _check_limit(limit)
+    return _in_child("query_here", timeout_s, catalog=catalog, sql=sql, limit=limit)
+
+
+def query_here(
+    catalog: Catalog,
+    sql: str,
+    limit: int = 100,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    on_start: Callable[[], None] | None = None,
+) -> Rows:
+    """`query` in this process."""
     _check_limit(limit)
     opened: list[TableRef] = []
 
@@ -70,9 +107,18 @@ def query(catalog: Catalog, sql: str, limit: int = 100, timeout_s: float = DEFAU
         opened.append(ref)
         return delta_tables.dataset(delta_tables.open_table(ref, catalog.profile.storage_options), ref.location)
 
-    answer = run_query(sql, limit, open_table, timeout_s)
+    answer = run_query(sql, limit, open_table, timeout_s, on_start)
     tables = ", ".join(f"{r.name} ({r.about})" for r in opened) or "no tables"
     return Rows(f"query over {tables}", answer.rows, answer.more)
+
+
+def _in_child(target: str, timeout_s: float, **arguments: object) -> Rows:
+    from framework.look.isolated import run
+
+    if not timeout_s > 0:
+        raise BadInput(Problem(f"--timeout {timeout_s:g}: give a number of seconds above 0"))
+    fields, rows = run(target, timeout_s, timeout_s=timeout_s, **arguments)
+    return Rows(fields["title"], rows, fields["more"], fields["total"], fields["location"])
 
 
 def _check_limit(limit: int) -> None:

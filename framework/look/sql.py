@@ -12,7 +12,9 @@ reading the calling Python's variables, `lock_configuration = true` keeps a quer
 them back on, and with no `temp_directory` nothing spills to disk. On top of that:
 
 - one statement, and it must be a query (DuckDB's own parser says what the text holds);
-- a memory limit, and a time limit after which the query is interrupted;
+- a memory limit, and a time limit after which the query is interrupted; both are DuckDB's own
+  and cooperative, so the commands run this module in a child process with an OS memory limit,
+  killed at the deadline (framework.look.isolated);
 - its errors (syntax, unknown column, a cast that fails) are bad input: one message, exit 2.
 
 Each table a query names is resolved by framework.look.tables (an output, Tributary's own
@@ -45,8 +47,23 @@ SANDBOX: dict[str, str | int | float | list[str]] = {
     "memory_limit": "2GB",
     "lock_configuration": True,
 }
+#: settings of the connection itself, made before the configuration is locked
+CONNECTION = {"enable_progress_bar": "false"}  # it wrote to standard output, past the caller
 
 DEFAULT_TIMEOUT_S = 60.0
+
+#: how much more address space the process running a query may map once it starts
+#: (framework.look.isolated): DuckDB holds its buffers within 2 GB (memory_limit); the rest is for
+#: the values that limit does not count (a 1.5 GB string from repeat())
+MEMORY_LIMIT_BYTES = 2 * 2**30
+
+
+def memory_problem(what: str = "the query", detail: str = "") -> Problem:
+    return Problem(
+        f"{what} needs more memory than its limit ({MEMORY_LIMIT_BYTES / 2**30:g} GB) and was stopped"
+        + (f": {detail}" if detail else ""),
+        hint="narrow it: fewer rows, smaller values",
+    )
 
 
 @dataclass(frozen=True)
@@ -60,11 +77,15 @@ class Answer:
 class Sandbox:
     """One in-memory DuckDB connection that can read only the tables registered with it."""
 
-    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, on_start: Callable[[], None] | None = None):
         import duckdb
 
-        self.connection: duckdb.DuckDBPyConnection = duckdb.connect(":memory:", config=dict(SANDBOX))
+        unlocked = {key: value for key, value in SANDBOX.items() if key != "lock_configuration"}
+        self.connection: duckdb.DuckDBPyConnection = duckdb.connect(":memory:", config=unlocked)
+        for key, value in [*CONNECTION.items(), ("lock_configuration", "true")]:
+            self.connection.execute(f"SET {key} = {value}")
         self.timeout_s = timeout_s
+        self.on_start = on_start  # told just before the query runs (the child process caps its memory)
         self._registered = 0
 
     def __enter__(self) -> Sandbox:
@@ -93,11 +114,15 @@ class Sandbox:
         import pyarrow as pa
 
         statement = self._one_query(sql, what)
+        if self.on_start is not None:
+            self.on_start()
         timer = threading.Timer(self.timeout_s, self.connection.interrupt)
         timer.daemon = True
         timer.start()
         try:
             result = self.connection.sql(statement).limit(limit + 1).to_arrow_table()
+        except (duckdb.OutOfMemoryException, MemoryError) as e:
+            raise BadInput(memory_problem(what, _message(e).split("\n")[0] if str(e) else "")) from None
         except duckdb.InterruptException:
             raise BadInput(
                 Problem(f"{what} ran longer than {self.timeout_s:g} s and was stopped", hint="narrow it, or pass --timeout")
@@ -151,10 +176,16 @@ def referenced_tables(sql: str) -> list[tuple[str, ...]]:
     return found
 
 
-def run_query(sql: str, limit: int, open_table: Callable[[str], Any], timeout_s: float = DEFAULT_TIMEOUT_S) -> Answer:
+def run_query(
+    sql: str,
+    limit: int,
+    open_table: Callable[[str], Any],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    on_start: Callable[[], None] | None = None,
+) -> Answer:
     """`tributary query`: each table the query names, opened by `open_table(name)` (an Arrow
     dataset), then the query's first `limit` rows."""
-    with Sandbox(timeout_s) as sandbox:
+    with Sandbox(timeout_s, on_start) as sandbox:
         for parts in referenced_tables(sql):
             if len(parts) > 2:
                 raise BadInput(Problem(f"table '{'.'.join(parts)}': a name has at most two parts (pipeline.output)"))
@@ -162,9 +193,11 @@ def run_query(sql: str, limit: int, open_table: Callable[[str], Any], timeout_s:
         return sandbox.query(sql, limit)
 
 
-def filter_rows(data: Any, where: str, limit: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> Answer:
+def filter_rows(
+    data: Any, where: str, limit: int, timeout_s: float = DEFAULT_TIMEOUT_S, on_start: Callable[[], None] | None = None
+) -> Answer:
     """`show --where`: the first `limit` rows of one table's rows matching a condition."""
-    with Sandbox(timeout_s) as sandbox:
+    with Sandbox(timeout_s, on_start) as sandbox:
         sandbox.register(("t",), data)
         return sandbox.query(f"SELECT * FROM t WHERE ({where})", limit, what="--where")
 

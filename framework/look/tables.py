@@ -77,6 +77,7 @@ class Catalog:
     scratch: bool = False
     _outputs: dict[str, list[tuple[str, str]]] | None = field(default=None, repr=False)  # output -> [(pipeline, table)]
     skipped: list[str] = field(default_factory=list)  # pipeline files that did not load
+    refused: dict[str, BadInput] = field(default_factory=dict)  # output -> why its table is not read (a link out)
 
     @property
     def warehouse(self) -> Warehouse:
@@ -94,7 +95,11 @@ class Catalog:
                     self.skipped.append(self.project.relative(path))
                     continue
                 for name, output in outputs.items():
-                    table = output_location(self.project, real, name, output)
+                    try:
+                        table = output_location(self.project, real, name, output)
+                    except BadInput as e:  # a link out of the warehouse: not read either (said when named)
+                        self.refused.setdefault(name, e)
+                        continue
                     if self.scratch:
                         table = in_scratch(real, self.warehouse, table)
                     found.setdefault(name, []).append((pipeline, table))
@@ -143,6 +148,8 @@ class Catalog:
         if output and any(p == pipeline for p, _ in outputs.get(output, [])):
             table = next(t for p, t in outputs[output] if p == pipeline)
             return TableRef(name, table, f"output of pipeline {pipeline}{self._where()}", pipeline)
+        if name in self.refused or output in self.refused:
+            raise self.refused.get(name) or self.refused[output]
         internal = name.removeprefix(f"{INTERNAL_DIR}.").removeprefix(f"{INTERNAL_DIR}/")
         if internal in INTERNAL_TABLES:
             table = INTERNAL_TABLES[internal]

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from framework.compiler import CompiledPipeline
 from framework.errors import BadInput
-from framework.io.locations import Warehouse, in_scratch, output_location, scratch_warehouse
+from framework.io.locations import Warehouse, in_scratch, link_problems, output_location, scratch_warehouse
 from framework.io.sources import source_location
 from framework.operators.registry import kind_of
 from framework.plan.model import (
@@ -105,6 +105,9 @@ def plan_run(
         if name in spec.sources
     )
     written = scratch if sample is not None and scratch is not None else warehouse
+    problems = link_problems(written, {o.name: o.table for o in outputs})
+    if problems:
+        raise BadInput(*problems)
     return RunPlan(spec.name, mode, written, full_refresh, sources, tuple(steps), tuple(outputs), order, sample)
 
 

@@ -1,0 +1,191 @@
+"""SQL a person typed runs in a child process the command can kill: the only limits that hold for
+any expression.
+
+DuckDB's own limits are cooperative. Its interrupt is checked between vectors, so one call that
+runs long inside a vector goes on: `regexp_replace(repeat('a', 100000000), 'a', 'b', 'g')` ran
+54 s past a 1 s `--timeout`. Its `memory_limit` counts its buffer pool, not every value an
+expression makes: `length(repeat('x', 1500000000))` grew to 3 GB under a limit of 2 GB. So
+`show --where` and `query` run in a fresh interpreter (not a fork: the caller may hold threads,
+delta-rs' runtime or a JVM) that
+
+- opens the tables and runs the query exactly as in-process (framework.look.commands), with
+  DuckDB's sandbox settings (framework.look.sql);
+- says when the query starts, then caps its own address space (RLIMIT_AS) at what it has mapped
+  then plus MEMORY_LIMIT_BYTES, so an allocation past it fails inside the child and never
+  reaches the machine;
+- sends the rows back as an Arrow IPC stream, bad input as its problems in JSON (the parent
+  unpickles nothing the child wrote).
+
+The parent kills the child (SIGKILL) `timeout` seconds after the query started; opening the tables
+before it has the same number of seconds. A timeout and a refused allocation are bad input (exit
+2), as a mistake in the SQL is. The child costs an interpreter start and its imports (duckdb,
+deltalake, sqlglot), which the parent no longer makes: `show` without `--where` runs in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from framework.errors import BadInput, Problem
+from framework.look.sql import MEMORY_LIMIT_BYTES, memory_problem
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+_STARTED, _ROWS, _PROBLEMS, _CRASH = b"S", b"R", b"P", b"X"
+_HEADER = 9  # one byte of kind, eight of length
+
+#: the child: the framework this process runs, not whatever an editable install points at
+_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from framework.look.isolated import child; child()"
+
+
+def run(target: str, timeout_s: float, /, **kwargs: Any) -> tuple[dict[str, Any], pa.Table]:
+    """Call framework.look.commands.<target>(**kwargs, on_start=...) in a child process: its
+    result's fields (title, more, total, location) and its rows, or its BadInput raised here."""
+    import pyarrow as pa
+
+    root = str(Path(__file__).resolve().parents[2])
+    with tempfile.TemporaryFile() as errors:
+        child_process = subprocess.Popen(
+            [sys.executable, "-I", "-c", _BOOT, root],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+        )
+        try:
+            assert child_process.stdin is not None and child_process.stdout is not None
+            child_process.stdin.write(pickle.dumps((target, kwargs)))
+            child_process.stdin.close()
+            kind, payload = _answer(child_process, timeout_s)
+        finally:
+            if child_process.poll() is None:
+                child_process.kill()
+            child_process.wait()
+        if kind == _ROWS:
+            reader = pa.ipc.open_stream(payload)
+            fields = json.loads(reader.schema.metadata[b"tributary"])
+            return fields, reader.read_all().replace_schema_metadata(None)
+        if kind == _PROBLEMS:
+            raise BadInput(*(Problem(**p) for p in json.loads(payload)))
+        if kind == _CRASH:
+            raise RuntimeError(payload.decode("utf-8", "replace"))
+        errors.seek(0)
+        said = errors.read().decode("utf-8", "replace").strip().splitlines()
+    code = child_process.returncode
+    why = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+    raise BadInput(
+        Problem(
+            f"the query's process ended ({why}) without an answer: most likely it reached the memory limit "
+            f"({_gb(MEMORY_LIMIT_BYTES)})" + (f"; it said: {said[-1]}" if said else ""),
+            hint="narrow it: fewer rows or smaller values",
+        )
+    )
+
+
+def _answer(child_process: subprocess.Popen[bytes], timeout_s: float) -> tuple[bytes, bytes]:
+    """The child's last message, read until it ends; killed at the deadline: `timeout_s` to open
+    the tables, then `timeout_s` once the query started."""
+    assert child_process.stdout is not None
+    stream = child_process.stdout
+    os.set_blocking(stream.fileno(), False)
+    buffer = bytearray()
+    deadline = time.monotonic() + timeout_s
+    started = False
+    last: tuple[bytes, bytes] = (b"", b"")
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                child_process.kill()
+                doing = "the query" if started else "opening the tables"
+                raise BadInput(
+                    Problem(f"{doing} ran longer than {timeout_s:g} s and was stopped", hint="narrow it, or pass --timeout")
+                )
+            if not selector.select(left):
+                continue
+            chunk = stream.read(1 << 20)
+            if not chunk:  # the child closed its end: it is done, or died
+                return last
+            buffer += chunk
+            while len(buffer) >= _HEADER:
+                size = int.from_bytes(buffer[1:_HEADER], "big")
+                if len(buffer) < _HEADER + size:
+                    break
+                kind, payload = bytes(buffer[:1]), bytes(buffer[_HEADER : _HEADER + size])
+                del buffer[: _HEADER + size]
+                if kind == _STARTED:
+                    started, deadline = True, time.monotonic() + timeout_s
+                else:
+                    last = (kind, payload)
+
+
+def child() -> None:
+    """The child's side: run the call, send its answer, exit."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # nothing else (Python's print, DuckDB's C++) may write into the answer
+    sys.stdout = sys.stderr
+
+    def send(kind: bytes, payload: bytes = b"") -> None:
+        out.write(kind + len(payload).to_bytes(_HEADER - 1, "big") + payload)
+        out.flush()
+
+    def on_start() -> None:
+        send(_STARTED)
+        _limit_memory()
+
+    try:
+        target, kwargs = pickle.loads(sys.stdin.buffer.read())
+        from framework.look import commands
+
+        result = getattr(commands, target)(**kwargs, on_start=on_start)
+        send(_ROWS, _ipc(result))
+    except BadInput as e:
+        send(_PROBLEMS, json.dumps([p.__dict__ for p in e.problems]).encode())
+    except MemoryError:
+        send(_PROBLEMS, json.dumps([memory_problem().__dict__]).encode())
+    except BaseException:  # noqa: BLE001 - said in the parent, as a failure of the command
+        send(_CRASH, traceback.format_exc().encode())
+    out.flush()
+    os._exit(0)  # no interpreter teardown: DuckDB's threads may still hold Arrow objects
+
+
+def _limit_memory() -> None:
+    """Cap this process's address space at what it maps now plus MEMORY_LIMIT_BYTES (Linux; where
+    /proc or RLIMIT_AS is missing, DuckDB's own limit and the timeout remain)."""
+    try:
+        import resource
+
+        with open("/proc/self/status") as status:
+            mapped = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = mapped + MEMORY_LIMIT_BYTES
+        resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    except (ImportError, OSError, StopIteration, ValueError):
+        pass
+
+
+def _ipc(result: Any) -> bytes:
+    import pyarrow as pa
+
+    fields = {"title": result.title, "more": result.more, "total": result.total, "location": result.location}
+    rows = result.rows.replace_schema_metadata({"tributary": json.dumps(fields)})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as writer:
+        writer.write_table(rows)
+    return sink.getvalue().to_pybytes()
+
+
+def _gb(size: int) -> str:
+    return f"{size / 2**30:g} GB"
