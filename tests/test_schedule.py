@@ -3,6 +3,9 @@ rendering, what is due when, and the light commands (`next`, `runs`) staying lig
 
 from __future__ import annotations
 
+import itertools
+import json
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -112,6 +115,132 @@ def test_a_wrong_schedule_is_bad_input_at_its_line(cli, project, block, message,
     assert f"pipelines/service_calls.yaml:{at}:" in err, err
 
 
+FAR_START = """\
+name: far_start
+schedule:
+  cron: "* * * * *"
+  start: 2026-08-01
+steps:
+  minutes:
+    sql: select {{ interval_start }} as minute_start
+outputs:
+  minutes: {mode: append}
+"""
+
+
+def _line_of(path: Path, key: str) -> int:
+    return max(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.strip().startswith(f"{key}:"))
+
+
+def test_a_start_that_would_catch_up_too_many_intervals_is_bad_input_naming_the_count_and_catch_up(cli, project):
+    path = write(project / "pipelines/far_start.yaml", FAR_START)  # a minute's intervals since August: 100,000s
+    code, _, err = cli("validate", "far_start")
+    assert code == 2, err
+    assert f"pipelines/far_start.yaml:{_line_of(path, 'start')}:" in err, err
+    assert re.search(r"about [\d,]{7,} intervals", err) and "catch_up:" in err, err
+    assert "Traceback" not in err and "--debug" not in err
+    # `next` names it and still lists the others
+    write(project / "pipelines/interval_calls.yaml", INTERVAL_PIPELINE)
+    code, out, err = cli("next")
+    assert code == 2 and "interval_calls" in out and "far_start" not in out, out + err
+    assert err.count("not scheduled: pipelines/far_start.yaml") == 1 and "catch_up:" in err, err
+    # what it says fixes it
+    write(path, FAR_START.replace("start: 2026-08-01", "start: 2026-08-01\n  catch_up: 60"))
+    assert cli("validate", "far_start")[0] == 0
+    code, out, err = cli("next", "far_start")
+    assert code == 0 and "60: from" in out, out + err
+
+
+OUT_OF_RANGE = [
+    ("start: 0001-01-01", "start"),
+    ("start: 0001-01-01\n  timezone: Pacific/Kiritimati\n  end: 2026-01-01", "start"),
+    ("start: 9999-12-31", "start"),
+    ("start: 2026-01-01\n  end: 9999-12-31T23:00:00\n  timezone: America/New_York", "end"),
+]
+
+
+@pytest.mark.parametrize(("block", "key"), OUT_OF_RANGE)
+def test_dates_out_of_range_are_bad_input_at_their_line_never_an_overflow(cli, project, block, key):
+    text = (project / "pipelines/service_calls.yaml").read_text() + f"schedule:\n  cron: '0 0 * * *'\n  {block}\n"
+    path = write(project / "pipelines/service_calls.yaml", text)
+    for command in (["validate", "service_calls"], ["next", "service_calls"]):
+        code, out, err = cli(*command)
+        assert code == 2, out + err
+        assert f"pipelines/service_calls.yaml:{_line_of(path, key)}:" in err and "out of range" in err, err
+        assert "Overflow" not in out + err and "--debug" not in out + err
+
+
+def test_dates_out_of_range_on_the_command_line_are_bad_input(cli, project):
+    write(project / "pipelines/interval_calls.yaml", INTERVAL_PIPELINE)
+    for command in (
+        ["backfill", "interval_calls", "--from", "0001-01-01", "--to", "0001-01-03"],
+        ["run", "interval_calls", "--interval", "0001-01-01/0001-01-02"],
+        ["compile", "interval_calls", "--interval", "9999-12-31T20:00/9999-12-31T23:00"],
+    ):
+        code, out, err = cli(*command)
+        assert code == 2 and "out of range" in err, (command, out + err)
+        assert "Overflow" not in out + err and "--debug" not in out + err
+
+
+def test_catch_up_latest_all_or_a_count():
+    now = utc(2026, 11, 2, 11, 30)
+    cron = Cron("0 * * * *")
+    latest = cron.latest_complete(now)
+    assert _pipeline(catch_up="latest").schedule.catch_up_limit() == 1 == _pipeline(catch_up=False).schedule.catch_up_limit()
+    assert _pipeline(catch_up="all").schedule.catch_up_limit() is None is _pipeline().schedule.catch_up_limit()
+    two = outlook(_pipeline(start="2026-11-01", catch_up=2), {}, now).due
+    assert [d.interval for d in two] == [cron.interval_ending(latest.start), latest]  # the two latest, oldest first
+    assert [d.interval for d in outlook(_pipeline(start="2026-11-02T10:00:00Z", catch_up=5), {}, now).due] == [latest]
+    for wrong in (0, -3, 100_001, "some", 2.5):
+        with pytest.raises(ValueError, match="catch_up"):
+            _pipeline(catch_up=wrong)
+
+
+def test_a_backlog_past_the_bound_since_the_newest_run_is_refused_not_crashed():
+    from framework.schedule.due import BadSchedule
+
+    p = _pipeline(cron="* * * * *")  # no start: resumes after the newest interval the scheduler ran
+    long_ago = Cron("* * * * *").interval_ending(utc(2026, 1, 1))
+    slots = {long_ago: Slot([_attempt(long_ago, OK, utc(2026, 1, 1))], done=True)}
+    with pytest.raises(BadSchedule, match=r"about [\d,]+ intervals.*catch_up"):
+        outlook(p, slots, utc(2026, 11, 2, 11, 30))
+    assert len(outlook(_pipeline(cron="* * * * *", catch_up=10), slots, utc(2026, 11, 2, 11, 30)).due) == 10
+
+
+def test_a_start_in_the_far_future_waits_and_next_says_its_first_run():
+    p = _pipeline(start="8999-06-01")
+    seen = outlook(p, {}, utc(2026, 11, 2, 11, 30))
+    assert seen.due == [] and seen.next_fire == utc(8999, 6, 1, 1)  # its first interval ends then
+
+
+def test_intervals_are_generated_as_they_are_read():
+    cron = Cron("* * * * *", "Europe/Berlin")
+    began = utc(1970, 1, 1)
+    every_minute = cron.intervals(began, utc(8999, 1, 1))  # billions: only those read are made
+    first = list(itertools.islice(every_minute, 3))
+    assert [i.start for i in first] == [began, began + timedelta(minutes=1), began + timedelta(minutes=2)]
+    newest = list(itertools.islice(cron.intervals_back(utc(2026, 11, 2, 11, 30)), 2))
+    assert [i.end for i in newest] == [utc(2026, 11, 2, 11, 30), utc(2026, 11, 2, 11, 29)]
+    assert cron.count(began, utc(2026, 1, 1), up_to=1000).approximate
+
+
+def test_next_over_a_very_long_range_answers_within_the_fuzz_limits(tmp_path):
+    from tests.fuzz_corpus import Case, write_corpus
+
+    text = FAR_START.replace("start: 2026-08-01", "start: 1970-01-01\n  catch_up: 100000")
+    write_corpus(tmp_path, [Case("long range", ["next", "far_start"], {"pipelines/far_start.yaml": text.encode()}, "ok")])
+    runner = REPO / "tests/fuzz_runner.py"
+    done = subprocess.run(
+        [sys.executable, str(runner), str(tmp_path), "--seconds", "8", "--memory-mib", "3072"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (result,) = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert result["code"] == 0 and not result["crashed"], result
+    assert any("100000: from" in line or "far_start" in line for line in result["tail"]), result
+
+
 # -- intervals on the command line and in templates ------------------------------------------
 
 
@@ -188,7 +317,8 @@ def test_a_streaming_template_using_the_interval_is_told_why(cli, project):
 
 
 def _pipeline(**schedule) -> ScheduledPipeline:
-    return ScheduledPipeline(Path("p.yaml"), "p.yaml", "p", "batch", Schedule.model_validate({"cron": "0 * * * *", **schedule}))
+    spec = Schedule.model_validate({"cron": "0 * * * *", **schedule})
+    return ScheduledPipeline(Path("p.yaml"), "p.yaml", "p", "batch", spec)
 
 
 def _attempt(interval: Interval, outcome: str, finished: datetime, trigger: str = SCHEDULE) -> RunRecord:

@@ -181,6 +181,26 @@ def test_a_pipeline_broken_between_fires_fails_with_exit_2_and_the_others_keep_r
     assert "callz" in out and "steady" not in out
 
 
+def test_a_schedule_that_would_catch_up_too_much_is_named_once_and_the_others_still_run(spark, project, cli):
+    calls(project / "data/calls", "calls.json", [utc(2026, 11, 2, 8, 30), utc(2026, 11, 2, 9, 30)])
+    hours = '  cron: "0 * * * *"\n  start: 2026-11-02T08:00:00Z\n  end: 2026-11-02T10:00:00Z'
+    write(project / "pipelines/steady.yaml", pipeline("steady", hours))
+    far = write(project / "pipelines/far.yaml", pipeline("far", '  cron: "* * * * *"\n  start: 2026-08-01'))
+
+    code, out, err = cli("scheduler", "steady", "far", "--once")
+    assert code == 0, out + err
+    assert out.count("not scheduled: pipelines/far.yaml") == 1 and "catch_up:" in out, out
+    start_line = next(i for i, line in enumerate(far.read_text().splitlines(), 1) if line.strip().startswith("start:"))
+    assert f"pipelines/far.yaml:{start_line}:" in out, out
+    slots = RunLog(*_log(project)).slots("steady")
+    assert sorted((i.end.hour, s.last.outcome) for i, s in slots.items()) == [(9, OK), (10, OK)], out
+    assert RunLog(*_log(project)).slots("far") == {}
+
+    say: list[str] = []  # a long-running scheduler names it once too, however often it wakes
+    scheduler(project, spark, FastClock(utc(2026, 11, 2, 10, 5)), say, ["steady", "far"]).serve(until=utc(2026, 11, 2, 14))
+    assert len([line for line in say if line.startswith("not scheduled: pipelines/far.yaml")]) == 1, say
+
+
 def test_backfill_runs_each_interval_once_and_running_it_again_writes_nothing(spark, project, cli):
     data = project / "data/calls"
     times = [utc(2026, 11, 2, 8) + timedelta(minutes=7 * i) for i in range(25)]  # 08:00 .. 10:48
