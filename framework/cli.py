@@ -505,15 +505,15 @@ def next_cmd(
         from framework.io.delta import local_store
         from framework.io.locations import EVENTS_TABLE, Warehouse
         from framework.schedule.clock import SystemClock
-        from framework.schedule.due import outlook
+        from framework.schedule.due import BadSchedule, outlook
         from framework.schedule.history import RunLog
         from framework.schedule.pipelines import scheduled_pipelines
 
         project, prof = _context(pipelines[0] if pipelines else None, profile)
         found, problems = scheduled_pipelines(project, pipelines)
-        for problem in problems:
-            err.print(f"not scheduled: {problem}", markup=False, soft_wrap=True)
         if not found:
+            for problem in problems:
+                err.print(f"not scheduled: {problem}", markup=False, soft_wrap=True)
             if problems:
                 raise typer.Exit(2)
             out.print("no pipeline has a schedule: add schedule: {cron: '0 * * * *'} to one under pipelines/", markup=False)
@@ -522,7 +522,11 @@ def next_cmd(
         now = SystemClock().now()
         rows = []
         for p in found:
-            seen = outlook(p, log.slots(p.name, p.streaming), now)
+            try:
+                seen = outlook(p, log.slots(p.name, p.streaming), now)
+            except BadSchedule as e:  # named below; the others are listed
+                problems.append(e.problem)
+                continue
             cron = p.schedule.parsed()
             fire = seen.next_fire
             runs_then = "available now" if p.streaming else (cron.interval_ending(fire).label() if fire else "–")
@@ -540,6 +544,8 @@ def next_cmd(
                 }
             )
         out.print(rows_table(f"schedules at {now.isoformat(timespec='seconds')}", rows))
+        for problem in problems:
+            err.print(f"not scheduled: {problem}", markup=False, soft_wrap=True)
         if problems:
             raise typer.Exit(2)
 

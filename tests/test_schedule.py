@@ -33,7 +33,7 @@ def utc(*args: int) -> datetime:
 
 def test_hourly_intervals_through_the_night_clocks_go_back_cover_every_hour_once():
     cron = Cron("0 * * * *", "Europe/Berlin")  # 2026-10-25 03:00 CEST -> 02:00 CET
-    intervals = cron.intervals(utc(2026, 10, 24, 22), utc(2026, 10, 25, 3))
+    intervals = list(cron.intervals(utc(2026, 10, 24, 22), utc(2026, 10, 25, 3)))
     assert [i.label() for i in intervals] == [
         "2026-10-25 00:00+02:00 → 01:00+02:00",
         "2026-10-25 01:00+02:00 → 02:00+02:00",
@@ -47,14 +47,14 @@ def test_hourly_intervals_through_the_night_clocks_go_back_cover_every_hour_once
 
 def test_a_daily_job_runs_once_on_both_nights_the_clock_changes():
     cron = Cron("30 2 * * *", "Europe/Berlin")
-    spring = cron.intervals(utc(2026, 3, 27, 1, 30), utc(2026, 3, 30, 1))
+    spring = list(cron.intervals(utc(2026, 3, 27, 1, 30), utc(2026, 3, 30, 1)))
     # 02:30 does not exist on 29 March: the job runs when the clock jumps, at 03:00 (Debian cron)
     assert [str(i) for i in spring] == [
         "2026-03-27T02:30:00+01:00/2026-03-28T02:30:00+01:00",
         "2026-03-28T02:30:00+01:00/2026-03-29T03:00:00+02:00",
         "2026-03-29T03:00:00+02:00/2026-03-30T02:30:00+02:00",
     ]
-    autumn = cron.intervals(utc(2026, 10, 24, 0, 30), utc(2026, 10, 27, 2))
+    autumn = list(cron.intervals(utc(2026, 10, 24, 0, 30), utc(2026, 10, 27, 2)))
     # 02:30 happens twice on 25 October: the job runs once, at the first (croniter would fire twice)
     assert [i.end - i.start for i in autumn] == [timedelta(hours=24), timedelta(hours=25), timedelta(hours=24)]
     assert [i.end for i in autumn][:2] == [utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30)]
@@ -70,7 +70,7 @@ def test_a_daily_job_runs_once_on_both_nights_the_clock_changes():
 def test_intervals_tile_time_whatever_the_clocks_do(expression, timezone, begin, hours):
     cron = Cron(expression, timezone)
     start, end = begin.replace(tzinfo=UTC), begin.replace(tzinfo=UTC) + timedelta(hours=hours)
-    intervals = cron.intervals(start, end)
+    intervals = list(cron.intervals(start, end))
     for first, second in zip(intervals, intervals[1:], strict=False):
         assert first.end == second.start  # no gap, no overlap
     for interval in intervals:
@@ -191,7 +191,7 @@ def test_catch_up_latest_all_or_a_count():
     two = outlook(_pipeline(start="2026-11-01", catch_up=2), {}, now).due
     assert [d.interval for d in two] == [cron.interval_ending(latest.start), latest]  # the two latest, oldest first
     assert [d.interval for d in outlook(_pipeline(start="2026-11-02T10:00:00Z", catch_up=5), {}, now).due] == [latest]
-    for wrong in (0, -3, 100_001, "some", 2.5):
+    for wrong in (0, -3, 10_001, "some", 2.5):
         with pytest.raises(ValueError, match="catch_up"):
             _pipeline(catch_up=wrong)
 
@@ -227,7 +227,7 @@ def test_intervals_are_generated_as_they_are_read():
 def test_next_over_a_very_long_range_answers_within_the_fuzz_limits(tmp_path):
     from tests.fuzz_corpus import Case, write_corpus
 
-    text = FAR_START.replace("start: 2026-08-01", "start: 1970-01-01\n  catch_up: 100000")
+    text = FAR_START.replace("start: 2026-08-01", "start: 1970-01-01\n  catch_up: 10000")
     write_corpus(tmp_path, [Case("long range", ["next", "far_start"], {"pipelines/far_start.yaml": text.encode()}, "ok")])
     runner = REPO / "tests/fuzz_runner.py"
     done = subprocess.run(
@@ -238,7 +238,7 @@ def test_next_over_a_very_long_range_answers_within_the_fuzz_limits(tmp_path):
     )
     (result,) = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert result["code"] == 0 and not result["crashed"], result
-    assert any("100000: from" in line or "far_start" in line for line in result["tail"]), result
+    assert any("10000: from" in line or "far_start" in line for line in result["tail"]), result
 
 
 # -- intervals on the command line and in templates ------------------------------------------

@@ -1,10 +1,16 @@
 """Which runs of a scheduled pipeline are due, and when the next one is.
 
 A batch pipeline's candidates are intervals of its cron, up to its latest fire (and its `end`):
-- with `catch_up` (the default), every interval since `start`; without `start`, every interval
+- with `catch_up: all` (the default), every interval since `start`; without `start`, every interval
   since the newest one the scheduler ran (or that a killed run left unfinished), and at the very
   first start the latest one only; older intervals are for `tributary backfill`;
-- without `catch_up`, the latest interval only.
+- with `catch_up: N`, the same but only among the N latest intervals; `latest` (false) is N = 1.
+
+Candidates are generated as they are read (framework.spec.intervals), from the newest ones back
+when only the latest N count. More than MAX_CATCH_UP of them is a schedule the scheduler cannot
+serve as it stands (a `start:` validated months ago for a minute's cron, or a scheduler stopped for
+months without one): BadSchedule names the count and the `catch_up:` that bounds it, and the
+scheduler and `next` leave that pipeline out and serve the others.
 
 A candidate is settled when it is done (framework.schedule.history) or when the scheduler's
 attempts at it failed 1 + retries.count times. An unsettled one is due at its fire, or after a
@@ -18,13 +24,26 @@ everything that came since the last one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import chain, islice
 from typing import Any
 
+from framework.errors import Problem
 from framework.schedule.history import SCHEDULE, Slot
 from framework.schedule.pipelines import ScheduledPipeline
-from framework.spec.intervals import Interval
+from framework.spec.intervals import MAX_CATCH_UP, Interval
+
+_JUST_BEFORE = timedelta(microseconds=1)
+
+
+class BadSchedule(ValueError):
+    """A pipeline whose due runs cannot be worked out as its schedule stands; says what fixes it."""
+
+    def __init__(self, pipeline: ScheduledPipeline, message: str, hint: str):
+        super().__init__(f"{message}; {hint}")
+        self.problem = Problem(message, file=pipeline.shown, line=pipeline.line, hint=hint)
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,9 @@ def outlook(pipeline: ScheduledPipeline, slots: dict[Any, Slot], now: datetime) 
     cron, start, end = schedule.parsed(), schedule.start_at(), schedule.end_at()
     horizon = min(now, end) if end is not None else now
     after = cron.next_fire(now)
+    if start is not None:  # not before the first fire that runs something
+        first = cron.next_fire(start - _JUST_BEFORE)
+        after = max(after, first if pipeline.streaming else cron.next_fire(first))
     next_fire = after if end is None or after <= end else None
     if start is not None and cron.last_fire(horizon) < start:
         return Outlook([], [], next_fire)  # the schedule has not begun
@@ -92,15 +114,36 @@ def outlook(pipeline: ScheduledPipeline, slots: dict[Any, Slot], now: datetime) 
 
 def _intervals(pipeline: ScheduledPipeline, slots: dict[Any, Slot], horizon: datetime) -> list[Interval]:
     schedule = pipeline.schedule
-    cron, start = schedule.parsed(), schedule.start_at()
+    cron, start, limit = schedule.parsed(), schedule.start_at(), schedule.catch_up_limit()
     latest = cron.latest_complete(horizon)
-    if not schedule.catch_up:
-        return [latest] if start is None or latest.start >= start else []
+    floor = start  # no candidate starts before it
+    if limit is not None:
+        window = list(islice(cron.intervals_back(latest.end), limit))  # the `limit` latest, newest first
+        floor = window[-1].start if floor is None else max(floor, window[-1].start)
     if start is not None:
-        return cron.intervals(start, horizon)
+        assert floor is not None
+        return _bounded(pipeline, cron.intervals(floor, horizon), floor, horizon)
     begun = [interval for interval, slot in slots.items() if isinstance(interval, Interval) and slot.scheduled]
     if not begun:
         return [latest]
     newest = max(begun, key=lambda i: i.end)
     older = sorted((i for i in begun if i.end <= newest.start), key=lambda i: i.start)  # e.g. waiting for a retry
-    return [*older, newest, *cron.intervals(newest.end, horizon)]
+    since = newest.end if floor is None else max(newest.end, floor)
+    found = chain(older, [newest], cron.intervals(since, horizon))
+    return _bounded(pipeline, (i for i in found if floor is None or i.start >= floor), since, horizon)
+
+
+def _bounded(pipeline: ScheduledPipeline, intervals: Iterable[Interval], since: datetime, horizon: datetime) -> list[Interval]:
+    """The candidates, at most MAX_CATCH_UP of them; more is a BadSchedule naming the fix."""
+    found = list(islice(intervals, MAX_CATCH_UP + 1))
+    if len(found) <= MAX_CATCH_UP:
+        return found
+    schedule = pipeline.schedule
+    count = schedule.parsed().count(since, horizon, up_to=MAX_CATCH_UP)
+    raise BadSchedule(
+        pipeline,
+        f"catching up '{schedule.cron}' since {since.astimezone(schedule.parsed().zone).isoformat()} would run {count} "
+        f"intervals, more than the {MAX_CATCH_UP:,} a schedule may catch up",
+        f"set catch_up: N under schedule: to run only the N latest (N up to {MAX_CATCH_UP:,}; older ones: tributary "
+        "backfill), or catch_up: latest",
+    )

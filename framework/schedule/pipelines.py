@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from framework.errors import BadInput, Problem
 from framework.project import Project
@@ -26,7 +27,13 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class _ScheduleOnly(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    mode: Any = None
     schedule: Schedule | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _catch_up_bounded(cls, schedule: Schedule | None, info: ValidationInfo) -> Schedule | None:
+        return schedule.check_catch_up(info.data.get("mode")) if schedule is not None else None
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,7 @@ class ScheduledPipeline:
     name: str  # as the run log knows it
     mode: str  # batch | streaming
     schedule: Schedule
+    line: int | None = None  # of its `schedule:`, for what is said about it
 
     @property
     def streaming(self) -> bool:
@@ -63,6 +71,7 @@ def read_schedule(project: Project, path: Path) -> ScheduledPipeline | None:
         name if isinstance(name, str) and _NAME.match(name) else path.stem,
         mode if mode in ("batch", "streaming") else "batch",
         schedule,
+        located[0] if (located := doc.locate(("schedule",))) else None,
     )
 
 

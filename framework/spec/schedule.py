@@ -5,18 +5,24 @@ started it (framework.spec.intervals); a streaming pipeline's run processes what
 now) and has no interval. Only the scheduler, `next` and `backfill` read this block, and they read
 it from the YAML alone (framework.schedule), so a pipeline whose other parts break between two
 fires still has its failed run logged at its fire.
+
+What would make the scheduler's arithmetic fail is refused here, at the line that says it: a
+`start:` or `end:` out of range (framework.spec.intervals.EARLIEST / LATEST), and a batch
+schedule that would catch up more than MAX_CATCH_UP intervals since its `start:` (a minute's
+cron started months ago), which names the count and the `catch_up:` that bounds it. That check
+reads the clock: a `start:` fine today lies further back tomorrow, which is why `catch_up: N` exists.
 """
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from framework.spec.base import SpecModel
+from framework.spec.base import SpecModel, problem_at
 from framework.spec.durations import Duration
-from framework.spec.intervals import Cron, instant, zone
+from framework.spec.intervals import EARLIEST, LATEST, MAX_CATCH_UP, Cron, instant, zone
 
 
 class Retries(SpecModel):
@@ -56,6 +62,31 @@ def _command(value: Any) -> Any:
 Command = Annotated[str | list[str], BeforeValidator(_command)]
 
 
+def _catch_up(value: Any) -> Any:
+    """`catch_up: all` is `true`, `latest` is `false`; a number N is the N latest missed intervals."""
+    if isinstance(value, str) and value.strip().lower() in ("all", "latest"):
+        return value.strip().lower() == "all"
+    if isinstance(value, bool) or (isinstance(value, int) and 1 <= value <= MAX_CATCH_UP):
+        return value
+    raise ValueError(
+        f"catch_up is all (or true), latest (or false), or how many of the latest missed intervals to run "
+        f"(1 to {MAX_CATCH_UP:,}), not {value!r}"
+    )
+
+
+def _catch_up_schema(schema: dict[str, Any]) -> None:
+    """In the JSON Schema, `catch_up` is what the validator reads."""
+    schema.pop("anyOf", None)
+    schema["anyOf"] = [
+        {"type": "boolean"},
+        {"enum": ["all", "latest"]},
+        {"type": "integer", "minimum": 1, "maximum": MAX_CATCH_UP},
+    ]
+
+
+CatchUp = Annotated[bool | int, BeforeValidator(_catch_up)]
+
+
 class Schedule(SpecModel):
     """When the pipeline runs by itself (`tributary scheduler`), and what a run may take."""
 
@@ -65,12 +96,19 @@ class Schedule(SpecModel):
     )
     start: datetime | date | None = Field(
         None,
-        description="No interval starts before this (naive: in `timezone`); with catch_up, the scheduler runs every interval since.",
+        description="No interval starts before this (naive: in `timezone`); with catch_up, the scheduler runs every interval "
+        f"since. Between {EARLIEST.date()} and {LATEST.date()}.",
     )
-    end: datetime | date | None = Field(None, description="No interval ends after this (naive: in `timezone`).")
-    catch_up: bool = Field(
+    end: datetime | date | None = Field(
+        None, description=f"No interval ends after this (naive: in `timezone`). Between {EARLIEST.date()} and {LATEST.date()}."
+    )
+    catch_up: CatchUp = Field(
         True,
-        description="Run every interval missed while the scheduler was not running, oldest first; false: only the latest.",
+        description="Which missed intervals (since `start`, else since the newest one the scheduler ran) a batch schedule "
+        "runs, oldest first: all (true, the default), latest (false: the latest only), or a number N: at most the N latest "
+        f"(older ones are for `tributary backfill`). With all, a `start` more than {MAX_CATCH_UP:,} intervals back is "
+        "refused: set catch_up: N.",
+        json_schema_extra=_catch_up_schema,
     )
     retries: Annotated[Retries, BeforeValidator(_retries)] = Field(
         default_factory=Retries,
@@ -98,9 +136,41 @@ class Schedule(SpecModel):
         return value
 
     @model_validator(mode="after")
-    def _ordered(self) -> Schedule:
-        if self.start is not None and self.end is not None and self.start_at() >= self.end_at():  # type: ignore[operator]
+    def _in_range_and_ordered(self) -> Schedule:
+        start, end = self._instant("start"), self._instant("end")
+        if start is not None and end is not None and start >= end:
             raise ValueError("'end' must come after 'start'")
+        return self
+
+    def _instant(self, key: str) -> datetime | None:
+        value = getattr(self, key)
+        try:
+            return instant(value, self.timezone) if value is not None else None
+        except ValueError as e:
+            later = " or leave end: out (the schedule runs on)" if key == "end" else ""
+            raise problem_at(key, str(e), hint=f"write a {key} between {EARLIEST.date()} and {LATEST.date()}{later}") from None
+
+    def catch_up_limit(self) -> int | None:
+        """How many of the latest missed intervals the scheduler runs (None: all of them)."""
+        return None if self.catch_up is True else 1 if self.catch_up is False else int(self.catch_up)
+
+    def check_catch_up(self, mode: Any) -> Schedule:
+        """A batch schedule that catches every interval up may not start more than MAX_CATCH_UP
+        intervals back; raised at its `start:` (call it from the validator of the model that knows
+        the mode: a streaming run catches up in one run)."""
+        start = self.start_at()
+        if mode == "streaming" or self.catch_up is not True or start is None:
+            return self
+        end, now = self.end_at(), datetime.now(UTC)
+        count = self.parsed().count(start, min(now, end) if end is not None else now, up_to=MAX_CATCH_UP)
+        if count.n > MAX_CATCH_UP:
+            raise problem_at(
+                "start",
+                f"catching up every interval of '{self.cron}' since {self.start} would run {count} intervals, more than "
+                f"the {MAX_CATCH_UP:,} a schedule may catch up",
+                hint=f"set catch_up: N to run only the N latest missed intervals (N up to {MAX_CATCH_UP:,}; older ones: "
+                "tributary backfill), catch_up: latest for the latest only, or a later start",
+            )
         return self
 
     def parsed(self) -> Cron:
