@@ -221,17 +221,17 @@ class Cron:
             start = fire
 
     def intervals_back(self, end: datetime) -> Iterator[Interval]:
-        """The intervals ending at or before `end`, newest first, made as they are read; they stop
-        at EARLIEST."""
+        """The intervals ending at or before `end`, newest first, made as they are read; the last
+        is the one reaching back over EARLIEST."""
         for later, earlier in pairwise(self._fires_back(end)):
             yield Interval(earlier, later, self.timezone)
 
     def _fires_back(self, at: datetime) -> Iterator[datetime]:
         for fire in self._fires(at + timedelta(minutes=1), reverse=True):
-            if fire < EARLIEST:
-                return
             if fire <= at:
                 yield fire
+                if fire < EARLIEST:
+                    return
 
     def count(self, begin: datetime, end: datetime, up_to: int) -> Count:
         """How many intervals lie within [begin, end]: exact up to `up_to`, past it an estimate
