@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -205,6 +206,63 @@ def test_a_backlog_past_the_bound_since_the_newest_run_is_refused_not_crashed():
     with pytest.raises(BadSchedule, match=r"about [\d,]+ intervals.*catch_up"):
         outlook(p, slots, utc(2026, 11, 2, 11, 30))
     assert len(outlook(_pipeline(cron="* * * * *", catch_up=10), slots, utc(2026, 11, 2, 11, 30)).due) == 10
+
+
+def test_the_catch_up_bound_counts_what_is_left_to_run_not_what_was_run():
+    from framework.schedule.due import BadSchedule
+
+    cron, now = Cron("* * * * *"), utc(2026, 11, 25, 12, 0, 30)
+    start = utc(2026, 11, 25, 12) - timedelta(minutes=20_000)
+    p = _pipeline(cron="* * * * *", start=start.isoformat())
+    intervals = list(cron.intervals(start, now))
+    assert len(intervals) == 20_000
+
+    def done(interval: Interval) -> Slot:
+        return Slot([_attempt(interval, OK, interval.end)], done=True)
+
+    # kept up with: nothing due, then the newest interval only, however far back `start:` lies
+    kept_up = {i: done(i) for i in intervals}
+    seen = outlook(p, kept_up, now)
+    assert seen.due == [] and seen.next_fire == utc(2026, 11, 25, 12, 1)
+    newest = cron.interval_ending(utc(2026, 11, 25, 12, 1))
+    assert [d.interval for d in outlook(p, kept_up, now + timedelta(minutes=1)).due] == [newest]
+    # catch_up: all still means every interval: gaps inside the history run, oldest first; one
+    # whose tries failed out (retries: 0) does not
+    gaps = [intervals[0], intervals[7_000], intervals[-2]]
+    slots = {i: done(i) for i in intervals if i not in gaps}
+    slots[intervals[12_345]] = Slot([_attempt(intervals[12_345], FAILED, intervals[12_345].end)])
+    assert [d.interval for d in outlook(p, slots, now).due] == gaps
+    gaps = [intervals[7_000], intervals[-2]]
+    assert [d.interval for d in outlook(p, {i: done(i) for i in intervals if i not in gaps}, now).due] == gaps
+    # a history another cron wrote (hourly) settles none of this one's intervals
+    hourly = {i: done(i) for i in Cron("0 * * * *").intervals(start, now)}
+    with pytest.raises(BadSchedule, match=r"about 20,\d{3} intervals"):
+        outlook(p, hourly, now)
+    # more than the bound left to run: refused, naming how many are left and from when
+    with pytest.raises(BadSchedule, match=r"since 2026-11-17T20:40:00\+00:00 would run about 11,\d{3} intervals"):
+        outlook(p, {i: done(i) for i in intervals[:9_000]}, now)
+
+
+def test_a_minutely_schedule_kept_up_with_stays_valid_however_far_back_its_start(cli, project):
+    from tests.conftest import log_scheduled_runs
+
+    cron = Cron("* * * * *")
+    latest = cron.latest_complete(datetime.now(UTC))
+    start = latest.end - timedelta(minutes=20_000)
+    text = FAR_START.replace("2026-08-01", f"{start:%Y-%m-%dT%H:%M:%SZ}")
+    path = write(project / "pipelines/far_start.yaml", text)
+    log_scheduled_runs(project, "far_start", list(cron.intervals(start, latest.end)))  # the scheduler kept up
+    code, out, err = cli("validate", "far_start")
+    assert code == 0, out + err
+    code, out, err = cli("next", "far_start")
+    assert code == 0 and "not scheduled" not in err and "far_start" in out, out + err
+    due = re.search(r"(\d+): from", out)
+    assert due is None or int(due.group(1)) <= 2, out  # the newest, if the minute turned meanwhile
+    # the same schedule never run would catch up 20,000 intervals: refused where its start is written
+    shutil.rmtree(project / "warehouse")
+    code, _, err = cli("validate", "far_start")
+    assert code == 2 and f"pipelines/far_start.yaml:{_line_of(path, 'start')}:" in err, err
+    assert re.search(r"about 20,\d{3} intervals", err) and "catch_up:" in err and "backfill" in err, err
 
 
 def test_a_start_in_the_far_future_waits_and_next_says_its_first_run():
