@@ -12,9 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from framework.errors import BadInput, Problem
 from framework.project import Project
@@ -27,13 +26,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class _ScheduleOnly(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    mode: Any = None
     schedule: Schedule | None = None
-
-    @field_validator("schedule")
-    @classmethod
-    def _catch_up_bounded(cls, schedule: Schedule | None, info: ValidationInfo) -> Schedule | None:
-        return schedule.check_catch_up(info.data.get("mode")) if schedule is not None else None
 
 
 @dataclass(frozen=True)
@@ -44,6 +37,7 @@ class ScheduledPipeline:
     mode: str  # batch | streaming
     schedule: Schedule
     line: int | None = None  # of its `schedule:`, for what is said about it
+    start_line: int | None = None  # of its `start:` (a catch-up too long is said there)
 
     @property
     def streaming(self) -> bool:
@@ -72,6 +66,7 @@ def read_schedule(project: Project, path: Path) -> ScheduledPipeline | None:
         mode if mode in ("batch", "streaming") else "batch",
         schedule,
         located[0] if (located := doc.locate(("schedule",))) else None,
+        located[0] if (located := doc.locate(("schedule", "start"))) else None,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from framework.spec.base import Count, Name, SpecModel, TableName, Version
 from framework.spec.durations import Duration
@@ -179,11 +179,6 @@ class Pipeline(SpecModel):
         description="When `tributary scheduler` runs the pipeline: a batch run covers the interval since the previous fire "
         "({{ interval_start }} / {{ interval_end }}); a streaming run processes what is new.",
     )
-
-    @field_validator("schedule")
-    @classmethod
-    def _catch_up_bounded(cls, schedule: Schedule | None, info: ValidationInfo) -> Schedule | None:
-        return schedule.check_catch_up(info.data.get("mode")) if schedule is not None else None
 
     def output_step(self, output_name: str) -> str:
         return self.outputs[output_name].from_ or output_name

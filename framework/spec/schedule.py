@@ -7,15 +7,14 @@ it from the YAML alone (framework.schedule), so a pipeline whose other parts bre
 fires still has its failed run logged at its fire.
 
 What would make the scheduler's arithmetic fail is refused here, at the line that says it: a
-`start:` or `end:` out of range (framework.spec.intervals.EARLIEST / LATEST), and a batch
-schedule that would catch up more than MAX_CATCH_UP intervals since its `start:` (a minute's
-cron started months ago), which names the count and the `catch_up:` that bounds it. That check
-reads the clock: a `start:` fine today lies further back tomorrow, which is why `catch_up: N` exists.
+`start:` or `end:` out of range (framework.spec.intervals.EARLIEST / LATEST). How many runs a
+schedule has left to catch up is not a property of the spec: it depends on the run history and
+the clock, so the scheduler bounds it (framework.schedule.due) and `validate` asks it there.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
@@ -106,8 +105,8 @@ class Schedule(SpecModel):
         True,
         description="Which missed intervals (since `start`, else since the newest one the scheduler ran) a batch schedule "
         "runs, oldest first: all (true, the default), latest (false: the latest only), or a number N: at most the N latest "
-        f"(older ones are for `tributary backfill`). With all, a `start` more than {MAX_CATCH_UP:,} intervals back is "
-        "refused: set catch_up: N.",
+        f"(older ones are for `tributary backfill`). With all, more than {MAX_CATCH_UP:,} intervals left to run (not "
+        "yet run or failed out, per the run log) is refused: set catch_up: N.",
         json_schema_extra=_catch_up_schema,
     )
     retries: Annotated[Retries, BeforeValidator(_retries)] = Field(
@@ -153,25 +152,6 @@ class Schedule(SpecModel):
     def catch_up_limit(self) -> int | None:
         """How many of the latest missed intervals the scheduler runs (None: all of them)."""
         return None if self.catch_up is True else 1 if self.catch_up is False else int(self.catch_up)
-
-    def check_catch_up(self, mode: Any) -> Schedule:
-        """A batch schedule that catches every interval up may not start more than MAX_CATCH_UP
-        intervals back; raised at its `start:` (call it from the validator of the model that knows
-        the mode: a streaming run catches up in one run)."""
-        start = self.start_at()
-        if mode == "streaming" or self.catch_up is not True or start is None:
-            return self
-        end, now = self.end_at(), datetime.now(UTC)
-        count = self.parsed().count(start, min(now, end) if end is not None else now, up_to=MAX_CATCH_UP)
-        if count.n > MAX_CATCH_UP:
-            raise problem_at(
-                "start",
-                f"catching up every interval of '{self.cron}' since {self.start} would run {count} intervals, more than "
-                f"the {MAX_CATCH_UP:,} a schedule may catch up",
-                hint=f"set catch_up: N to run only the N latest missed intervals (N up to {MAX_CATCH_UP:,}; older ones: "
-                "tributary backfill), catch_up: latest for the latest only, or a later start",
-            )
-        return self
 
     def parsed(self) -> Cron:
         return Cron(self.cron, self.timezone)
