@@ -6,17 +6,22 @@ A batch pipeline's candidates are intervals of its cron, up to its latest fire (
   first start the latest one only; older intervals are for `tributary backfill`;
 - with `catch_up: N`, the same but only among the N latest intervals; `latest` (false) is N = 1.
 
-Candidates are generated as they are read (framework.spec.intervals), from the newest ones back
-when only the latest N count. More than MAX_CATCH_UP of them is a schedule the scheduler cannot
-serve as it stands (a `start:` validated months ago for a minute's cron, or a scheduler stopped for
-months without one): BadSchedule names the count and the `catch_up:` that bounds it, and the
-scheduler and `next` leave that pipeline out and serve the others.
-
 A candidate is settled when it is done (framework.schedule.history) or when the scheduler's
 attempts at it failed 1 + retries.count times. An unsettled one is due at its fire, or after a
 failed attempt at the end of that attempt plus the retry wait (retries.wait). Attempts the
 scheduler abandoned when it was stopped, and runs killed outright, use up no try: they are due
 again at once. Oldest first; later intervals do not wait for one waiting for its retry.
+
+The backlog (the unsettled candidates: what the scheduler still has to run) may hold at most
+MAX_CATCH_UP intervals. More is a schedule the scheduler cannot serve as it stands (a minute's
+cron given a `start:` months back and never run, or a scheduler stopped for months): BadSchedule
+names the count and what bounds it, the scheduler and `next` leave that pipeline out and serve the
+others, and `validate` refuses it (unserved()). Only the backlog counts, never the intervals done:
+a schedule the scheduler keeps up with stays served however long ago its `start:` lies.
+
+Candidates are generated as they are read (framework.spec.intervals), from the newest ones back
+when only the latest N count; with `start:` and `catch_up: all`, stretches of settled intervals
+are followed through the run history rather than walked through the cron (_skipping_settled).
 
 A streaming pipeline's only candidate is its latest fire: one available-now run processes
 everything that came since the last one.
@@ -43,8 +48,8 @@ class BadSchedule(ValueError):
 
     def __init__(self, pipeline: ScheduledPipeline, message: str, hint: str):
         super().__init__(f"{message}; {hint}")
-        line = pipeline.start_line if pipeline.schedule.start is not None else pipeline.line
-        self.problem = Problem(message, file=pipeline.shown, line=line, hint=hint)
+        line, col = (pipeline.line, None) if pipeline.schedule.start is None else (pipeline.start_position or (None, None))
+        self.problem = Problem(message, file=pipeline.shown, line=line, col=col, hint=hint)
 
 
 @dataclass(frozen=True)
@@ -226,8 +231,7 @@ def _too_many(pipeline: ScheduledPipeline, oldest: Due, reached: Interval, walke
         f"catching up '{schedule.cron}' since {since.astimezone(cron.zone).isoformat()} would run {left} intervals "
         f"not yet run, more than the {MAX_CATCH_UP:,} a schedule may catch up"
     )
-    fixes = f"set catch_up: N under schedule: to run only the N latest (N up to {MAX_CATCH_UP:,}), or catch_up: latest"
-    if schedule.start is not None:
-        fixes += "; or a later start:"
-    fixes += "; older intervals: tributary backfill"
+    fixes = f"set catch_up: N under schedule: to run only the N latest missed intervals (N up to {MAX_CATCH_UP:,}) or catch_up: latest"
+    fixes += ", or write a later start:" if schedule.start is not None else ""
+    fixes += "; run the older ones with tributary backfill"
     return BadSchedule(pipeline, message, fixes)

@@ -37,7 +37,7 @@ class ScheduledPipeline:
     mode: str  # batch | streaming
     schedule: Schedule
     line: int | None = None  # of its `schedule:`, for what is said about it
-    start_line: int | None = None  # of its `start:` (a catch-up too long is said there)
+    start_position: tuple[int, int] | None = None  # line, column of its `start:` (a catch-up too long is said there)
 
     @property
     def streaming(self) -> bool:
@@ -66,7 +66,7 @@ def read_schedule(project: Project, path: Path) -> ScheduledPipeline | None:
         mode if mode in ("batch", "streaming") else "batch",
         schedule,
         located[0] if (located := doc.locate(("schedule",))) else None,
-        located[0] if (located := doc.locate(("schedule", "start"))) else None,
+        doc.locate(("schedule", "start")),
     )
 
 
