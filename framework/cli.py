@@ -6,14 +6,19 @@ import json
 import os
 import sys
 import traceback
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.syntax import Syntax
 
 from framework.errors import BadInput, Problem, RunFailed, TributaryError
+
+if TYPE_CHECKING:
+    from framework.profiles import Profile
+    from framework.project import Project
 
 app = typer.Typer(
     name="tributary",
@@ -165,10 +170,13 @@ def validate(
         if not paths:
             raise BadInput(Problem("no pipelines found", hint="pass a pipeline file or add one under pipelines/"))
         failures, nodes, explained = [], set(), False
+        backlog = _Backlog(project, prof)
         for path in paths:
             shown = project.relative(path)
             try:
                 compiled = compile_pipeline(project, path, prof)
+                if compiled.spec.schedule is not None:
+                    backlog.check(path)
                 out.print(f"[green]✓[/] {shown}  ({len(compiled.spec.steps)} steps, {len(compiled.spec.outputs)} outputs)")
                 _print_warnings(compiled.warnings)
                 _print_warnings(compiled.notes, "note")
@@ -192,6 +200,39 @@ def validate(
             raise BadInput(Problem(f"--explain {explain}: no step or source of that name in the pipelines validated", hint=hint))
 
     _guard(debug, body)
+
+
+class _Backlog:
+    """`validate` asks the scheduler whether it would serve a scheduled pipeline: how many runs it
+    has left to catch up depends on the run history (framework.schedule.due.unserved), read from
+    the profile's warehouse without a JVM, and only when it can change the answer."""
+
+    def __init__(self, project: Project, prof: Profile):
+        self.project, self.profile, self.now = project, prof, datetime.now(UTC)
+
+    def check(self, path: Path) -> None:
+        from framework.schedule.due import unserved
+        from framework.schedule.pipelines import read_schedule
+
+        scheduled = read_schedule(self.project, path)
+        if scheduled is None:
+            return
+        problem = unserved(scheduled, lambda: self._history(scheduled.name, scheduled.streaming), self.now)
+        if problem is not None:
+            raise BadInput(problem)
+
+    def _history(self, name: str, streaming: bool) -> dict[Any, Any]:
+        from framework.io.delta import local_store
+        from framework.io.locations import EVENTS_TABLE, Warehouse
+        from framework.schedule.history import RunLog
+
+        table = Warehouse.of(self.project, self.profile).internal(EVENTS_TABLE)
+        try:
+            return RunLog(local_store(self.profile.storage_options), table).slots(name, streaming)
+        except Exception as e:  # noqa: BLE001 - e.g. a cloud warehouse out of reach: counted as no history
+            said = f"{type(e).__name__}: {(str(e).strip() or '-').splitlines()[0]}"
+            err.print(f"note: could not read the run history in {table} ({said}); counted as none", markup=False)
+            return {}
 
 
 @app.command("compile")
@@ -505,15 +546,15 @@ def next_cmd(
         from framework.io.delta import local_store
         from framework.io.locations import EVENTS_TABLE, Warehouse
         from framework.schedule.clock import SystemClock
-        from framework.schedule.due import outlook
+        from framework.schedule.due import BadSchedule, outlook
         from framework.schedule.history import RunLog
         from framework.schedule.pipelines import scheduled_pipelines
 
         project, prof = _context(pipelines[0] if pipelines else None, profile)
         found, problems = scheduled_pipelines(project, pipelines)
-        for problem in problems:
-            err.print(f"not scheduled: {problem}", markup=False, soft_wrap=True)
         if not found:
+            for problem in problems:
+                err.print(f"not scheduled: {problem}", markup=False, soft_wrap=True)
             if problems:
                 raise typer.Exit(2)
             out.print("no pipeline has a schedule: add schedule: {cron: '0 * * * *'} to one under pipelines/", markup=False)
@@ -522,7 +563,11 @@ def next_cmd(
         now = SystemClock().now()
         rows = []
         for p in found:
-            seen = outlook(p, log.slots(p.name, p.streaming), now)
+            try:
+                seen = outlook(p, log.slots(p.name, p.streaming), now)
+            except BadSchedule as e:  # named below; the others are listed
+                problems.append(e.problem)
+                continue
             cron = p.schedule.parsed()
             fire = seen.next_fire
             runs_then = "available now" if p.streaming else (cron.interval_ending(fire).label() if fire else "–")
@@ -540,6 +585,8 @@ def next_cmd(
                 }
             )
         out.print(rows_table(f"schedules at {now.isoformat(timespec='seconds')}", rows))
+        for problem in problems:
+            err.print(f"not scheduled: {problem}", markup=False, soft_wrap=True)
         if problems:
             raise typer.Exit(2)
 

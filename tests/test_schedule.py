@@ -3,6 +3,10 @@ rendering, what is due when, and the light commands (`next`, `runs`) staying lig
 
 from __future__ import annotations
 
+import itertools
+import json
+import re
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -30,7 +34,7 @@ def utc(*args: int) -> datetime:
 
 def test_hourly_intervals_through_the_night_clocks_go_back_cover_every_hour_once():
     cron = Cron("0 * * * *", "Europe/Berlin")  # 2026-10-25 03:00 CEST -> 02:00 CET
-    intervals = cron.intervals(utc(2026, 10, 24, 22), utc(2026, 10, 25, 3))
+    intervals = list(cron.intervals(utc(2026, 10, 24, 22), utc(2026, 10, 25, 3)))
     assert [i.label() for i in intervals] == [
         "2026-10-25 00:00+02:00 → 01:00+02:00",
         "2026-10-25 01:00+02:00 → 02:00+02:00",
@@ -44,14 +48,14 @@ def test_hourly_intervals_through_the_night_clocks_go_back_cover_every_hour_once
 
 def test_a_daily_job_runs_once_on_both_nights_the_clock_changes():
     cron = Cron("30 2 * * *", "Europe/Berlin")
-    spring = cron.intervals(utc(2026, 3, 27, 1, 30), utc(2026, 3, 30, 1))
+    spring = list(cron.intervals(utc(2026, 3, 27, 1, 30), utc(2026, 3, 30, 1)))
     # 02:30 does not exist on 29 March: the job runs when the clock jumps, at 03:00 (Debian cron)
     assert [str(i) for i in spring] == [
         "2026-03-27T02:30:00+01:00/2026-03-28T02:30:00+01:00",
         "2026-03-28T02:30:00+01:00/2026-03-29T03:00:00+02:00",
         "2026-03-29T03:00:00+02:00/2026-03-30T02:30:00+02:00",
     ]
-    autumn = cron.intervals(utc(2026, 10, 24, 0, 30), utc(2026, 10, 27, 2))
+    autumn = list(cron.intervals(utc(2026, 10, 24, 0, 30), utc(2026, 10, 27, 2)))
     # 02:30 happens twice on 25 October: the job runs once, at the first (croniter would fire twice)
     assert [i.end - i.start for i in autumn] == [timedelta(hours=24), timedelta(hours=25), timedelta(hours=24)]
     assert [i.end for i in autumn][:2] == [utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30)]
@@ -67,7 +71,7 @@ def test_a_daily_job_runs_once_on_both_nights_the_clock_changes():
 def test_intervals_tile_time_whatever_the_clocks_do(expression, timezone, begin, hours):
     cron = Cron(expression, timezone)
     start, end = begin.replace(tzinfo=UTC), begin.replace(tzinfo=UTC) + timedelta(hours=hours)
-    intervals = cron.intervals(start, end)
+    intervals = list(cron.intervals(start, end))
     for first, second in zip(intervals, intervals[1:], strict=False):
         assert first.end == second.start  # no gap, no overlap
     for interval in intervals:
@@ -110,6 +114,194 @@ def test_a_wrong_schedule_is_bad_input_at_its_line(cli, project, block, message,
     lines = path.read_text().splitlines()
     at = max(i for i, line in enumerate(lines, 1) if line.strip().startswith(f"{key}:"))
     assert f"pipelines/service_calls.yaml:{at}:" in err, err
+
+
+FAR_START = """\
+name: far_start
+schedule:
+  cron: "* * * * *"
+  start: 2026-08-01
+steps:
+  minutes:
+    sql: select {{ interval_start }} as minute_start
+outputs:
+  minutes: {mode: append}
+"""
+
+
+def _line_of(path: Path, key: str) -> int:
+    return max(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.strip().startswith(f"{key}:"))
+
+
+def test_a_start_that_would_catch_up_too_many_intervals_is_bad_input_naming_the_count_and_catch_up(cli, project):
+    path = write(project / "pipelines/far_start.yaml", FAR_START)  # a minute's intervals since August: 100,000s
+    code, _, err = cli("validate", "far_start")
+    assert code == 2, err
+    assert f"pipelines/far_start.yaml:{_line_of(path, 'start')}:" in err, err
+    assert re.search(r"about [\d,]{7,} intervals", err) and "catch_up:" in err, err
+    assert "Traceback" not in err and "--debug" not in err
+    # `next` names it and still lists the others
+    write(project / "pipelines/interval_calls.yaml", INTERVAL_PIPELINE)
+    code, out, err = cli("next")
+    assert code == 2 and "interval_calls" in out and "far_start" not in out, out + err
+    assert err.count("not scheduled: pipelines/far_start.yaml") == 1 and "catch_up:" in err, err
+    # what it says fixes it
+    write(path, FAR_START.replace("start: 2026-08-01", "start: 2026-08-01\n  catch_up: 60"))
+    assert cli("validate", "far_start")[0] == 0
+    code, out, err = cli("next", "far_start")
+    assert code == 0 and "60: from" in out, out + err
+
+
+OUT_OF_RANGE = [
+    ("start: 0001-01-01", "start"),
+    ("start: 0001-01-01\n  timezone: Pacific/Kiritimati\n  end: 2026-01-01", "start"),
+    ("start: 9999-12-31", "start"),
+    ("start: 2026-01-01\n  end: 9999-12-31T23:00:00\n  timezone: America/New_York", "end"),
+]
+
+
+@pytest.mark.parametrize(("block", "key"), OUT_OF_RANGE)
+def test_dates_out_of_range_are_bad_input_at_their_line_never_an_overflow(cli, project, block, key):
+    text = (project / "pipelines/service_calls.yaml").read_text() + f"schedule:\n  cron: '0 0 * * *'\n  {block}\n"
+    path = write(project / "pipelines/service_calls.yaml", text)
+    for command in (["validate", "service_calls"], ["next", "service_calls"]):
+        code, out, err = cli(*command)
+        assert code == 2, out + err
+        assert f"pipelines/service_calls.yaml:{_line_of(path, key)}:" in err and "out of range" in err, err
+        assert "Overflow" not in out + err and "--debug" not in out + err
+
+
+def test_dates_out_of_range_on_the_command_line_are_bad_input(cli, project):
+    write(project / "pipelines/interval_calls.yaml", INTERVAL_PIPELINE)
+    for command in (
+        ["backfill", "interval_calls", "--from", "0001-01-01", "--to", "0001-01-03"],
+        ["run", "interval_calls", "--interval", "0001-01-01/0001-01-02"],
+        ["compile", "interval_calls", "--interval", "9999-12-31T20:00/9999-12-31T23:00"],
+    ):
+        code, out, err = cli(*command)
+        assert code == 2 and "out of range" in err, (command, out + err)
+        assert "Overflow" not in out + err and "--debug" not in out + err
+
+
+def test_catch_up_latest_all_or_a_count():
+    now = utc(2026, 11, 2, 11, 30)
+    cron = Cron("0 * * * *")
+    latest = cron.latest_complete(now)
+    assert _pipeline(catch_up="latest").schedule.catch_up_limit() == 1 == _pipeline(catch_up=False).schedule.catch_up_limit()
+    assert _pipeline(catch_up="all").schedule.catch_up_limit() is None is _pipeline().schedule.catch_up_limit()
+    two = outlook(_pipeline(start="2026-11-01", catch_up=2), {}, now).due
+    assert [d.interval for d in two] == [cron.interval_ending(latest.start), latest]  # the two latest, oldest first
+    assert [d.interval for d in outlook(_pipeline(start="2026-11-02T10:00:00Z", catch_up=5), {}, now).due] == [latest]
+    for wrong in (0, -3, 10_001, "some", 2.5):
+        with pytest.raises(ValueError, match="catch_up"):
+            _pipeline(catch_up=wrong)
+
+
+def test_a_backlog_past_the_bound_since_the_newest_run_is_refused_not_crashed():
+    from framework.schedule.due import BadSchedule
+
+    p = _pipeline(cron="* * * * *")  # no start: resumes after the newest interval the scheduler ran
+    long_ago = Cron("* * * * *").interval_ending(utc(2026, 1, 1))
+    slots = {long_ago: Slot([_attempt(long_ago, OK, utc(2026, 1, 1))], done=True)}
+    with pytest.raises(BadSchedule, match=r"about [\d,]+ intervals.*catch_up"):
+        outlook(p, slots, utc(2026, 11, 2, 11, 30))
+    assert len(outlook(_pipeline(cron="* * * * *", catch_up=10), slots, utc(2026, 11, 2, 11, 30)).due) == 10
+
+
+def test_the_catch_up_bound_counts_what_is_left_to_run_not_what_was_run():
+    from framework.schedule.due import BadSchedule
+
+    cron, now = Cron("* * * * *"), utc(2026, 11, 25, 12, 0, 30)
+    start = utc(2026, 11, 25, 12) - timedelta(minutes=20_000)
+    p = _pipeline(cron="* * * * *", start=start.isoformat())
+    intervals = list(cron.intervals(start, now))
+    assert len(intervals) == 20_000
+
+    def done(interval: Interval) -> Slot:
+        return Slot([_attempt(interval, OK, interval.end)], done=True)
+
+    # kept up with: nothing due, then the newest interval only, however far back `start:` lies
+    kept_up = {i: done(i) for i in intervals}
+    seen = outlook(p, kept_up, now)
+    assert seen.due == [] and seen.next_fire == utc(2026, 11, 25, 12, 1)
+    newest = cron.interval_ending(utc(2026, 11, 25, 12, 1))
+    assert [d.interval for d in outlook(p, kept_up, now + timedelta(minutes=1)).due] == [newest]
+    # catch_up: all still means every interval: gaps inside the history run, oldest first; one
+    # whose tries failed out (retries: 0) does not
+    gaps = [intervals[0], intervals[7_000], intervals[-2]]
+    slots = {i: done(i) for i in intervals if i not in gaps}
+    slots[intervals[12_345]] = Slot([_attempt(intervals[12_345], FAILED, intervals[12_345].end)])
+    assert [d.interval for d in outlook(p, slots, now).due] == gaps
+    gaps = [intervals[7_000], intervals[-2]]
+    assert [d.interval for d in outlook(p, {i: done(i) for i in intervals if i not in gaps}, now).due] == gaps
+    # a history another cron wrote (every 20 minutes, from the same start) settles none of this one's
+    twenty = {i: done(i) for i in Cron("*/20 * * * *").intervals(start, now)}
+    with pytest.raises(BadSchedule, match=r"would run 20,000 intervals"):
+        outlook(p, twenty, now)
+    # intervals of changing length (a daily job across both clock changes) are followed too
+    daily = _pipeline(cron="30 2 * * *", timezone="Europe/Berlin", start="2026-01-01")
+    days = list(daily.schedule.parsed().intervals(daily.schedule.start_at(), now))
+    assert outlook(daily, {i: done(i) for i in days}, now).due == []
+    assert [d.interval for d in outlook(daily, {i: done(i) for i in days if i != days[200]}, now).due] == [days[200]]
+    # more than the bound left to run: refused, naming how many are left and from when
+    with pytest.raises(BadSchedule, match=r"since 2026-11-17T20:40:00\+00:00 would run 11,000 intervals"):
+        outlook(p, {i: done(i) for i in intervals[:9_000]}, now)
+
+
+def test_a_minutely_schedule_kept_up_with_stays_valid_however_far_back_its_start(cli, project):
+    from tests.conftest import log_scheduled_runs
+
+    cron = Cron("* * * * *")
+    latest = cron.latest_complete(datetime.now(UTC))
+    start = latest.end - timedelta(minutes=20_000)
+    text = FAR_START.replace("2026-08-01", f"{start:%Y-%m-%dT%H:%M:%SZ}")
+    path = write(project / "pipelines/far_start.yaml", text)
+    log_scheduled_runs(project, "far_start", list(cron.intervals(start, latest.end)))  # the scheduler kept up
+    code, out, err = cli("validate", "far_start")
+    assert code == 0, out + err
+    code, out, err = cli("next", "far_start")
+    assert code == 0 and "not scheduled" not in err and "far_start" in out, out + err
+    due = re.search(r"(\d+): from", out)
+    assert due is None or int(due.group(1)) <= 2, out  # the newest, if the minute turned meanwhile
+    # the same schedule never run would catch up 20,000 intervals: refused where its start is written
+    shutil.rmtree(project / "warehouse")
+    code, _, err = cli("validate", "far_start")
+    assert code == 2 and f"pipelines/far_start.yaml:{_line_of(path, 'start')}:" in err, err
+    assert re.search(r"would run 20,00\d intervals", err) and "catch_up:" in err and "backfill" in err, err
+
+
+def test_a_start_in_the_far_future_waits_and_next_says_its_first_run():
+    p = _pipeline(start="8999-06-01")
+    seen = outlook(p, {}, utc(2026, 11, 2, 11, 30))
+    assert seen.due == [] and seen.next_fire == utc(8999, 6, 1, 1)  # its first interval ends then
+
+
+def test_intervals_are_generated_as_they_are_read():
+    cron = Cron("* * * * *", "Europe/Berlin")
+    began = utc(1970, 1, 1)
+    every_minute = cron.intervals(began, utc(8999, 1, 1))  # billions: only those read are made
+    first = list(itertools.islice(every_minute, 3))
+    assert [i.start for i in first] == [began, began + timedelta(minutes=1), began + timedelta(minutes=2)]
+    newest = list(itertools.islice(cron.intervals_back(utc(2026, 11, 2, 11, 30)), 2))
+    assert [i.end for i in newest] == [utc(2026, 11, 2, 11, 30), utc(2026, 11, 2, 11, 29)]
+    assert cron.count(began, utc(2026, 1, 1), up_to=1000).approximate
+
+
+def test_next_over_a_very_long_range_answers_within_the_fuzz_limits(tmp_path):
+    from tests.fuzz_corpus import Case, write_corpus
+
+    text = FAR_START.replace("start: 2026-08-01", "start: 1970-01-01\n  catch_up: 10000")
+    write_corpus(tmp_path, [Case("long range", ["next", "far_start"], {"pipelines/far_start.yaml": text.encode()}, "ok")])
+    runner = REPO / "tests/fuzz_runner.py"
+    done = subprocess.run(
+        [sys.executable, str(runner), str(tmp_path), "--seconds", "8", "--memory-mib", "3072"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (result,) = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert result["code"] == 0 and not result["crashed"], result
+    assert any("10000: from" in line or "far_start" in line for line in result["tail"]), result
 
 
 # -- intervals on the command line and in templates ------------------------------------------
@@ -188,7 +380,8 @@ def test_a_streaming_template_using_the_interval_is_told_why(cli, project):
 
 
 def _pipeline(**schedule) -> ScheduledPipeline:
-    return ScheduledPipeline(Path("p.yaml"), "p.yaml", "p", "batch", Schedule.model_validate({"cron": "0 * * * *", **schedule}))
+    spec = Schedule.model_validate({"cron": "0 * * * *", **schedule})
+    return ScheduledPipeline(Path("p.yaml"), "p.yaml", "p", "batch", spec)
 
 
 def _attempt(interval: Interval, outcome: str, finished: datetime, trigger: str = SCHEDULE) -> RunRecord:

@@ -23,7 +23,8 @@ from framework.profiles import load_profile
 from framework.project import Project
 from framework.schedule.history import ABANDONED, FAILED, INVALID, OK, TIMED_OUT, RunLog
 from framework.schedule.scheduler import Scheduler
-from tests.conftest import delta_rows, delta_version, write
+from framework.spec.intervals import Cron
+from tests.conftest import delta_rows, delta_version, log_scheduled_runs, write
 
 pytestmark = pytest.mark.spark
 
@@ -179,6 +180,40 @@ def test_a_pipeline_broken_between_fires_fails_with_exit_2_and_the_others_keep_r
     code, out, _ = cli("runs", "--pipeline", "breaking", "--failed")
     assert code == 0 and "invalid" in out and "2026-11-02 10:00+00:00" not in out.split("invalid")[0][-5:]
     assert "callz" in out and "steady" not in out
+
+
+def test_a_schedule_that_would_catch_up_too_much_is_named_once_and_the_others_still_run(spark, project, cli):
+    calls(project / "data/calls", "calls.json", [utc(2026, 11, 2, 8, 30), utc(2026, 11, 2, 9, 30)])
+    hours = '  cron: "0 * * * *"\n  start: 2026-11-02T08:00:00Z\n  end: 2026-11-02T10:00:00Z'
+    write(project / "pipelines/steady.yaml", pipeline("steady", hours))
+    far = write(project / "pipelines/far.yaml", pipeline("far", '  cron: "* * * * *"\n  start: 2026-08-01'))
+
+    code, out, err = cli("scheduler", "steady", "far", "--once")
+    assert code == 0, out + err
+    assert out.count("not scheduled: pipelines/far.yaml") == 1 and "catch_up:" in out, out
+    start_line = next(i for i, line in enumerate(far.read_text().splitlines(), 1) if line.strip().startswith("start:"))
+    assert f"pipelines/far.yaml:{start_line}:" in out, out
+    slots = RunLog(*_log(project)).slots("steady")
+    assert sorted((i.end.hour, s.last.outcome) for i, s in slots.items()) == [(9, OK), (10, OK)], out
+    assert RunLog(*_log(project)).slots("far") == {}
+
+    say: list[str] = []  # a long-running scheduler names it once too, however often it wakes
+    scheduler(project, spark, FastClock(utc(2026, 11, 2, 10, 5)), say, ["steady", "far"]).serve(until=utc(2026, 11, 2, 14))
+    assert len([line for line in say if line.startswith("not scheduled: pipelines/far.yaml")]) == 1, say
+
+
+def test_a_minutely_schedule_kept_up_with_is_served_however_far_back_its_start(spark, project, cli):
+    cron = Cron("* * * * *")
+    latest = cron.latest_complete(datetime.now(UTC))
+    start = latest.end - timedelta(minutes=20_000)
+    calls(project / "data/calls", "calls.json", [latest.start])
+    write(project / "pipelines/minutely.yaml", pipeline("minutely", f'  cron: "* * * * *"\n  start: {start:%Y-%m-%dT%H:%M:%SZ}'))
+    log_scheduled_runs(project, "minutely", list(cron.intervals(start, latest.end)))  # it kept up, every minute
+
+    code, out, err = cli("scheduler", "minutely", "--once")
+    assert code == 0 and "not scheduled" not in out + err, out + err
+    slots = RunLog(*_log(project)).slots("minutely")
+    assert 20_000 <= len(slots) <= 20_002 and all(s.done for s in slots.values()), out  # the newest, if the minute turned
 
 
 def test_backfill_runs_each_interval_once_and_running_it_again_writes_nothing(spark, project, cli):

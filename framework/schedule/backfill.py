@@ -28,7 +28,7 @@ from framework.schedule.attempt import Attempted, Attempts, describe, restore_si
 from framework.schedule.due import Due
 from framework.schedule.history import BACKFILL
 from framework.schedule.pipelines import ScheduledPipeline
-from framework.spec.intervals import Interval
+from framework.spec.intervals import MAX_INTERVALS, Interval, take
 
 
 def backfill(attempts: Attempts, path: Path, begin: datetime, end: datetime, parallel: int = 1) -> list[Attempted]:
@@ -65,7 +65,7 @@ def backfill(attempts: Attempts, path: Path, begin: datetime, end: datetime, par
         )
     cron = spec.schedule.parsed()
     try:
-        intervals = cron.intervals(begin, end)
+        intervals = take(cron.intervals(begin, end), MAX_INTERVALS, f"{begin.isoformat()} … {end.isoformat()}")
     except ValueError as e:
         raise BadInput(Problem(str(e), hint="backfill a shorter range")) from None
     if not intervals:

@@ -36,6 +36,8 @@ class ScheduledPipeline:
     name: str  # as the run log knows it
     mode: str  # batch | streaming
     schedule: Schedule
+    line: int | None = None  # of its `schedule:`, for what is said about it
+    start_position: tuple[int, int] | None = None  # line, column of its `start:` (a catch-up too long is said there)
 
     @property
     def streaming(self) -> bool:
@@ -63,6 +65,8 @@ def read_schedule(project: Project, path: Path) -> ScheduledPipeline | None:
         name if isinstance(name, str) and _NAME.match(name) else path.stem,
         mode if mode in ("batch", "streaming") else "batch",
         schedule,
+        located[0] if (located := doc.locate(("schedule",))) else None,
+        doc.locate(("schedule", "start")),
     )
 
 

@@ -16,6 +16,7 @@ the run lock).
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from framework.schedule.attempt import (
     stop_on_signals,
 )
 from framework.schedule.clock import Clock, SystemClock
-from framework.schedule.due import Due, Outlook, outlook
+from framework.schedule.due import BadSchedule, Due, Outlook, outlook
 from framework.schedule.history import OK, RunLog
 from framework.schedule.pipelines import ScheduledPipeline, scheduled_pipelines
 
@@ -116,14 +117,20 @@ class Scheduler:
 
     def _outlooks(self, runlog: RunLog, now: datetime, first: bool) -> dict[str, Outlook]:
         found, problems = scheduled_pipelines(self.project, self.pipelines)
-        for problem in problems:  # each once: the file is read again at every wake
-            if str(problem) not in self._reported:
-                self._reported.add(str(problem))
-                self.say(f"not scheduled: {problem}")
         self._announce(found, first)
+        outlooks: dict[str, Outlook] = {}
+        for p in found:
+            try:
+                outlooks[p.name] = outlook(p, runlog.slots(p.name, p.streaming), now)
+            except BadSchedule as e:  # left out; the others are served
+                problems.append(e.problem)
+        for problem in problems:  # each once: the file is read again at every wake
+            if _said_as(problem) not in self._reported:
+                self._reported.add(_said_as(problem))
+                self.say(f"not scheduled: {problem}")
         if first and self.pipelines and not found:  # later, a broken file is waited for
             raise BadInput(*problems) if problems else BadInput(Problem("no pipeline to schedule"))
-        return {p.name: outlook(p, runlog.slots(p.name, p.streaming), now) for p in found}
+        return outlooks
 
     def _next_due(self, outlooks: dict[str, Outlook], now: datetime) -> Due | None:
         ready = [d for o in outlooks.values() for d in o.due if self._busy.get(d.pipeline.name, now) <= now]
@@ -143,3 +150,9 @@ class Scheduler:
     def _next_line(outlooks: dict[str, Outlook], wake: datetime) -> str:
         names = [name for name, o in outlooks.items() if o.wake == wake]
         return f"{', '.join(names) or 'a pipeline another run held'} at {wake.isoformat()}"
+
+
+def _said_as(problem: Problem) -> str:
+    """A problem as the scheduler remembers having said it: without its numbers, which may move
+    from one wake to the next (how many intervals a catch-up would run) while the problem stays."""
+    return re.sub(r"\d[\d,.]*", "#", str(problem))

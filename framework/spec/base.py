@@ -43,6 +43,12 @@ def did_you_mean(word: str, choices: list[str] | set[str]) -> str:
     return f"valid: {', '.join(sorted(choices))}" if choices else ""
 
 
+def problem_at(key: str, message: str, hint: str | None = None) -> PydanticCustomError:
+    """An error a model's own validator finds in one of its keys, located at that key's line (not
+    the model's) and with a hint (framework.spec.loader): raise it from a model validator."""
+    return PydanticCustomError("at_key", "{message}", {"key": key, "message": message, "hint": hint or ""})
+
+
 class SpecModel(BaseModel):
     """A part of the pipeline spec. Rejects unknown keys naming the closest valid one."""
 

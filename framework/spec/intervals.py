@@ -11,6 +11,13 @@ fall-back repeats runs once (wildcard jobs, e.g. hourly ones, run in both repeat
 croniter, the better-known library, fires a daily 02:30 job twice on the night to winter time
 (two "daily" intervals an hour apart), which a data interval should not do.
 
+Intervals are generated as they are read (`Cron.intervals` and `intervals_back` are iterators):
+a schedule over decades of minutes costs what its reader takes from it, and a range only becomes a
+list where a command needs all of it (a backfill, up to MAX_INTERVALS). Instants lie between
+EARLIEST and LATEST: cron arithmetic looks years either side of an instant (a 29 February cron fires
+every 4 to 8 years) and Python's datetimes end at years 1 and 9999, so a date outside is refused as
+bad input where it is written, never met as an OverflowError in the middle of a command.
+
 Every comparison is made in UTC: Python compares two datetimes of one tzinfo by their wall clock
 and ignores `fold`, so the two 02:00 of a fall-back night would compare equal. An interval keeps
 its instants in UTC and the timezone it is shown and rendered in; intervals from one cron tile
@@ -23,6 +30,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from itertools import pairwise
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from framework.errors import BadInput, Problem
@@ -37,8 +45,14 @@ NICKNAMES = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-#: intervals one range may hold (a backfill, a catch-up): more is surely a mistake in the range
+#: intervals one backfill range may hold: more is surely a mistake in the range
 MAX_INTERVALS = 100_000
+#: intervals the scheduler may catch up at once: it runs one run at a time, oldest first, so a
+#: longer catch-up of one pipeline (hours to days of runs) would hold back every other pipeline
+MAX_CATCH_UP = 10_000
+#: the instants a schedule, an interval or a backfill range may name (see the module's docstring)
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def zone(name: str) -> ZoneInfo:
@@ -128,11 +142,18 @@ def instant(value: datetime | date | str, timezone: str) -> datetime:
             raise ValueError(
                 f"'{value}' is not a date or time; write e.g. 2026-11-01 or 2026-11-01T08:00 (+01:00 or Z optional)"
             ) from None
+    shown = value.isoformat() if isinstance(value, date) else str(value)
     if not isinstance(value, datetime):
         value = datetime(value.year, value.month, value.day)
     if value.tzinfo is None:
         value = value.replace(tzinfo=ZoneInfo(timezone))
-    return value.astimezone(UTC)
+    try:
+        at = value.astimezone(UTC)
+    except OverflowError:  # a zone's offset takes it past year 1 or 9999
+        at = None
+    if at is None or not EARLIEST <= at <= LATEST:
+        raise ValueError(f"{shown} is out of range: dates lie between {EARLIEST.date()} and {LATEST.date()}")
+    return at
 
 
 def parse_interval(text: str, timezone: str, option: str = "--interval") -> Interval:
@@ -189,16 +210,59 @@ class Cron:
         """The newest interval that has ended by `now`: the one the schedule ran (or runs) last."""
         return self.interval_ending(self.last_fire(now))
 
-    def intervals(self, begin: datetime, end: datetime) -> list[Interval]:
-        """Every interval lying within [begin, end], in order: it starts at a fire at or after
-        `begin` and ends at the next fire, at or before `end`."""
-        found: list[Interval] = []
+    def intervals(self, begin: datetime, end: datetime) -> Iterator[Interval]:
+        """Every interval lying within [begin, end], oldest first, made as they are read: each
+        starts at a fire at or after `begin` and ends at the next fire, at or before `end`."""
         start = self.next_fire(begin - timedelta(microseconds=1))
         for fire in self._fires(start):
             if fire > end:
-                break
-            found.append(Interval(start, fire, self.timezone))
-            if len(found) > MAX_INTERVALS:
-                raise ValueError(f"more than {MAX_INTERVALS:,} intervals of '{self.expression}' between {begin} and {end}")
+                return
+            yield Interval(start, fire, self.timezone)
             start = fire
-        return found
+
+    def intervals_back(self, end: datetime) -> Iterator[Interval]:
+        """The intervals ending at or before `end`, newest first, made as they are read; the last
+        is the one reaching back over EARLIEST."""
+        for later, earlier in pairwise(self._fires_back(end)):
+            yield Interval(earlier, later, self.timezone)
+
+    def _fires_back(self, at: datetime) -> Iterator[datetime]:
+        for fire in self._fires(at + timedelta(minutes=1), reverse=True):
+            if fire <= at:
+                yield fire
+                if fire < EARLIEST:
+                    return
+
+    def count(self, begin: datetime, end: datetime, up_to: int) -> Count:
+        """How many intervals lie within [begin, end]: exact up to `up_to`, past it an estimate
+        from the first up_to + 1 (counting them all could take as long as the range is wide)."""
+        counted = 0
+        for fire in self._fires(self.next_fire(begin - timedelta(microseconds=1))):
+            if fire > end:
+                break
+            counted += 1
+            if counted > up_to:
+                span, covered = (end - begin).total_seconds(), (fire - begin).total_seconds()
+                return Count(max(counted, round(counted * span / covered)), approximate=True)
+        return Count(counted, approximate=False)
+
+
+@dataclass(frozen=True)
+class Count:
+    """A number of intervals, exact or estimated."""
+
+    n: int
+    approximate: bool
+
+    def __str__(self) -> str:
+        return f"about {self.n:,}" if self.approximate else f"{self.n:,}"
+
+
+def take(intervals: Iterator[Interval], limit: int, what: str) -> list[Interval]:
+    """The intervals as a list, when a command needs them all; ValueError past `limit`."""
+    found: list[Interval] = []
+    for interval in intervals:
+        if len(found) == limit:
+            raise ValueError(f"{what} holds more than {limit:,} intervals")
+        found.append(interval)
+    return found

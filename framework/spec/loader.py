@@ -111,6 +111,8 @@ def _describe(err: Mapping[str, Any], loc: tuple[Any, ...]) -> tuple[str, str | 
     ctx = err.get("ctx") or {}
     if kind == "unknown_key":
         return f"unknown key '{ctx['key']}'", ctx.get("suggestion") or None, (*loc, ctx["key"])
+    if kind == "at_key":
+        return str(ctx["message"]), ctx.get("hint") or None, (*loc, ctx["key"])
     if kind == "step_kind":
         message, hint, relative = _describe_step_kind(err.get("input"))
         return message, hint, (*loc, *relative)

@@ -5,6 +5,11 @@ started it (framework.spec.intervals); a streaming pipeline's run processes what
 now) and has no interval. Only the scheduler, `next` and `backfill` read this block, and they read
 it from the YAML alone (framework.schedule), so a pipeline whose other parts break between two
 fires still has its failed run logged at its fire.
+
+What would make the scheduler's arithmetic fail is refused here, at the line that says it: a
+`start:` or `end:` out of range (framework.spec.intervals.EARLIEST / LATEST). How many runs a
+schedule has left to catch up is not a property of the spec: it depends on the run history and
+the clock, so the scheduler bounds it (framework.schedule.due) and `validate` asks it there.
 """
 
 from __future__ import annotations
@@ -14,9 +19,9 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from framework.spec.base import SpecModel
+from framework.spec.base import SpecModel, problem_at
 from framework.spec.durations import Duration
-from framework.spec.intervals import Cron, instant, zone
+from framework.spec.intervals import EARLIEST, LATEST, MAX_CATCH_UP, Cron, instant, zone
 
 
 class Retries(SpecModel):
@@ -56,6 +61,31 @@ def _command(value: Any) -> Any:
 Command = Annotated[str | list[str], BeforeValidator(_command)]
 
 
+def _catch_up(value: Any) -> Any:
+    """`catch_up: all` is `true`, `latest` is `false`; a number N is the N latest missed intervals."""
+    if isinstance(value, str) and value.strip().lower() in ("all", "latest"):
+        return value.strip().lower() == "all"
+    if isinstance(value, bool) or (isinstance(value, int) and 1 <= value <= MAX_CATCH_UP):
+        return value
+    raise ValueError(
+        f"catch_up is all (or true), latest (or false), or how many of the latest missed intervals to run "
+        f"(1 to {MAX_CATCH_UP:,}), not {value!r}"
+    )
+
+
+def _catch_up_schema(schema: dict[str, Any]) -> None:
+    """In the JSON Schema, `catch_up` is what the validator reads."""
+    schema.pop("anyOf", None)
+    schema["anyOf"] = [
+        {"type": "boolean"},
+        {"enum": ["all", "latest"]},
+        {"type": "integer", "minimum": 1, "maximum": MAX_CATCH_UP},
+    ]
+
+
+CatchUp = Annotated[bool | int, BeforeValidator(_catch_up)]
+
+
 class Schedule(SpecModel):
     """When the pipeline runs by itself (`tributary scheduler`), and what a run may take."""
 
@@ -65,12 +95,19 @@ class Schedule(SpecModel):
     )
     start: datetime | date | None = Field(
         None,
-        description="No interval starts before this (naive: in `timezone`); with catch_up, the scheduler runs every interval since.",
+        description="No interval starts before this (naive: in `timezone`); with catch_up, the scheduler runs every interval "
+        f"since. Between {EARLIEST.date()} and {LATEST.date()}.",
     )
-    end: datetime | date | None = Field(None, description="No interval ends after this (naive: in `timezone`).")
-    catch_up: bool = Field(
+    end: datetime | date | None = Field(
+        None, description=f"No interval ends after this (naive: in `timezone`). Between {EARLIEST.date()} and {LATEST.date()}."
+    )
+    catch_up: CatchUp = Field(
         True,
-        description="Run every interval missed while the scheduler was not running, oldest first; false: only the latest.",
+        description="Which missed intervals (since `start`, else since the newest one the scheduler ran) a batch schedule "
+        "runs, oldest first: all (true, the default), latest (false: the latest only), or a number N: at most the N latest "
+        f"(older ones are for `tributary backfill`). With all, more than {MAX_CATCH_UP:,} intervals left to run (not "
+        "yet run or failed out, per the run log) is refused: set catch_up: N.",
+        json_schema_extra=_catch_up_schema,
     )
     retries: Annotated[Retries, BeforeValidator(_retries)] = Field(
         default_factory=Retries,
@@ -98,10 +135,23 @@ class Schedule(SpecModel):
         return value
 
     @model_validator(mode="after")
-    def _ordered(self) -> Schedule:
-        if self.start is not None and self.end is not None and self.start_at() >= self.end_at():  # type: ignore[operator]
+    def _in_range_and_ordered(self) -> Schedule:
+        start, end = self._instant("start"), self._instant("end")
+        if start is not None and end is not None and start >= end:
             raise ValueError("'end' must come after 'start'")
         return self
+
+    def _instant(self, key: str) -> datetime | None:
+        value = getattr(self, key)
+        try:
+            return instant(value, self.timezone) if value is not None else None
+        except ValueError as e:
+            later = " or leave end: out (the schedule runs on)" if key == "end" else ""
+            raise problem_at(key, str(e), hint=f"write a {key} between {EARLIEST.date()} and {LATEST.date()}{later}") from None
+
+    def catch_up_limit(self) -> int | None:
+        """How many of the latest missed intervals the scheduler runs (None: all of them)."""
+        return None if self.catch_up is True else 1 if self.catch_up is False else int(self.catch_up)
 
     def parsed(self) -> Cron:
         return Cron(self.cron, self.timezone)
