@@ -260,6 +260,9 @@ def _judge_table(table: exp.Table, declared: set[str], allowed: frozenset[str]) 
         why = f"the query reads the table-valued function {name}(), which is not a generator the policy allows"
         return Refusal(f"{name}()", why, _READ_HINT, _line(table))
     shown = table.sql("spark").split(" AS ", 1)[0]
+    if isinstance(this, exp.Identifier) and table.args.get("db") and not table.args.get("catalog") and _is_path(table.name):
+        why = f"{table.text('db')}.`{table.name}` reads files by path, not a declared source"
+        return Refusal(shown, why, _READ_HINT, _line(table))
     if not isinstance(this, exp.Identifier) or table.args.get("db") or table.args.get("catalog"):
         why = f"the query reads '{shown}': not a declared source, a ref or one of its CTEs"
         return Refusal(shown, why, _READ_HINT, _line(table))
@@ -268,6 +271,11 @@ def _judge_table(table: exp.Table, declared: set[str], allowed: frozenset[str]) 
         return None
     why = f"the query reads '{shown}': not a declared source, a ref or one of its CTEs"
     return Refusal(shown, why, _READ_HINT, _line(table))
+
+
+def _is_path(name: str) -> bool:
+    """`format`.`<this>`: a file, folder or URI (Spark's SQL on files)."""
+    return any(c in name for c in "/\\:")
 
 
 def _ctes_in_scope(table: exp.Expr) -> set[str]:
