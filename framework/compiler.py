@@ -41,6 +41,7 @@ from framework.spec.loader import LoadedPipeline, load_pipeline
 from framework.spec.models import DeltaSource, FileSource
 from framework.spec.steps import StepSpec, template_file
 from framework.sql_policy import SPARK_HINTS
+from framework.sql_policy import expression_refusals as strict_refusals_in_expression
 from framework.sql_policy import for_sqlglot as _for_sqlglot
 from framework.sql_policy import refusals as strict_refusals
 from framework.templating import NO_INTERVAL, RenderedSql, TemplateRenderer
@@ -134,6 +135,8 @@ def compile_pipeline(
             problems.extend(e.problems)
     problems.extend(_unused_cli_vars(cli_vars, spec.vars, rendered, loaded.vars_used))
     problems.extend(_location_problems(loaded, project, profile))
+    if profile.sql_policy == "strict":
+        problems.extend(_strict_expressions(loaded, functions))
     if problems:
         raise BadInput(*problems)
 
@@ -639,6 +642,39 @@ def _check_strict(sql: RenderedSql, statement: Any, functions: Functions) -> Non
     refused = strict_refusals(statement, (*sql.refs, *sql.sources), functions.sql)
     if refused:
         raise BadInput(*(sql.problem(r.message, r.line, hint=r.full_hint) for r in refused))
+
+
+def _strict_expressions(loaded: LoadedPipeline, functions: Functions) -> list[Problem]:
+    """The strict policy on the SQL expressions the YAML holds, which Spark evaluates like a
+    query: sources' event_time, aggregates, expectations' row conditions."""
+    spec = loaded.spec
+    found: list[tuple[str, tuple[Any, ...]]] = []
+    for name, source in spec.sources.items():
+        event_time = getattr(source, "event_time", None)
+        if isinstance(event_time, str):
+            found.append((event_time, ("sources", name, "event_time")))
+        found += _row_conditions(source, ("sources", name))
+    for name, step in spec.steps.items():
+        settings = getattr(step, step.kind, None)
+        for column, expression in (getattr(settings, "aggregates", None) or {}).items():
+            if isinstance(expression, str):
+                found.append((expression, ("steps", name, step.kind, "aggregates", column)))
+        found += _row_conditions(step, ("steps", name))
+    for name, output in spec.outputs.items():
+        found += _row_conditions(output, ("outputs", name))
+    problems = []
+    for expression, at in found:
+        for r in strict_refusals_in_expression(expression, functions.sql):
+            problems.append(loaded.problem(f"{at[0][:-1]} '{at[1]}': {r.message}", at, hint=r.full_hint))
+    return problems
+
+
+def _row_conditions(node: Any, at: tuple[Any, ...]) -> list[tuple[str, tuple[Any, ...]]]:
+    return [
+        (e.kwargs["row_condition"], (*at, "expectations", i))
+        for i, e in enumerate(getattr(node, "expectations", None) or [])
+        if isinstance(e.kwargs.get("row_condition"), str)
+    ]
 
 
 _MAX_NESTING = 200  # parentheses: what the syntax check supports with a raised recursion limit

@@ -196,6 +196,17 @@ def text_refusals(text: str, reads: Iterable[str], udfs: Iterable[str]) -> list[
     return refusals(statements[0], reads, udfs)
 
 
+def expression_refusals(expression: str, udfs: Iterable[str]) -> list[Refusal]:
+    """The policy on one SQL expression a spec holds (a source's event_time, an aggregate, an
+    expectation's row_condition): Spark evaluates it as it does a step's query, and it may read
+    nothing but its own row. Text sqlglot cannot read is left to the checks that report syntax."""
+    try:
+        tree = sqlglot.parse_one(f"SELECT {for_sqlglot(expression)}", read="spark")
+    except (sqlglot.errors.SqlglotError, RecursionError):
+        return []
+    return refusals(tree, (), udfs)
+
+
 def _judge(node: exp.Expr, declared: set[str], allowed: frozenset[str]) -> Refusal | None:
     if isinstance(node, exp.QueryTransform):
         why = "TRANSFORM ... USING runs a program on the cluster"

@@ -251,3 +251,33 @@ def test_spark_substitution_never_runs_on_rendered_vars(spark, cli, project, str
     assert code == 0, err
     rows = delta_rows(project / "warehouse" / "picked")
     assert rows and rows[0]["v"] == "${env:HOME} / ${system:user.name}" and rows[0]["u"] == "${system:user.name}"
+
+
+def test_strict_judges_the_sql_expressions_the_yaml_holds(cli, project):
+    """A source's event_time and an expectation's row_condition are Spark SQL too."""
+    write(
+        project / "pipelines" / "safe.yaml",
+        """\
+name: safe
+sources:
+  calls:
+    format: json
+    path: data/samples/service_calls/static
+    schema: "ts TIMESTAMP, head_service STRING, response_ms INT"
+    event_time: "coalesce(ts, cast(reflect('java.lang.System', 'currentTimeMillis') as timestamp))"
+steps:
+  picked:
+    sql: select * from {{ source('calls') }}
+outputs:
+  picked:
+    mode: overwrite
+    expectations:
+      - expect_column_values_to_not_be_null: {column: head_service, row_condition: "java_method('java.lang.System', 'getenv', 'HOME') is not null", condition_parser: spark}
+""",
+    )
+    assert cli("validate", "pipelines/safe.yaml")[0] == 0
+    _strict(project)
+    code, out, err = cli("validate", "pipelines/safe.yaml")
+    assert code == 2, err
+    assert "pipelines/safe.yaml:7:" in err and "source 'calls': reflect() calls Java methods" in err, err
+    assert "pipelines/safe.yaml:15:" in err and "output 'picked': java_method() calls Java methods" in err, err
