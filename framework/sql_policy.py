@@ -322,16 +322,20 @@ def _line(node: exp.Expr) -> int:
 # -- Spark's own parser: what a run hands to spark.sql() ------------------------------------------
 
 _SCRIPT_PLANS = ("ScriptTransformation",)
+#: Names Spark reads as a function call when no column has them (`select user from t`): the
+#: parser leaves a column reference, so the check needs the columns of what the query reads.
+_BARE_FUNCTIONS = frozenset({"user", "current_user", "session_user"})
 _STATEMENT = re.compile(r"(Command|Statement)$")
 
 
 class SparkPlanCheck:
     """The policy on the plan Spark's own parser makes of a text (unresolved: nothing is read or
-    looked up). One parse and one JSON of the plan per query: a few milliseconds.
+    looked up). One parse and one JSON of the plan per query: tens of milliseconds.
 
-    `views`: the relations the query may read (the step's sources and refs, as registered)."""
+    `views`: the relations the query may read (the step's sources and refs, as registered);
+    `columns`: their columns (a bare `user` is a column when one has that name, else Spark's user())."""
 
-    def __init__(self, spark: SparkSession, views: Iterable[str], udfs: Iterable[str]):
+    def __init__(self, spark: SparkSession, views: Iterable[str], udfs: Iterable[str], columns: Iterable[str] = ()):
         self.parser = spark._jsparkSession.sessionState().sqlParser()  # type: ignore[attr-defined]
         self.command = spark._jvm.java.lang.Class.forName(  # type: ignore[union-attr]
             "org.apache.spark.sql.catalyst.plans.logical.Command"
@@ -339,6 +343,7 @@ class SparkPlanCheck:
         self.views = {v.lower() for v in views}
         self.allowed = allowed_functions(udfs)
         self.udfs = {u.lower() for u in udfs}
+        self.columns = {c.lower() for c in columns}
 
     def refusals(self, text: str) -> list[Refusal]:
         plan = self.parser.parsePlan(text)
@@ -420,6 +425,12 @@ class SparkPlanCheck:
                 yield Refusal(f"{shown}()", f"{shown}() {DENIED_FUNCTIONS[lowered]}", _CALL_HINT)
             elif lowered not in self.allowed:
                 yield Refusal(f"{shown}()", f"{shown}() is neither one of Spark's built-in functions nor a udf", _CALL_HINT)
+        elif kind == "UnresolvedAttribute":
+            parts = _parts(node.get("nameParts"))
+            name = parts[0].lower() if len(parts) == 1 else ""
+            if name in _BARE_FUNCTIONS and name not in self.columns:
+                why = f"{parts[0]} (Spark's {name}() without parentheses) {DENIED_FUNCTIONS[name]}"
+                yield Refusal(parts[0], why, _CALL_HINT)
         elif kind == "UnresolvedHint":
             name = str(node.get("name", ""))
             if name.lower() not in SPARK_HINTS:

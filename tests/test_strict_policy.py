@@ -233,6 +233,8 @@ def test_the_spark_parser_check_refuses_what_sqlglot_cannot_parse(spark):
     assert check.refusals("select * from identifier('text.`/x`')")[0].what.startswith("text")
     assert check.refusals("with a as (select * from b), b as (select 1) select * from a")[0].what == "b"
     assert check.refusals("with b as (select 1), a as (select * from b) select * from a") == []
+    assert check.refusals("select user from `calls`")[0].what == "user"  # Spark's user() when no column has the name
+    assert SparkPlanCheck(spark, {"calls"}, set(), columns={"user"}).refusals("select user from `calls`") == []
 
 
 # -- Spark's ${...} substitution -----------------------------------------------------------------
@@ -281,3 +283,17 @@ outputs:
     assert code == 2, err
     assert "pipelines/safe.yaml:7:" in err and "source 'calls': reflect() calls Java methods" in err, err
     assert "pipelines/safe.yaml:15:" in err and "output 'picked': java_method() calls Java methods" in err, err
+
+
+@pytest.mark.spark
+def test_a_bare_user_is_the_engines_user_unless_a_column_has_that_name(spark, cli, project):
+    """sqlglot reads `user` as a column; Spark reads it as user() when no column has the name, so
+    only the run, which knows the columns, can tell."""
+    _pipeline(project, "select user as u, head_service from {{ source('calls') }}")
+    _strict(project)
+    assert cli("validate", "pipelines/safe.yaml")[0] == 0
+    code, out, err = cli("run", "safe")
+    assert code == 2 and LINE in err and "user (Spark's user() without parentheses)" in err and "strict SQL policy" in err, err
+    assert not (project / "warehouse" / "picked").exists()
+    _pipeline(project, "select head_service as user from {{ source('calls') }}")
+    assert cli("run", "safe")[0] == 0

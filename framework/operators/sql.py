@@ -69,8 +69,9 @@ def _check_strict(context: StepContext) -> None:
     reads = (*sql.refs, *sql.sources)
     udfs = tuple(context.functions.sql) if context.functions is not None else ()
     refused = text_refusals(sql.text, reads, udfs)
+    columns = {c for frame in context.inputs.values() for c in frame.columns}
     try:
-        check = SparkPlanCheck(context.spark, reads, udfs)
+        check = SparkPlanCheck(context.spark, reads, udfs, columns)
     except AttributeError:  # Spark Connect: no JVM on this side; Spark's parser is not reachable
         check = None
     if check is not None:
