@@ -11,7 +11,6 @@ runner to refuse the run.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +40,10 @@ from framework.spec.intervals import Interval
 from framework.spec.loader import LoadedPipeline, load_pipeline
 from framework.spec.models import DeltaSource, FileSource
 from framework.spec.steps import StepSpec, template_file
+from framework.sql_policy import SPARK_HINTS
+from framework.sql_policy import expression_refusals as strict_refusals_in_expression
+from framework.sql_policy import for_sqlglot as _for_sqlglot
+from framework.sql_policy import refusals as strict_refusals
 from framework.templating import NO_INTERVAL, RenderedSql, TemplateRenderer
 from framework.variables import resolve_vars
 
@@ -132,6 +135,8 @@ def compile_pipeline(
             problems.extend(e.problems)
     problems.extend(_unused_cli_vars(cli_vars, spec.vars, rendered, loaded.vars_used))
     problems.extend(_location_problems(loaded, project, profile))
+    if profile.sql_policy == "strict":
+        problems.extend(_strict_expressions(loaded, functions))
     if problems:
         raise BadInput(*problems)
 
@@ -528,7 +533,7 @@ def _check_sql(
     loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str], functions: Functions, strict: bool = False
 ) -> tuple[Any, str]:
     """Spark-dialect syntax check; one query per step; pipeline nodes only through ref()/source();
-    with the strict SQL policy, no JVM calls and no reads of files by path. Returns the query's
+    with the strict SQL policy, only what framework.sql_policy allows. Returns the query's
     sqlglot tree and the text sqlglot read."""
     text = _for_sqlglot(sql.text)
     try:
@@ -594,9 +599,9 @@ def _check_sql(
                     hint=f"write {{{{ {kind}('{name}') }}}} so Tributary knows the order of the steps",
                 )
             )
-    _check_functions(sql, statements[0], functions)
     if strict:
-        _check_strict(sql, statements[0])
+        _check_strict(sql, statements[0], functions)
+    _check_functions(sql, statements[0], functions)
     return statements[0], text
 
 
@@ -610,6 +615,8 @@ def _check_functions(sql: RenderedSql, statement: Any, functions: Functions) -> 
         name = str(call.name)
         lowered = name.lower()
         line = call.meta.get("line", 1) if hasattr(call, "meta") else 1
+        if isinstance(call.parent, exp.Hint) and lowered in SPARK_HINTS:
+            continue  # /*+ REPARTITION(4) */: a hint, not a function
         if lowered in udfs:
             udf = udfs[lowered]
             if udf.arity is not None and len(call.expressions) != udf.arity:
@@ -635,31 +642,45 @@ def _session_qualified(dot: Any) -> bool:
     return dot.this.sql().split(".")[0].strip("`").lower() in ("system", "session")
 
 
-#: Spark SQL functions that call any Java method: they run arbitrary code on the cluster.
-_JVM_CALLS = frozenset({"reflect", "java_method", "try_reflect"})
-#: `format.`path`` reads files that are not declared sources.
-_PATH_READERS = frozenset({"text", "json", "csv", "parquet", "orc", "avro", "delta", "binaryfile", "xml", "jdbc"})
+def _check_strict(sql: RenderedSql, statement: Any, functions: Functions) -> None:
+    """The profile's strict SQL policy (sql_policy: strict): an allow-list of what a query may read
+    and call, judged on its tree (framework.sql_policy says what and why)."""
+    refused = strict_refusals(statement, (*sql.refs, *sql.sources), functions.sql)
+    if refused:
+        raise BadInput(*(sql.problem(r.message, r.line, hint=r.full_hint) for r in refused))
 
 
-def _check_strict(sql: RenderedSql, statement: Any) -> None:
-    """The profile's strict SQL policy (sql_policy: strict): what a step may not do, from the tree."""
-    for node in statement.walk():
-        if isinstance(node, exp.Anonymous) and node.name.lower() in _JVM_CALLS:
-            why, hint = f"{node.name}() calls Java methods", "compute it with Spark SQL functions, or in a user function"
-        elif isinstance(node, (exp.Table, exp.Anonymous)) and node.name.lower() in {"read_files"}:
-            why, hint = (
-                "read_files() reads files that are not a source",
-                "declare the files as a source and read it with source()",
-            )
-        elif isinstance(node, exp.Table) and node.text("db").lower() in _PATH_READERS:
-            why = f"{node.text('db')}.`{node.name}` reads files by path"
-            hint = "declare the files as a source and read it with source()"
-        else:
-            continue
-        line = node.meta.get("line", 1) if hasattr(node, "meta") else 1
-        raise BadInput(
-            sql.problem(f"{why}, which the strict SQL policy refuses", line, hint=hint + " (the profile's sql_policy: strict)")
-        )
+def _strict_expressions(loaded: LoadedPipeline, functions: Functions) -> list[Problem]:
+    """The strict policy on the SQL expressions the YAML holds, which Spark evaluates like a
+    query: sources' event_time, aggregates, expectations' row conditions."""
+    spec = loaded.spec
+    found: list[tuple[str, tuple[Any, ...]]] = []
+    for name, source in spec.sources.items():
+        event_time = getattr(source, "event_time", None)
+        if isinstance(event_time, str):
+            found.append((event_time, ("sources", name, "event_time")))
+        found += _row_conditions(source, ("sources", name))
+    for name, step in spec.steps.items():
+        settings = getattr(step, step.kind, None)
+        for column, expression in (getattr(settings, "aggregates", None) or {}).items():
+            if isinstance(expression, str):
+                found.append((expression, ("steps", name, step.kind, "aggregates", column)))
+        found += _row_conditions(step, ("steps", name))
+    for name, output in spec.outputs.items():
+        found += _row_conditions(output, ("outputs", name))
+    problems = []
+    for expression, at in found:
+        for r in strict_refusals_in_expression(expression, functions.sql):
+            problems.append(loaded.problem(f"{at[0][:-1]} '{at[1]}': {r.message}", at, hint=r.full_hint))
+    return problems
+
+
+def _row_conditions(node: Any, at: tuple[Any, ...]) -> list[tuple[str, tuple[Any, ...]]]:
+    return [
+        (e.kwargs["row_condition"], (*at, "expectations", i))
+        for i, e in enumerate(getattr(node, "expectations", None) or [])
+        if isinstance(e.kwargs.get("row_condition"), str)
+    ]
 
 
 _MAX_NESTING = 200  # parentheses: what the syntax check supports with a raised recursion limit
@@ -720,15 +741,6 @@ def _unterminated(text: str) -> int | None:
         else:
             i += 1
     return None
-
-
-_WINDOW_CALL = re.compile(r"\bwindow(\s*\()", re.IGNORECASE)
-
-
-def _for_sqlglot(text: str) -> str:
-    """Spark's `window(ts, '1 minute')` grouping function reads to sqlglot as a WINDOW clause after
-    GROUP BY; quoting the name keeps the check honest. Lines stay where they are."""
-    return _WINDOW_CALL.sub(r"`window`\1", text)
 
 
 def _unused_cli_vars(

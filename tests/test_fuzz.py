@@ -136,3 +136,150 @@ def test_var_filter_chains_keep_the_value_a_literal(tmp_path: Path):
 def test_var_filter_chains_property(tmp_path_factory: _pytest.TempPathFactory, steps: list[str], value: str, bind: bool):
     rendered, outcome = _render_chain(tmp_path_factory.getbasetemp(), value, steps, bind)
     _value_stays_data(rendered, outcome)
+
+
+# -- The strict SQL policy: seeded probes --------------------------------------------------------
+# Self-contained: attacks (relations that are not declared, functions that reach outside, script
+# transforms) in random spellings and places, beside harmless queries built the same way; under a
+# profile with `sql_policy: strict`, every attack must end in exit 2 at its line naming the policy,
+# and every harmless query must validate.
+
+_STRICT_PIPELINE = """\
+name: probe
+sources:
+  calls: {format: json, path: data/samples/service_calls/static, schema: "ts TIMESTAMP, head_service STRING, response_ms INT"}
+steps:
+  picked:
+    sql: |
+SQL
+outputs:
+  picked: {mode: overwrite}
+"""
+_BAD_RELATIONS = [
+    "text.`/etc/hostname`",
+    "`org.apache.spark.sql.execution.datasources.text.TextFileFormat`.`/etc/hostname`",
+    "`org.apache.spark.sql.execution.datasources.v2.text.TextDataSourceV2`.`/etc/hostname`",
+    "`parquet`.`/data/elsewhere`",
+    "`delta`.`s3a://lake/other`",
+    "spark_catalog.default.secrets",
+    "default.secrets",
+    "secrets",
+    "read_files('/etc')",
+    "identifier('text.`/etc/hostname`')",
+    "python_worker_logs()",
+    "table(range(3))",
+]
+_BAD_CALLS = [
+    "reflect('java.lang.System', 'getenv', 'HOME')",
+    "java_method('java.lang.System', 'getProperty', 'user.name')",
+    "try_reflect('java.lang.Runtime', 'getRuntime')",
+    "system.builtin.reflect('java.lang.System', 'getenv', 'HOME')",
+    "xpath_string('<a>x</a>', 'a')",
+    "from_xml('<a>1</a>', 'a int')",
+    "current_user()",
+    "session_user()",
+    "version()",
+    "spark_catalog.default.shady(1)",
+]
+_GOOD_CALLS = ["upper(head_service)", "abs(response_ms)", "date_trunc('HOUR', ts)", "concat_ws('-', head_service, 'x')"]
+_CALL_PLACES = [
+    "select {x} as r from {{{{ source('calls') }}}}",
+    "select upper(cast({x} as string)) as r from {{{{ source('calls') }}}}",
+    "select coalesce(null, {x}) as r from {{{{ source('calls') }}}}",
+    "select case when response_ms > 0 then {x} end as r from {{{{ source('calls') }}}}",
+    "select transform(array(1), y -> {x}) as r from {{{{ source('calls') }}}}",
+    "with c as (select {x} as r from {{{{ source('calls') }}}}) select * from c",
+    "select * from {{{{ source('calls') }}}}\nwhere {x} is not null",
+    "select /*+ REPARTITION(2, {x}) */ * from {{{{ source('calls') }}}}",
+    "select r from {{{{ source('calls') }}}} lateral view explode(array({x})) e as r",
+]
+_RELATION_PLACES = [
+    "select * from {x}",
+    "select * from {{{{ source('calls') }}}}\nwhere head_service in (select * from {x})",
+    "with c as (select * from {x}) select * from c",
+    "select head_service from {{{{ source('calls') }}}}\nunion all select * from {x}",
+    "select * from {{{{ source('calls') }}}} cross join {x}",
+    "select * from (select * from (select * from {x}) a) b",
+]
+_SCRIPTS = [
+    "select transform(head_service) using 'id' as (out) from {{ source('calls') }}",
+    "select TRANSFORM(*) ROW FORMAT DELIMITED USING 'sh -c \"cat secret.txt\"' from {{ source('calls') }}",
+    "from {{ source('calls') }} select transform(head_service, response_ms) using 'cat'",
+]
+
+
+def _recase(rng, text: str) -> str:
+    """Keywords and function names in random case; quoted text and source() kept as written."""
+    relation = "{{ source('calls') }}"
+    out, quoted = [], None
+    for piece in text.split(relation):
+        for char in piece:
+            if quoted:
+                quoted = None if char == quoted else quoted
+                out.append(char)
+            elif char in "'`":
+                quoted = char
+                out.append(char)
+            else:
+                out.append(char.upper() if rng.random() < 0.5 else char.lower())
+        out.append(relation)
+    return "".join(out)[: -len(relation)]
+
+
+def strict_policy_cases(seed: int = 32, count: int = 120) -> list:
+    import random
+
+    from tests.fuzz_corpus import Case
+
+    rng = random.Random(seed)
+    strict = b"spark:\n  master: local[1]\nwarehouse: ./warehouse\nsql_policy: strict\n"
+    cases = []
+    for n in range(count):
+        family = rng.choice(["call", "relation", "script", "good"])
+        if family == "call":
+            sql = rng.choice(_CALL_PLACES).format(x=rng.choice(_BAD_CALLS))
+        elif family == "relation":
+            sql = rng.choice(_RELATION_PLACES).format(x=rng.choice(_BAD_RELATIONS))
+        elif family == "script":
+            sql = rng.choice(_SCRIPTS)
+        else:
+            sql = rng.choice(_CALL_PLACES[:7]).format(x=rng.choice(_GOOD_CALLS))
+        if rng.random() < 0.5:
+            sql = _recase(rng, sql)
+        pipeline = _STRICT_PIPELINE.replace("SQL\n", "".join("      " + line + "\n" for line in sql.splitlines()))
+        files = {"pipelines/probe.yaml": pipeline.encode(), "configs/local.yaml": strict}
+        cases.append(
+            Case(
+                f"strict {n} {family}: {sql[:70]}",
+                ["validate", "pipelines/probe.yaml"],
+                files,
+                "ok" if family == "good" else "bad",
+            )
+        )
+    return cases
+
+
+def test_the_strict_policy_refuses_every_seeded_attack_and_passes_the_harmless(tmp_path: Path):
+    cases = strict_policy_cases()
+    write_corpus(tmp_path, cases)
+    done = subprocess.run(
+        [sys.executable, str(RUNNER), str(tmp_path), "--seconds", "8"], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == len(cases)
+    wrong = [
+        f"{r['name']}: exit {r['code']}: {' | '.join(r['tail'])[:300]}"
+        for r in results
+        if (r["expect"] == "ok" and r["code"] != 0)
+        or (
+            r["expect"] == "bad"
+            and (
+                r["code"] != 2
+                or not r["located"]
+                or not any("strict SQL policy" in t or "sql_policy: strict" in t for t in r["tail"])
+            )
+        )
+    ]
+    assert wrong == [], "\n".join(wrong)
+    assert {r["expect"] for r in results} == {"ok", "bad"}

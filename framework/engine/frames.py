@@ -187,7 +187,17 @@ def _build_step(run: RunContext, reading: Reading, built: Frames, step: PlannedS
     run.reporter.update("step", step.name, Progress.PLANNING)
     inputs = {i: built.frames[i] for i in step.inputs}
     sizes = learned_sizes(run, step, inputs)
-    context = StepContext(run.spark, step.name, step.spec, inputs, step.sql, run.rejected, run.compiled.functions, sizes)
+    context = StepContext(
+        run.spark,
+        step.name,
+        step.spec,
+        inputs,
+        step.sql,
+        run.rejected,
+        run.compiled.functions,
+        sizes,
+        sql_policy=run.profile.sql_policy,
+    )
     built.contexts[step.name] = context
     frame = reading.step(run, built, step, context)
     if step.expectations and reading.checks_in_frames(step):

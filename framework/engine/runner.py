@@ -75,10 +75,11 @@ def run_pipeline(
     if continuous and plan.sample is not None:
         raise BadInput("--limit runs once over the first rows, as one batch; --continuous keeps a stream running: give one")
     check_inputs_exist(plan, profile)
-    from framework.engine.session import default_log_file, spark_log_file, spark_session
+    from framework.engine.session import default_log_file, guard, spark_log_file, spark_session
 
     run_id = new_run_id()
     spark = spark or spark_session(profile, default_log_file().with_name(f"{plan.pipeline}-{run_id}.log"))
+    guard(spark)
     compiled.functions.use(spark)
     store = choose_store(spark, profile.delta_writer, profile.storage_options)
     result = RunResult(run_id, plan.pipeline, store=store.name, log_file=spark_log_file(spark))
@@ -133,6 +134,9 @@ def plan_frames(compiled: CompiledPipeline, profile: Profile, spark: SparkSessio
     measure steps: their contexts are in `contexts`)."""
     plan = plan_run(compiled, Warehouse.of(compiled.project, profile))
     check_inputs_exist(plan, profile)
+    from framework.engine.session import guard
+
+    guard(spark)
     compiled.functions.use(spark)
     store = choose_store(spark, profile.delta_writer, profile.storage_options)
     run = RunContext(compiled, plan, profile, spark, store, RunResult(new_run_id(), plan.pipeline, store=store.name))

@@ -43,6 +43,11 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.driver.memory": "2g",
 }
 
+#: Settings no profile can override, set on every session Tributary starts or is given (guard):
+#: Spark's `${env:...}` / `${system:...}` substitution would rewrite the SQL text after Tributary
+#: rendered it, so a var holding `${env:SECRET}` would reach the table as the engine's environment.
+GUARDS: dict[str, str] = {"spark.sql.variable.substitute": "false"}
+
 #: PySpark's own loggers that print an error's query context to stderr as JSON
 _PYSPARK_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
@@ -80,6 +85,7 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
         **DEFAULT_CONF,
         "spark.driver.extraJavaOptions": logging_options,
         **{k: _conf_value(v) for k, v in profile.spark.conf.items()},
+        **GUARDS,
     }
     if profile.spark.remote:
         conf = {k: v for k, v in conf.items() if not k.startswith(("spark.driver.", "spark.ui."))}
@@ -93,6 +99,12 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
         spark.sparkContext.setLogLevel("ERROR")
     _log_pyspark_to(log)
     return spark
+
+
+def guard(spark: SparkSession) -> None:
+    """Set GUARDS on a session (one started elsewhere, or one a profile's conf reached first)."""
+    for key, value in GUARDS.items():
+        spark.conf.set(key, value)
 
 
 def spark_log_file(spark: SparkSession) -> str | None:

@@ -52,6 +52,7 @@ class StepContext:
     rejected: list[Rejected] = field(default_factory=list)
     functions: Functions | None = None  # the project's udfs/ (framework.functions.loader)
     sizes: Sizes | None = None  # swa with size: auto / timeout: auto: the run's learned sizes
+    sql_policy: str = "default"  # the profile's: "strict" checks the SQL again before Spark gets it
 
     def quarantine(self, rows: DataFrame, reason: Column) -> DataFrame:
         """Rows for which `reason` is not null leave the step (quarantined); the others are returned."""

@@ -1,15 +1,28 @@
-"""`sql:` steps: the rendered query, run by Spark over the views of sources and earlier steps."""
+"""`sql:` steps: the rendered query, run by Spark over the views of sources and earlier steps.
+
+Under the strict SQL policy the text handed to spark.sql() is judged again here, not only at
+`validate`: by sqlglot and by Spark's own parser (framework.sql_policy), and Spark reads it with
+`spark.sql.runSQLOnFiles` off, so `format`.`path` cannot name a file even if both checks missed
+it. The setting is off only while Spark analyses this query (spark.sql() resolves its relations
+there): Tributary's own Delta commands name tables by path (ALTER TABLE delta.`...`).
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
 from framework.operators.context import StepContext
 from framework.operators.registry import ColumnContext, StepColumns, StepKind, register
 from framework.schemas import Schema
 from framework.spec.steps import SqlStep
+from framework.sql_policy import Refusal, SparkPlanCheck, text_refusals
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 _POSITION = re.compile(r"line (\d+),? pos (\d+)")
 
@@ -20,7 +33,11 @@ def build_sql(context: StepContext):  # noqa: ANN201 - a DataFrame
     sql = context.sql
     assert sql is not None
     try:
-        return context.spark.sql(sql.text)
+        if context.sql_policy != "strict":
+            return context.spark.sql(sql.text)
+        _check_strict(context)
+        with _no_sql_on_files(context.spark):
+            return context.spark.sql(sql.text)
     except (AnalysisException, ParseException) as e:
         message = e.getMessage() if hasattr(e, "getMessage") else str(e)
         first = message.strip().splitlines()[0]
@@ -41,6 +58,47 @@ def build_sql(context: StepContext):  # noqa: ANN201 - a DataFrame
                 hint="fix the query; `tributary compile` shows the SQL as Spark sees it",
             )
         ) from None
+
+
+def _check_strict(context: StepContext) -> None:
+    """The strict policy on the exact text Spark gets: sqlglot's tree of it, then Spark's plan."""
+    from pyspark.errors import ParseException
+
+    sql = context.sql
+    assert sql is not None
+    reads = (*sql.refs, *sql.sources)
+    udfs = tuple(context.functions.sql) if context.functions is not None else ()
+    refused = text_refusals(sql.text, reads, udfs)
+    columns = {c for frame in context.inputs.values() for c in frame.columns}
+    try:
+        check = SparkPlanCheck(context.spark, reads, udfs, columns)
+    except AttributeError:  # Spark Connect: no JVM on this side; Spark's parser is not reachable
+        check = None
+    if check is not None:
+        with suppress(ParseException):  # then spark.sql() says where the syntax is wrong, in the usual words
+            refused += [r for r in check.refusals(sql.text) if r not in refused]
+    if refused:
+        raise BadInput(*(sql.problem(r.message, _line(sql.text, r), hint=r.full_hint) for r in refused))
+
+
+def _line(text: str, refusal: Refusal) -> int:
+    """The rendered line of a refusal; Spark's plan has no lines: where its name first appears."""
+    if refusal.line > 1:
+        return refusal.line
+    name = refusal.what.rstrip("()").split(".")[-1].strip("`").lower()
+    at = text.lower().find(name) if name else -1
+    return text.count("\n", 0, at) + 1 if at >= 0 else 1
+
+
+@contextmanager
+def _no_sql_on_files(spark: SparkSession) -> Iterator[None]:
+    key = "spark.sql.runSQLOnFiles"
+    before = spark.conf.get(key, "true") or "true"
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)
 
 
 def sql_columns(step: SqlStep, context: ColumnContext) -> StepColumns:
