@@ -305,7 +305,6 @@ def _location_problems(loaded: LoadedPipeline, project: Project, profile: Profil
     problems: list[Problem] = []
     written: dict[str, str] = {}  # table -> the first output writing it
     for name, output in spec.outputs.items():
-        table = output_location(project, warehouse, name, output)
         at = (
             ("outputs", name, "path")
             if output.path is not None
@@ -313,6 +312,11 @@ def _location_problems(loaded: LoadedPipeline, project: Project, profile: Profil
             if output.name
             else ("outputs", name)
         )
+        try:
+            table = output_location(project, warehouse, name, output)
+        except BadInput as e:  # a symbolic link takes it out of the warehouse: said at its line
+            problems.extend(loaded.problem(p.message, at, hint=p.hint) for p in e.problems)
+            continue
         if overlap(table, internal):
             problems.append(
                 loaded.problem(

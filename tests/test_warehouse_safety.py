@@ -102,6 +102,9 @@ def test_an_output_name_through_a_symbolic_link_out_of_the_warehouse_is_refused(
         assert code == 2, (command, text)
         assert "output 'stats'" in text and str(elsewhere) in text and "symbolic link" in text and "hint:" in text
         assert "Traceback" not in text
+        if command == "validate":  # said at the output's name: line
+            line = PIPELINE.format(output="    name: evil").splitlines().index("    name: evil") + 1
+            assert f"pipelines/guarded.yaml:{line}" in text, text
     assert list(elsewhere.iterdir()) == []  # nothing written there
     code, out, err = cli("show", "stats")  # nor read from there as the output
     assert code == 2 and "symbolic link" in err
