@@ -324,3 +324,25 @@ def test_an_error_message_quoting_the_data_is_escaped_too(cli, warehouse):
     _hostile(warehouse)
     code, out, err = cli("query", "select cast(requested_service as int) from service_stats")
     assert code == 2 and "\x1b" not in err and "\\x1b" in err, err
+
+
+def test_the_run_summary_and_progress_print_user_text_literally():
+    """A table path, a scratch folder or a run's detail holding escapes or rich markup is printed
+    as text: escaped, never interpreted (framework.display, used by run and watch)."""
+    from rich.console import Console
+
+    from framework.display import LiveProgress, run_summary
+    from framework.engine.results import OutputResult, OutputStatus, RunResult, RunStatus, StepResult
+
+    hostile = "/w/[bold]x[/bold]\x1b[2J\x1b]0;t\x07"
+    result = RunResult("r1", "p", RunStatus.OK, steps=[StepResult("s", "sql")], limit=5, scratch=hostile)
+    result.outputs = [OutputResult("o", "s", hostile, "append", OutputStatus.WRITTEN, rows=1, version=0)]
+    console = Console(record=True, width=400, force_terminal=True, color_system=None)
+    console.print(run_summary(result))
+    with LiveProgress(Console(file=io.StringIO(), width=400)) as progress:
+        progress.update("step", "s", "running", hostile)
+        progress.console.file.seek(0)
+        lines = progress.console.file.read()
+    for text in (console.export_text(), lines):
+        assert "\x1b" not in text and "\x07" not in text
+        assert "/w/[bold]x[/bold]\\x1b[2J\\x1b]0;t\\x07" in text
