@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -65,8 +66,11 @@ def run(target: str, timeout_s: float, /, **kwargs: Any) -> tuple[dict[str, Any]
         )
         try:
             assert child_process.stdin is not None and child_process.stdout is not None
-            child_process.stdin.write(pickle.dumps((target, kwargs)))
-            child_process.stdin.close()
+            try:
+                child_process.stdin.write(pickle.dumps((target, kwargs)))
+                child_process.stdin.close()
+            except BrokenPipeError:  # it ended already: said below
+                pass
             kind, payload = _answer(child_process, timeout_s)
         finally:
             if child_process.poll() is None:
@@ -78,8 +82,9 @@ def run(target: str, timeout_s: float, /, **kwargs: Any) -> tuple[dict[str, Any]
             return fields, reader.read_all().replace_schema_metadata(None)
         if kind == _PROBLEMS:
             raise BadInput(*(Problem(**p) for p in json.loads(payload)))
-        if kind == _CRASH:
-            raise RuntimeError(payload.decode("utf-8", "replace"))
+        if kind == _CRASH:  # a bug: its exception, as the command's own would be (--debug: the child's traceback)
+            lines = payload.decode("utf-8", "replace").strip().splitlines()
+            raise RuntimeError(f"in the query's process: {lines[-1] if lines else '?'}\n" + "\n".join(lines))
         errors.seek(0)
         said = errors.read().decode("utf-8", "replace").strip().splitlines()
     code = child_process.returncode
@@ -113,7 +118,7 @@ def _answer(child_process: subprocess.Popen[bytes], timeout_s: float) -> tuple[b
                 raise BadInput(
                     Problem(f"{doing} ran longer than {timeout_s:g} s and was stopped", hint="narrow it, or pass --timeout")
                 )
-            if not selector.select(left):
+            if not selector.select(min(left, 60.0)):
                 continue
             chunk = stream.read(1 << 20)
             if not chunk:  # the child closed its end: it is done, or died
@@ -147,6 +152,10 @@ def child() -> None:
 
     try:
         target, kwargs = pickle.loads(sys.stdin.buffer.read())
+        # a backstop should the parent be gone (killed itself): both phases' seconds, and some
+        backstop = threading.Timer(2 * float(kwargs.get("timeout_s", 60.0)) + 5, os.kill, (os.getpid(), signal.SIGKILL))
+        backstop.daemon = True
+        backstop.start()
         from framework.look import commands
 
         result = getattr(commands, target)(**kwargs, on_start=on_start)
