@@ -282,7 +282,7 @@ def test_the_timeout_stops_any_expression_even_one_duckdb_cannot_interrupt(cli, 
 
     started = time.perf_counter()
     code, out, err = cli("query", "select regexp_replace(repeat('a', 100000000), 'a', 'b', 'g') as r", "--timeout", "1")
-    assert code == 2 and "ran longer than 1 s and was stopped" in err and "hint:" in err, (out[:200], err)
+    assert code == 2 and "the query ran longer than 1 s and was stopped" in err and "hint:" in err, (out[:200], err)
     assert time.perf_counter() - started < 8
 
 
@@ -290,7 +290,7 @@ def test_the_memory_limit_holds_for_values_duckdb_does_not_count(cli, warehouse)
     """repeat('x', 1.5e9) grew to 3 GB under DuckDB's memory_limit of 2 GB: the child process has
     an address-space limit of its own."""
     code, out, err = cli("query", "select length(repeat('x', 1500000000)) as n", "--timeout", "120")
-    assert code == 2 and "memory" in err and "GB" in err and "Traceback" not in err, (out[:200], err)
+    assert code == 2 and "needs more memory than its limit (2 GB)" in err and "Traceback" not in err, (out[:200], err)
 
 
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J[bold]shout[/bold]\tnext\nline\x9b"

@@ -16,8 +16,8 @@ delta-rs' runtime or a JVM) that
 - sends the rows back as an Arrow IPC stream, bad input as its problems in JSON (the parent
   unpickles nothing the child wrote).
 
-The parent kills the child (SIGKILL) `timeout` seconds after the query started; opening the tables
-before it has the same number of seconds. A timeout and a refused allocation are bad input (exit
+The parent kills the child (SIGKILL) `timeout` seconds after the query started; starting and
+opening the tables before it have `timeout` + OPENING_S seconds. A timeout and a refused allocation are bad input (exit
 2), as a mistake in the SQL is. The child costs an interpreter start and its imports (duckdb,
 deltalake, sqlglot), which the parent no longer makes: `show` without `--where` runs in-process.
 """
@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 
 _STARTED, _ROWS, _PROBLEMS, _CRASH = b"S", b"R", b"P", b"X"
 _HEADER = 9  # one byte of kind, eight of length
+#: seconds the child has, beyond --timeout, to start (an interpreter, duckdb, deltalake: ~0.5 s on a
+#: quiet machine, seconds on a busy one) and open the tables before its query starts
+OPENING_S = 30.0
 
 #: the child: the framework this process runs, not whatever an editable install points at
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from framework.look.isolated import child; child()"
@@ -99,13 +102,13 @@ def run(target: str, timeout_s: float, /, **kwargs: Any) -> tuple[dict[str, Any]
 
 
 def _answer(child_process: subprocess.Popen[bytes], timeout_s: float) -> tuple[bytes, bytes]:
-    """The child's last message, read until it ends; killed at the deadline: `timeout_s` to open
-    the tables, then `timeout_s` once the query started."""
+    """The child's last message, read until it ends; killed at the deadline: `timeout_s` +
+    OPENING_S to start and open the tables, then `timeout_s` once the query started."""
     assert child_process.stdout is not None
     stream = child_process.stdout
     os.set_blocking(stream.fileno(), False)
     buffer = bytearray()
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_s + OPENING_S
     started = False
     last: tuple[bytes, bytes] = (b"", b"")
     with selectors.DefaultSelector() as selector:
@@ -114,9 +117,15 @@ def _answer(child_process: subprocess.Popen[bytes], timeout_s: float) -> tuple[b
             left = deadline - time.monotonic()
             if left <= 0:
                 child_process.kill()
-                doing = "the query" if started else "opening the tables"
+                if started:
+                    raise BadInput(
+                        Problem(f"the query ran longer than {timeout_s:g} s and was stopped", hint="narrow it, or pass --timeout")
+                    )
                 raise BadInput(
-                    Problem(f"{doing} ran longer than {timeout_s:g} s and was stopped", hint="narrow it, or pass --timeout")
+                    Problem(
+                        f"opening the tables took longer than {timeout_s + OPENING_S:g} s and was stopped",
+                        hint="check that the tables' storage answers (the profile's storage_options)",
+                    )
                 )
             if not selector.select(min(left, 60.0)):
                 continue
@@ -153,7 +162,8 @@ def child() -> None:
     try:
         target, kwargs = pickle.loads(sys.stdin.buffer.read())
         # a backstop should the parent be gone (killed itself): both phases' seconds, and some
-        backstop = threading.Timer(2 * float(kwargs.get("timeout_s", 60.0)) + 5, os.kill, (os.getpid(), signal.SIGKILL))
+        seconds = 2 * float(kwargs.get("timeout_s", 60.0)) + OPENING_S + 5
+        backstop = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGKILL))
         backstop.daemon = True
         backstop.start()
         from framework.look import commands
