@@ -56,16 +56,31 @@ EngineOpt = Annotated[
 ]
 
 
+def _shown(text: object, lines: bool = True) -> str:
+    """User text or data (a message quoting a value, a log line) as printed: its control characters
+    written out (framework.display.for_terminal). Printed with markup=False, or through _safe."""
+    from framework.display import for_terminal
+
+    return for_terminal(str(text), lines)
+
+
+def _safe(text: object) -> str:
+    """User text inside a markup string: control characters written out, rich's brackets escaped."""
+    from rich.markup import escape
+
+    return escape(_shown(text, lines=False))
+
+
 def _guard(debug: bool, fn, *args, **kwargs):  # noqa: ANN001, ANN202
     """Run a command body; turn errors into one clear message and the right exit code."""
     try:
         return fn(*args, **kwargs)
     except TributaryError as e:
         if debug:
-            err.print(traceback.format_exc())
+            err.print(_shown(traceback.format_exc()), markup=False, highlight=False)
         label = "invalid" if isinstance(e, BadInput) else "run failed"
         err.print(f"[bold red]{label}:[/]", end="\n" if "\n" in str(e) else " ")
-        err.print(str(e), markup=False, soft_wrap=True)
+        err.print(_shown(e), markup=False, soft_wrap=True)
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
         err.print("[red]interrupted[/]; outputs stay at their previous version")
@@ -74,11 +89,13 @@ def _guard(debug: bool, fn, *args, **kwargs):  # noqa: ANN001, ANN202
         raise
     except Exception as e:  # noqa: BLE001 - the last line of defence
         if debug:
-            err.print(traceback.format_exc())
+            err.print(_shown(traceback.format_exc()), markup=False, highlight=False)
         else:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             err.print("[bold red]run failed:[/]", end=" ")
-            err.print(f"{type(e).__name__}: {first}\n  (run again with --debug for the traceback)", markup=False, soft_wrap=True)
+            err.print(
+                f"{type(e).__name__}: {_shown(first)}\n  (run again with --debug for the traceback)", markup=False, soft_wrap=True
+            )
         raise typer.Exit(1) from None
 
 
@@ -98,8 +115,8 @@ def _show_spark_log(log: Path, verbose: bool, lines: int = 400) -> None:
         return
     if verbose:
         text = log.read_text(encoding="utf-8", errors="replace").splitlines()
-        err.print(f"Spark's log, {log} (last {min(lines, len(text))} lines):", markup=False)
-        err.print("\n".join(text[-lines:]), markup=False, highlight=False, soft_wrap=True)
+        err.print(f"Spark's log, {_shown(log)} (last {min(lines, len(text))} lines):", markup=False)
+        err.print(_shown("\n".join(text[-lines:])), markup=False, highlight=False, soft_wrap=True)
     else:
         err.print(f"Spark's log: {log} (run again with --verbose to print it)", markup=False, soft_wrap=True)
 
@@ -107,7 +124,7 @@ def _show_spark_log(log: Path, verbose: bool, lines: int = 400) -> None:
 def _print_warnings(warnings: list[Problem], label: str = "warning") -> None:
     for warning in warnings:
         err.print(f"  [yellow]{label}:[/] ", end="")
-        err.print(str(warning).replace("\n", "\n  "), markup=False, soft_wrap=True)
+        err.print(_shown(warning).replace("\n", "\n  "), markup=False, soft_wrap=True)
 
 
 def _compile(  # noqa: ANN202
@@ -177,7 +194,7 @@ def validate(
                 compiled = compile_pipeline(project, path, prof)
                 if compiled.spec.schedule is not None:
                     backlog.check(path)
-                out.print(f"[green]✓[/] {shown}  ({len(compiled.spec.steps)} steps, {len(compiled.spec.outputs)} outputs)")
+                out.print(f"[green]✓[/] {_safe(shown)}  ({len(compiled.spec.steps)} steps, {len(compiled.spec.outputs)} outputs)")
                 _print_warnings(compiled.warnings)
                 _print_warnings(compiled.notes, "note")
                 nodes |= set(compiled.schemas)
@@ -188,9 +205,9 @@ def validate(
                     explained = True
             except BadInput as e:
                 failures.append(e)
-                out.print(f"[red]✗[/] {shown}")
+                out.print(f"[red]✗[/] {_safe(shown)}")
                 for p in e.problems:
-                    err.print(f"  {p}".replace("\n", "\n  "), markup=False, soft_wrap=True)
+                    err.print(_shown(f"  {p}").replace("\n", "\n  "), markup=False, soft_wrap=True)
         if failures:
             raise typer.Exit(2)
         if explain is not None and not explained:
@@ -231,7 +248,7 @@ class _Backlog:
             return RunLog(local_store(self.profile.storage_options), table).slots(name, streaming)
         except Exception as e:  # noqa: BLE001 - e.g. a cloud warehouse out of reach: counted as no history
             said = f"{type(e).__name__}: {(str(e).strip() or '-').splitlines()[0]}"
-            err.print(f"note: could not read the run history in {table} ({said}); counted as none", markup=False)
+            err.print(f"note: could not read the run history in {_shown(table)} ({_shown(said)}); counted as none", markup=False)
             return {}
 
 
@@ -249,13 +266,13 @@ def compile_cmd(
     def body() -> None:
         compiled, _ = _compile(pipeline, profile, var, select, interval)
         if compiled.interval is not None:
-            out.print(f"[dim]-- interval {compiled.interval}[/]")
+            out.print(f"[dim]-- interval {_safe(compiled.interval)}[/]")
         _print_warnings(compiled.warnings)
         for step in compiled.selected:
             spec = compiled.spec.steps[step]
-            out.rule(f"[bold]{step}[/] ({spec.kind})", align="left")
+            out.rule(f"[bold]{_safe(step)}[/] ({_safe(spec.kind)})", align="left")
             if step in compiled.sql:
-                out.print(f"[dim]-- from {compiled.sql[step].template}[/]")
+                out.print(f"[dim]-- from {_safe(compiled.sql[step].template)}[/]")
                 out.print(Syntax(compiled.sql[step].text.strip(), "sql", theme="ansi_dark", word_wrap=True))
             else:
                 out.print(json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_defaults=True), indent=2))
@@ -348,9 +365,9 @@ def run(
         from framework.io.delta import local_store
 
         out.print(
-            f"[bold]{compiled.name}[/] · profile {prof.name} · {len(compiled.selected)} step(s), "
+            f"[bold]{_safe(compiled.name)}[/] · profile {_safe(prof.name)} · {len(compiled.selected)} step(s), "
             f"{len(compiled.selected_outputs())} output(s)"
-            + (f" · interval {compiled.interval.label()}" if compiled.interval is not None else "")
+            + (f" · interval {_safe(compiled.interval.label())}" if compiled.interval is not None else "")
         )
         with LiveProgress(out) as progress:
             try:
@@ -445,7 +462,9 @@ def _through_engine(ctx: typer.Context, prof, no_engine: bool, start: bool = Tru
     from framework.warm.client import argv_of, hand_over
 
     argv = argv_of(ctx, overrides)
-    code = hand_over(prof, argv, no_engine, lambda text: err.print(f"[dim]{text}[/]", soft_wrap=True), start)
+    code = hand_over(
+        prof, argv, no_engine, lambda text: err.print(_shown(text), style="dim", markup=False, soft_wrap=True), start
+    )
     if code is not None:
         raise typer.Exit(code)
 
@@ -467,20 +486,22 @@ def graph(
     """Print the pipeline DAG as Mermaid text (paste into Markdown); optionally draw it."""
 
     def body() -> None:
+        from html import escape
+
         compiled, _ = _compile(pipeline, profile, var)
         out.print(compiled.graph.to_mermaid(), end="", markup=False)
         picture = compiled.graph.to_svg()
         if svg:
             svg.write_text(picture, encoding="utf-8")
-            err.print(f"wrote {svg}")
+            err.print(f"wrote {_shown(svg)}", markup=False)
         if html:
             html.write_text(
-                f"<!doctype html><html><head><meta charset='utf-8'><title>{compiled.name}</title>"
+                f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(compiled.name)}</title>"
                 "<style>body{font-family:Helvetica,Arial,sans-serif;margin:2em}</style></head>"
-                f"<body><h1>{compiled.name}</h1><p>{compiled.spec.description}</p>{picture}</body></html>\n",
+                f"<body><h1>{escape(compiled.name)}</h1><p>{escape(compiled.spec.description or '')}</p>{picture}</body></html>\n",
                 encoding="utf-8",
             )
-            err.print(f"wrote {html}")
+            err.print(f"wrote {_shown(html)}", markup=False)
 
     _guard(debug, body)
 
@@ -517,7 +538,9 @@ def runs(
         records = RunLog(local_store(prof.storage_options), table).runs([pipeline] if pipeline else None)
         shown = history_rows(records, failed_only=failed, limit=int(limit))
         if not shown:
-            out.print(("no failed runs" if failed else "no runs yet") + (f" of {pipeline}" if pipeline else ""))
+            out.print(
+                ("no failed runs" if failed else "no runs yet") + (f" of {_shown(pipeline)}" if pipeline else ""), markup=False
+            )
             return
         for name, rows in shown.items():
             notes = []  # long texts go under the table, whole, not folded into a narrow column
@@ -528,7 +551,7 @@ def runs(
                         notes.append(f"  {row['run']}: {label}: " + str(text).replace("\n", "\n    "))
             out.print(rows_table(f"{name}: {'failed ' if failed else ''}runs ({table})", rows))
             for note in notes:
-                out.print(note, markup=False, soft_wrap=True, highlight=False)
+                out.print(_shown(note), markup=False, soft_wrap=True, highlight=False)
 
     _guard(debug, body)
 
@@ -554,7 +577,7 @@ def next_cmd(
         found, problems = scheduled_pipelines(project, pipelines)
         if not found:
             for problem in problems:
-                err.print(f"not scheduled: {problem}", markup=False, soft_wrap=True)
+                err.print(f"not scheduled: {_shown(problem)}", markup=False, soft_wrap=True)
             if problems:
                 raise typer.Exit(2)
             out.print("no pipeline has a schedule: add schedule: {cron: '0 * * * *'} to one under pipelines/", markup=False)
@@ -586,7 +609,7 @@ def next_cmd(
             )
         out.print(rows_table(f"schedules at {now.isoformat(timespec='seconds')}", rows))
         for problem in problems:
-            err.print(f"not scheduled: {problem}", markup=False, soft_wrap=True)
+            err.print(f"not scheduled: {_shown(problem)}", markup=False, soft_wrap=True)
         if problems:
             raise typer.Exit(2)
 
@@ -722,7 +745,7 @@ def _say(line: str) -> None:
     """A line of the scheduler's or backfill's log, stamped with the time (UTC)."""
     from datetime import UTC, datetime
 
-    out.print(f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M:%S')} {line}", markup=False, soft_wrap=True, highlight=False)
+    out.print(f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M:%S')} {_shown(line)}", markup=False, soft_wrap=True, highlight=False)
 
 
 @app.command()
@@ -792,9 +815,10 @@ def _print_rows(shown, as_json: bool, as_csv: bool, unit: str = "rows") -> None:
         caption = f"first {n:,} {unit} (more left out: --limit)"
     else:
         caption = f"{n:,} {unit}"
-    out.print(shown.title, style="bold", markup=False, soft_wrap=True)
+    out.print(_shown(shown.title, lines=False), style="bold", markup=False, soft_wrap=True)
     out.print(arrow_table(None, shown.rows))
-    out.print(caption + (f" · {shown.location}" if shown.location else ""), style="dim", markup=False, soft_wrap=True)
+    where = f" · {_shown(shown.location, lines=False)}" if shown.location else ""
+    out.print(caption + where, style="dim", markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -819,7 +843,7 @@ def report(
         path = out_file or project.root / "reports" / f"{found.pipeline}-{found.run_id}.html"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render_html(found), encoding="utf-8")
-        out.print(str(path), markup=False, soft_wrap=True)
+        out.print(_shown(path), markup=False, soft_wrap=True)
 
     _guard(debug, body)
 
@@ -1082,7 +1106,7 @@ def evaluate(
         store = choose_store(spark, prof.delta_writer, prof.storage_options)
         table = Warehouse.of(compiled.project, prof).internal(INTEGRATION_TABLE)
         record(store, table, evaluations, "evaluate-" + new_run_id(), compiled.name)
-        out.print(f"figures appended to {table}")
+        out.print(f"figures appended to {_shown(table)}", markup=False)
 
     try:
         _guard(debug, body)
@@ -1107,7 +1131,7 @@ def generate_contacts_cmd(
     from framework.generators.contacts import generate_contacts
 
     counts = generate_contacts(out_dir, people=people, files=files, seed=seed)
-    out.print(f"wrote {counts['phones']:,} phone rows and {counts['emails']:,} e-mail rows under {out_dir}/")
+    out.print(f"wrote {counts['phones']:,} phone rows and {counts['emails']:,} e-mail rows under {out_dir}/", markup=False)
 
 
 @generate_app.command("ticks")
@@ -1128,7 +1152,7 @@ def generate_ticks_cmd(
         if not 2 <= stocks <= 10 or requests < 1 or ticks < 2 or first < 0:
             raise BadInput("--stocks must be 2-10, --requests at least 1, --ticks at least 2, --first at least 0")
         counts = generate_ticks(out_dir, requests=requests, stocks=stocks, ticks=ticks, seed=seed, first=first)
-        out.print(f"wrote {requests:,} request(s) × {len(counts)} stocks × {ticks:,} ticks under {out_dir}/")
+        out.print(f"wrote {requests:,} request(s) × {len(counts)} stocks × {ticks:,} ticks under {out_dir}/", markup=False)
 
     _guard(False, body)
 
@@ -1161,7 +1185,8 @@ def generate_service_trace_cmd(
     per_stream = ", ".join(f"{count:,} {stream}" for stream, count in s.tuples_per_stream.items())
     out.print(
         f"wrote {s.instances:,} instances, {s.tuples:,} tuples ({per_stream}) as {fmt} in {s.files_written} files under {out_dir}/"
-        + (f", {s.corrupted:,} of them with a glitch" if s.corrupted else "")
+        + (f", {s.corrupted:,} of them with a glitch" if s.corrupted else ""),
+        markup=False,
     )
 
 
@@ -1178,7 +1203,8 @@ def generate_access_log_cmd(
 
     s = generate_access_log(out_dir, instances=instances, seed=seed, files=files)
     out.print(
-        f"wrote {s.lines:,} log lines of {s.instances:,} page views in {s.files} files under {out_dir}/ ({s.garbage} malformed)"
+        f"wrote {s.lines:,} log lines of {s.instances:,} page views in {s.files} files under {out_dir}/ ({s.garbage} malformed)",
+        markup=False,
     )
 
 
@@ -1236,7 +1262,7 @@ def engine_start(profile: ProfileOpt = None, debug: DebugOpt = False) -> None:
         from framework.warm.client import start
 
         _, prof = _context(None, profile)
-        out.print(engine_table([start(prof, lambda text: err.print(f"[dim]{text}[/]", soft_wrap=True))]))
+        out.print(engine_table([start(prof, lambda text: err.print(_shown(text), style="dim", markup=False, soft_wrap=True))]))
 
     _guard(debug, _engine_errors(body))
 

@@ -1,4 +1,12 @@
-"""What the CLI draws: live progress per step/output, the run summary, tables of rows."""
+"""What the CLI draws: live progress per step/output, the run summary, tables of rows.
+
+Table data and the user's text (names, paths, values, descriptions, error messages quoting data)
+reach a terminal only through `for_terminal` and as rich Text, never as markup: text sources
+ingest web logs whose paths and user agents an attacker writes, and an escape sequence in a cell
+(`ESC]0;title BEL`, `ESC[2J`) would otherwise be run by the terminal, `[bold]` read by rich.
+JSON Lines and CSV (--json, --csv) stay the exact data: they are for programs (JSON escapes
+control characters itself).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +28,25 @@ if TYPE_CHECKING:
     from framework.plan.model import RunPlan
     from framework.schemas import Schema
 
+#: what a terminal would act on: C0 controls, DEL, C1 controls (8-bit CSI, OSC...), the Unicode
+#: controls that reorder or break lines (bidirectional overrides and isolates, line and paragraph separators)
+_CONTROLS = [*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029]
+_SHOWN = {ord("\n"): "\\n", ord("\t"): "\\t", ord("\r"): "\\r"}
+_ESCAPED = {c: _SHOWN.get(c, f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _CONTROLS}
+_ESCAPED_KEEPING_LINES = {**_ESCAPED, ord("\n"): "\n"}
+
+
+def for_terminal(text: str, lines: bool = False) -> str:
+    """`text` with every control character written out (`\\x1b`, `\\x07`, `\\u202e`; a newline
+    and a tab in a cell as `\\n` and `\\t`); with `lines`, newlines kept (messages)."""
+    return text.translate(_ESCAPED_KEEPING_LINES if lines else _ESCAPED)
+
+
+def plain(text: str, style: str = "", lines: bool = False) -> Text:
+    """User text as rich Text: printed as it is (no markup), control characters escaped."""
+    return Text(for_terminal(text, lines), style=style)
+
+
 _STYLE = {Tone.PASS: "green", Tone.WARN: "yellow", Tone.FAIL: "red", Tone.NEUTRAL: ""}
 
 
@@ -29,8 +56,17 @@ def _style(status: str) -> str:
 
 def _row(*cells: Any) -> list[Any]:
     """Table cells as plain text: data and spec values (`regex=^[a-z]+$`, a path with brackets)
-    must not be read as rich markup."""
-    return [cell if isinstance(cell, Text) else Text(str(cell)) for cell in cells]
+    must not be read as rich markup, nor their control characters reach the terminal."""
+    return [_escaped(cell) if isinstance(cell, Text) else plain(str(cell)) for cell in cells]
+
+
+def _escaped(text: Text) -> Text:
+    shown = for_terminal(text.plain)
+    return text if shown == text.plain else Text(shown, style=text.style)
+
+
+def _title(text: str | None) -> Text | None:
+    return None if text is None else plain(text)
 
 
 class LiveProgress:
@@ -57,13 +93,14 @@ class LiveProgress:
         if self.live:
             self.live.update(self._render())
         else:
-            self.console.print(f"  {kind:<6} {name:<24} {status}{'  ' + detail if detail else ''}", highlight=False)
+            line = f"  {kind:<6} {name:<24} {status}{'  ' + detail if detail else ''}"
+            self.console.print(plain(line), highlight=False, soft_wrap=True)
 
     def _render(self) -> Table:
         grid = Table.grid(padding=(0, 1))
         for (kind, name), (status, detail, _) in self.rows.items():
             icon = Spinner("dots", style="cyan") if status in UNDER_WAY else Text("✓", style="green")
-            grid.add_row(icon, Text(f"{kind:<6} {name:<24} {status}  {detail}", style=_style(status)))
+            grid.add_row(icon, plain(f"{kind:<6} {name:<24} {status}  {detail}", _style(status)))
         return grid
 
 
@@ -72,7 +109,7 @@ def plan_tables(plan: RunPlan) -> list[Table]:
     title = f"plan of {plan.pipeline} · {plan.mode}" + (" · full refresh" if plan.full_refresh and not plan.sample else "")
     if plan.sample is not None:
         title += f" · a try over the first {plan.sample.rows:,} rows of each source, into {plan.warehouse.root}"
-    nodes = Table(title=title, title_justify="left", header_style="bold")
+    nodes = Table(title=_title(title), title_justify="left", header_style="bold")
     for column in ("#", "node", "kind", "reads", "runs", "checks"):
         nodes.add_column(column)
     for i, name in enumerate(plan.order, 1):
@@ -117,17 +154,19 @@ def schema_table(node: str, kind: str, schema: Schema, pipeline: str) -> Group:
         known = "unknown" if column.type is None else "inferred" if column.inferred else "certain"
         table.add_row(*_row(column.name, column.type or "?", known))
     what = "source" if kind == "source" else f"{kind} step"
-    heading = Text(f"columns of {what} '{node}' ({pipeline})")
+    heading = plain(f"columns of {what} '{node}' ({pipeline})")
     parts: list[Any] = [heading, table]
     if not schema.complete:
-        parts.append(Text(f"and more that validate cannot list: {schema.why_incomplete}"))
+        parts.append(plain(f"and more that validate cannot list: {schema.why_incomplete}"))
     return Group(*parts)
 
 
 def run_summary(result: RunResult) -> Group:
     outputs = Table(
-        title=f"run {result.run_id} · {result.pipeline} · {result.status} in {result.duration_s:.1f}s"
-        + (f" (first micro-batch after {result.startup_s:.1f}s)" if result.startup_s is not None else ""),
+        title=_title(
+            f"run {result.run_id} · {result.pipeline} · {result.status} in {result.duration_s:.1f}s"
+            + (f" (first micro-batch after {result.startup_s:.1f}s)" if result.startup_s is not None else "")
+        ),
         title_justify="left",
         header_style="bold",
     )
@@ -154,20 +193,20 @@ def run_summary(result: RunResult) -> Group:
     parts: list[Any] = [steps, outputs]
     if result.limit is not None:
         parts.append(
-            Text(
+            plain(
                 f"a try over the first {result.limit:,} rows of each source, in batch: written to the scratch warehouse "
                 f"{result.scratch} (tributary show OUTPUT --scratch); the real tables were not touched",
-                style="cyan",
+                "cyan",
             )
         )
     if result.quarantined:
         counts = ", ".join(f"{n:,} from {s}" for s, n in result.quarantined.items())
-        parts.append(Text(f"quarantined {counts} (malformed or rejected rows): see _tributary/quarantine", style="yellow"))
+        parts.append(plain(f"quarantined {counts} (malformed or rejected rows): see _tributary/quarantine", "yellow"))
     if result.late:
         counts = ", ".join(f"{n} from {s}" for s, n in result.late.items())
-        parts.append(Text(f"late rows: {counts}, older than the watermark: see _tributary/late_rows", style="yellow"))
+        parts.append(plain(f"late rows: {counts}, older than the watermark: see _tributary/late_rows", "yellow"))
     for holder, held in result.held.items():
-        parts.append(Text(held.line(holder), style="yellow"))
+        parts.append(plain(held.line(holder), "yellow"))
     if result.integration:
         parts.append(integration_table(result.integration))
     for figures in result.capacity:
@@ -242,22 +281,22 @@ def capacity_table(figures: Any) -> Group:
     setting = figures.setting
     where = f", {len(figures.batches)} micro-batches" if figures.batches else ""
     table = Table(
-        title=f"state of {figures.kind} step '{figures.step}' ({setting}{where}): predicted and observed",
+        title=_title(f"state of {figures.kind} step '{figures.step}' ({setting}{where}): predicted and observed"),
         title_justify="left",
         header_style="bold",
     )
     for column in ("quantity", "predicted", "observed", "error"):
         table.add_column(column, justify="left" if column == "quantity" else "right")
     for row in figures.rows():
-        table.add_row(*row)
-    notes = [Text(f"  {note}", style="dim") for note in figures.notes]
+        table.add_row(*_row(*row))
+    notes = [plain(f"  {note}", "dim") for note in figures.notes]
     return Group(table, *notes)
 
 
 def arrow_table(title: str | None, table: pa.Table) -> Table:
-    view = Table(title=title, title_justify="left", header_style="bold")
+    view = Table(title=_title(title), title_justify="left", header_style="bold")
     for name in table.column_names:
-        view.add_column(name)
+        view.add_column(plain(name))
     for row in python_rows(table):
         view.add_row(*_row(*[_cell(v) for v in row]))
     return view
@@ -265,10 +304,10 @@ def arrow_table(title: str | None, table: pa.Table) -> Table:
 
 def rows_table(title: str, rows: list[dict[str, Any]]) -> Table:
     """Plain rows (dicts with the same keys) as a table; a `status` column gets its colour."""
-    view = Table(title=title, title_justify="left", header_style="bold")
+    view = Table(title=_title(title), title_justify="left", header_style="bold")
     columns = list(rows[0]) if rows else []
     for name in columns:
-        view.add_column(name, overflow="fold")
+        view.add_column(plain(name), overflow="fold")
     for row in rows:
         cells = [Text(_cell(row[c]), style=_style(str(row[c]))) if c == "status" else _cell(row[c]) for c in columns]
         view.add_row(*_row(*cells))
@@ -379,13 +418,15 @@ def engine_table(statuses: list[dict[str, Any]]) -> Table:
             now += f", {s['waiting']} waiting"
         stops = f" (stops after {_duration(s.get('idle_stop_s'))} idle)" if s.get("idle_stop_s") else ""
         table.add_row(
-            str(s.get("pid")),
-            str(s.get("master")),
-            _duration(s.get("uptime_s")),
-            str(s.get("runs")),
-            now + stops,
-            str(s.get("key")),
-            f"{s.get('socket')}\n{s.get('log')}\n{s.get('spark_log')}",
+            *_row(
+                s.get("pid"),
+                s.get("master"),
+                _duration(s.get("uptime_s")),
+                s.get("runs"),
+                now + stops,
+                s.get("key"),
+            ),
+            plain(f"{s.get('socket')}\n{s.get('log')}\n{s.get('spark_log')}", lines=True),
         )
     return table
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from framework.display import for_terminal, plain
 from framework.errors import BadInput, Problem, TributaryError
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ class Watch:
         cycle = Cycle(number, changed)
         if changed:
             shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-            self.console.rule(f"changed: {shown}", align="left", style="cyan")
+            self.console.rule(plain(f"changed: {shown}"), align="left", style="cyan")
         try:
             compiled, profile = self._compile()
             cycle.result = self._run(compiled, profile)
@@ -171,7 +172,9 @@ class Watch:
         started = time.perf_counter()
         self._running = True
         try:
-            with self.console.status(f"running {compiled.name}" + (f" on the first {self.limit:,} rows" if self.limit else "")):
+            with self.console.status(
+                plain(f"running {compiled.name}" + (f" on the first {self.limit:,} rows" if self.limit else ""))
+            ):
                 result = run_pipeline(compiled, profile, spark=self.spark, limit=self.limit)
         finally:
             self._running = False
@@ -188,7 +191,7 @@ class Watch:
     def _print_error(self, error: TributaryError) -> None:
         label = "invalid" if isinstance(error, BadInput) else "run failed"
         self.console.print(f"[bold red]{label}:[/]", end="\n" if "\n" in str(error) else " ")
-        self.console.print(str(error), markup=False, soft_wrap=True, highlight=False)
+        self.console.print(for_terminal(str(error), lines=True), markup=False, soft_wrap=True, highlight=False)
 
     def _what(self) -> str:
         return "pipelines/, sql/, udfs/, the profile" + (" and the pipeline's data" if self._sources else "")

@@ -16,8 +16,8 @@ delta-rs' runtime or a JVM) that
 - sends the rows back as an Arrow IPC stream, bad input as its problems in JSON (the parent
   unpickles nothing the child wrote).
 
-The parent kills the child (SIGKILL) `timeout` seconds after the query started; opening the tables
-before it has the same number of seconds. A timeout and a refused allocation are bad input (exit
+The parent kills the child (SIGKILL) `timeout` seconds after the query started; starting and
+opening the tables before it have `timeout` + OPENING_S seconds. A timeout and a refused allocation are bad input (exit
 2), as a mistake in the SQL is. The child costs an interpreter start and its imports (duckdb,
 deltalake, sqlglot), which the parent no longer makes: `show` without `--where` runs in-process.
 """
@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 
 _STARTED, _ROWS, _PROBLEMS, _CRASH = b"S", b"R", b"P", b"X"
 _HEADER = 9  # one byte of kind, eight of length
+#: seconds the child has, beyond --timeout, to start (an interpreter, duckdb, deltalake: ~0.5 s on a
+#: quiet machine, seconds on a busy one) and open the tables before its query starts
+OPENING_S = 30.0
 
 #: the child: the framework this process runs, not whatever an editable install points at
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from framework.look.isolated import child; child()"
@@ -65,8 +69,11 @@ def run(target: str, timeout_s: float, /, **kwargs: Any) -> tuple[dict[str, Any]
         )
         try:
             assert child_process.stdin is not None and child_process.stdout is not None
-            child_process.stdin.write(pickle.dumps((target, kwargs)))
-            child_process.stdin.close()
+            try:
+                child_process.stdin.write(pickle.dumps((target, kwargs)))
+                child_process.stdin.close()
+            except BrokenPipeError:  # it ended already: said below
+                pass
             kind, payload = _answer(child_process, timeout_s)
         finally:
             if child_process.poll() is None:
@@ -78,8 +85,9 @@ def run(target: str, timeout_s: float, /, **kwargs: Any) -> tuple[dict[str, Any]
             return fields, reader.read_all().replace_schema_metadata(None)
         if kind == _PROBLEMS:
             raise BadInput(*(Problem(**p) for p in json.loads(payload)))
-        if kind == _CRASH:
-            raise RuntimeError(payload.decode("utf-8", "replace"))
+        if kind == _CRASH:  # a bug: its exception, as the command's own would be (--debug: the child's traceback)
+            lines = payload.decode("utf-8", "replace").strip().splitlines()
+            raise RuntimeError(f"in the query's process: {lines[-1] if lines else '?'}\n" + "\n".join(lines))
         errors.seek(0)
         said = errors.read().decode("utf-8", "replace").strip().splitlines()
     code = child_process.returncode
@@ -94,13 +102,13 @@ def run(target: str, timeout_s: float, /, **kwargs: Any) -> tuple[dict[str, Any]
 
 
 def _answer(child_process: subprocess.Popen[bytes], timeout_s: float) -> tuple[bytes, bytes]:
-    """The child's last message, read until it ends; killed at the deadline: `timeout_s` to open
-    the tables, then `timeout_s` once the query started."""
+    """The child's last message, read until it ends; killed at the deadline: `timeout_s` +
+    OPENING_S to start and open the tables, then `timeout_s` once the query started."""
     assert child_process.stdout is not None
     stream = child_process.stdout
     os.set_blocking(stream.fileno(), False)
     buffer = bytearray()
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_s + OPENING_S
     started = False
     last: tuple[bytes, bytes] = (b"", b"")
     with selectors.DefaultSelector() as selector:
@@ -109,11 +117,17 @@ def _answer(child_process: subprocess.Popen[bytes], timeout_s: float) -> tuple[b
             left = deadline - time.monotonic()
             if left <= 0:
                 child_process.kill()
-                doing = "the query" if started else "opening the tables"
+                if started:
+                    raise BadInput(
+                        Problem(f"the query ran longer than {timeout_s:g} s and was stopped", hint="narrow it, or pass --timeout")
+                    )
                 raise BadInput(
-                    Problem(f"{doing} ran longer than {timeout_s:g} s and was stopped", hint="narrow it, or pass --timeout")
+                    Problem(
+                        f"opening the tables took longer than {timeout_s + OPENING_S:g} s and was stopped",
+                        hint="check that the tables' storage answers (the profile's storage_options)",
+                    )
                 )
-            if not selector.select(left):
+            if not selector.select(min(left, 60.0)):
                 continue
             chunk = stream.read(1 << 20)
             if not chunk:  # the child closed its end: it is done, or died
@@ -147,6 +161,11 @@ def child() -> None:
 
     try:
         target, kwargs = pickle.loads(sys.stdin.buffer.read())
+        # a backstop should the parent be gone (killed itself): both phases' seconds, and some
+        seconds = 2 * float(kwargs.get("timeout_s", 60.0)) + OPENING_S + 5
+        backstop = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGKILL))
+        backstop.daemon = True
+        backstop.start()
         from framework.look import commands
 
         result = getattr(commands, target)(**kwargs, on_start=on_start)
