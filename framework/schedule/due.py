@@ -33,12 +33,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import chain, islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from framework.errors import Problem
-from framework.schedule.history import SCHEDULE, Slot
 from framework.schedule.pipelines import ScheduledPipeline
 from framework.spec.intervals import MAX_CATCH_UP, Count, Cron, Interval
+
+if TYPE_CHECKING:  # the run history reads Delta with Arrow: `validate` imports it only when it reads one
+    from framework.schedule.history import Slot
 
 _JUST_BEFORE = timedelta(microseconds=1)
 
@@ -112,7 +114,7 @@ def outlook(pipeline: ScheduledPipeline, slots: dict[Any, Slot], now: datetime) 
             continue
         if len(due) + len(waiting) == MAX_CATCH_UP and interval is not None:
             raise _too_many(pipeline, min([*due, *waiting], key=lambda d: d.fire), interval, walked, horizon)
-        failures = slot.failures(SCHEDULE) if slot is not None else []
+        failures = slot.failures(_scheduled()) if slot is not None else []
         at = fire
         if failures:
             ended = max((f.finished_at for f in failures if f.finished_at is not None), default=fire)
@@ -144,7 +146,14 @@ def unserved(pipeline: ScheduledPipeline, history: Callable[[], dict[Any, Slot]]
 
 
 def _settled(slot: Slot | None, tries: int) -> bool:
-    return slot is not None and (slot.done or len(slot.failures(SCHEDULE)) >= tries)
+    return slot is not None and (slot.done or len(slot.failures(_scheduled())) >= tries)
+
+
+def _scheduled() -> str:
+    """The run log's word for a scheduler's run (imported once a slot exists, so history is loaded)."""
+    from framework.schedule.history import SCHEDULE
+
+    return SCHEDULE
 
 
 def _intervals(pipeline: ScheduledPipeline, slots: dict[Any, Slot], horizon: datetime, tries: int) -> Iterator[Interval]:
