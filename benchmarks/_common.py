@@ -54,3 +54,52 @@ def scaled_example_project(target: Path, rows_per_stream: int, seed: int = 1) ->
                         + "\n"
                     )
     return target
+
+
+#: the benchmarks' headline figures, shown as one table on docs/benchmarks.md (docs/gen.py renders it)
+FIGURES_FILE = REPO / "docs" / "benchmarks.yaml"
+_FIGURES_HEADER = """\
+# The headline figures of benchmarks/, one entry each: the benchmark scripts update `value`, `date` and
+# `machine` through benchmarks/_common.py:record(); docs/benchmarks.md shows them as one table
+# (python docs/gen.py rewrites it; the docs build fails when it is stale). The first values are those
+# the README stated, dated by the commit that stated them.
+"""
+
+
+def machine() -> str:
+    """Where a figure was measured: cores, architecture, system and the load at the time."""
+    import os
+    import platform
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return f"{os.cpu_count()}-core {platform.machine()} {platform.system()}, load {load:.1f}"
+
+
+def record(figure_id: str, value: float | str, *, digits: int = 2) -> None:
+    """Write a headline figure into docs/benchmarks.yaml (the entry `figure_id`, which must exist there with
+    its label, unit and target) and re-render docs/benchmarks.md's table. `TRIBUTARY_BENCH_RECORD=0` skips it,
+    e.g. for a run on a machine or a setting that should not become the published figure."""
+    import datetime
+    import importlib.util
+    import os
+
+    import yaml
+
+    if os.environ.get("TRIBUTARY_BENCH_RECORD", "1") == "0":
+        return
+    data = yaml.safe_load(FIGURES_FILE.read_text(encoding="utf-8"))
+    entry = next((f for f in data["figures"] if f["id"] == figure_id), None)
+    if entry is None:
+        raise KeyError(f"{figure_id!r} is not a figure of {FIGURES_FILE}: add its entry (label, unit, target) first")
+    entry["value"] = round(value, digits) if isinstance(value, float) else value
+    entry["date"] = datetime.date.today().isoformat()
+    entry["machine"] = machine()
+    FIGURES_FILE.write_text(
+        _FIGURES_HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000), encoding="utf-8"
+    )
+    spec = importlib.util.spec_from_file_location("tributary_docs_gen", REPO / "docs" / "gen.py")
+    assert spec and spec.loader
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    gen.write_marked()
+    print(f"recorded {figure_id} = {entry['value']} in {FIGURES_FILE.relative_to(REPO)}")

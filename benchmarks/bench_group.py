@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO
+from _common import REPO, record
 
 sys.path.insert(0, str(REPO))
 
@@ -186,6 +186,7 @@ def group_bench(spark, tmp: Path, args) -> None:  # noqa: ANN001
         f"  ratio group step / applyInPandasWithState (baseline): {ratio:.2f} (medians), {paired}"
         f"  (target >= 0.9: {'met' if ratio >= 0.9 else 'MISSED'})"
     )
+    record("group.vs_pandas_state", ratio)
 
 
 def trading_bench(spark, tmp: Path, args) -> None:  # noqa: ANN001
@@ -209,6 +210,9 @@ def trading_bench(spark, tmp: Path, args) -> None:  # noqa: ANN001
         median = statistics.median(times[1:])
         print(
             f"  {name:>30}: {args.requests / median:.2f} requests/s  ({rows} rows; runs {', '.join(f'{t:.1f}s' for t in times[1:])})"
+        )
+        record(
+            "group.trading_streaming" if name.endswith("_streaming") else "group.trading_batch", args.requests / median, digits=1
         )
 
 

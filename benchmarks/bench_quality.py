@@ -39,7 +39,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import REPO
+from _common import REPO, record
 
 sys.path.insert(0, str(REPO))
 
@@ -463,6 +463,8 @@ def main() -> None:
             f"ratio cost / A (the step's own run):          {cost / a:5.2f}  (target <= 0.25: {'met' if cost / a <= 0.25 else 'MISSED'})"
         )
         print(f"ratio cost / C (same checks by hand, one pass): {cost / c:5.1f}")
+        record("quality.vs_step", cost / a)
+        record("quality.vs_sql", cost / c, digits=1)
         print("note: one noisy 2-core machine; medians of few runs; differences under ~0.3 s are within noise")
         shutil.rmtree(root, ignore_errors=True)
 

@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _common import REPO
+from _common import REPO, record
 
 sys.path.insert(0, str(REPO))
 
@@ -209,11 +209,13 @@ def main() -> None:
         print(f"cycles whose tables equal the uninterrupted run's: {cycles_equal}/{cycles}")
         print("lost rows:       " + ", ".join(f"{n} {lost[n]}" for n in TABLES))
         print("duplicated rows: " + ", ".join(f"{n} {duplicated[n]}" for n in TABLES))
+        record("recovery.lost_duplicated", f"{sum(lost.values())} / {sum(duplicated.values())}")
         if catch_up:
             print(
                 f"last restart to caught up: median {statistics.median(catch_up):.1f} s "
                 f"= {statistics.median(catch_up) / uninterrupted:.2f} x the uninterrupted run (JVM start included in both)"
             )
+            record("recovery.catch_up", statistics.median(catch_up) / uninterrupted)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, SERVICE_TRACE_SCHEMA
+from _common import REPO, SERVICE_TRACE_SCHEMA, record
 
 sys.path.insert(0, str(REPO))
 
@@ -255,6 +255,9 @@ def stream_bench(spark, root: Path, data: Path, tmp: Path, tuples: int, stream_f
         f"  streaming ratio swa / native session_window (baseline): {ratio:.2f} (medians), {paired}"
         f"  (target >= 1.0: {'met' if met else 'MISSED'})"
     )
+    record("swa.streaming_medians", ratio)
+    if blocks:
+        record("swa.streaming_pairs", statistics.median(blocks))
     return observed
 
 
@@ -269,6 +272,7 @@ def batch_bench(spark, data: Path, repeat: int) -> None:  # noqa: ANN001
         print(f"  {label:>35}: {medians[label]:>6.1f} s  (runs {', '.join(f'{v:.1f}s' for v in values[1:])})")
     ratio = medians["swa step (batch)"] / medians["groupBy(key).agg (batch)"]
     print(f"  batch ratio swa / groupBy (baseline): {ratio:.2f}  (target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'})")
+    record("swa.batch", ratio)
 
 
 def state_bench(spark, root: Path, data: Path, swa_file: Path, tumbling_file: Path, observed: dict | None) -> None:  # noqa: ANN001
@@ -295,6 +299,7 @@ def state_bench(spark, root: Path, data: Path, swa_file: Path, tumbling_file: Pa
         )
     ratio = swa.metrics.tuples_held_max / max(tumbling.metrics.tuples_held_max, 1)
     print(f"  state ratio swa / tumbling W=32000 (peak tuples held): {ratio:.2f}")
+    record("swa.state", ratio)
 
 
 if __name__ == "__main__":

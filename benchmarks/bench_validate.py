@@ -9,7 +9,7 @@ import argparse
 import subprocess
 import sys
 
-from _common import REPO, median_seconds
+from _common import REPO, median_seconds, record
 
 
 def main() -> None:
@@ -31,6 +31,7 @@ def main() -> None:
     print(f"tributary validate: median {median:.3f} s over {args.repeat} runs ({', '.join(f'{t:.3f}' for t in times)})")
     print(f"bare python start:  median {bare:.3f} s (baseline)")
     print(f"ratio validate / bare interpreter: {median / bare:.1f}x; target < 1 s: {'met' if median < 1 else 'MISSED'}")
+    record("validate.all", median)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, SERVICE_TRACE_SCHEMA
+from _common import REPO, SERVICE_TRACE_SCHEMA, record
 
 TRIBUTARY = str(Path(sys.executable).parent / "tributary")
 SCHEMA = SERVICE_TRACE_SCHEMA
@@ -183,6 +183,9 @@ def run(tmp: Path, args: argparse.Namespace) -> None:
         if f["completeness_100"] >= 0.97 and f["tuples_held_max"] <= baseline["tuples_held_max"]
     ]
     print(f"target (γ=1 ≥ 97 % with peak tuples held ≤ the baseline's): {'met by ' + '; '.join(met) if met else 'NOT met'}")
+    _, last_figures, _ = results[-1]  # size: auto, timeout: auto (β 0.01), the published setting
+    record("window_sizes.completeness", 100 * last_figures["completeness_100"])
+    record("window_sizes.state", last_figures["tuples_held_max"] / baseline["tuples_held_max"], digits=3)
 
     # the last setting as a stream over the same day: the windows the batch run emitted
     last = tmp / f"setting{len(settings) - 1}"

@@ -52,7 +52,7 @@ SampleOpt = Annotated[bool, typer.Option("--sample", help="Try the pipeline on e
 SAMPLE_ROWS = 100
 EngineOpt = Annotated[
     bool,
-    typer.Option("--no-engine", help="Start Spark in this process instead of using the warm engine (README: A warm engine)."),
+    typer.Option("--no-engine", help="Start Spark in this process instead of using the warm engine (docs/warm-engine.md)."),
 ]
 
 

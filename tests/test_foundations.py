@@ -252,3 +252,49 @@ def test_looking_at_tables_imports_neither_spark_nor_great_expectations(project,
     assert "HEAVY []" in done.stdout
     if command == ["show", "service_stats"]:
         assert "HEAVY [] False" in done.stdout  # pandas alone costs ~0.3 s of a show's second
+
+
+def _docs_gen():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tributary_docs_gen", REPO / "docs" / "gen.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_docs_tables_made_from_setup_cfg_and_the_benchmark_figures_are_current():
+    gen = _docs_gen()
+    assert gen.stale_pages() == [], "run: python docs/gen.py"
+    layers = gen.importlinter_layers()
+    assert layers[0] == ["cli"] and ["errors", "observations", "jvm"] in layers
+    table = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for package in (p for layer in layers for p in layer):
+        assert f"`{package}`" in table
+    with pytest.raises(ValueError, match="framework_new"):  # a layer setup.cfg gains must be described
+        gen.layer_table([*layers, ["framework_new"]])
+
+
+def test_the_cli_reference_has_every_command_and_option():
+    import typer
+
+    from framework.cli import app
+
+    page = _docs_gen().cli_reference()
+    root = typer.main.get_command(app)
+    for name, command in root.commands.items():
+        assert (f"`tributary {name}`" in page) != command.hidden
+        for sub, subcommand in getattr(command, "commands", {}).items():
+            assert (f"`tributary {name} {sub}`" in page) != subcommand.hidden  # `engine serve` is internal
+    assert "`--explain STEP`" in page and "`--full-refresh`" in page
+
+
+def test_the_spec_reference_has_every_definition_of_the_schema():
+    import json
+
+    page = _docs_gen().spec_reference()
+    schema = json.loads((REPO / "tributary.schema.json").read_text(encoding="utf-8"))
+    for name in schema["$defs"]:
+        assert f"## {name}\n" in page
+    for key in schema["properties"]:
+        assert f"| `{key}` |" in page

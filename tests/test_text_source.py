@@ -143,7 +143,7 @@ def test_an_event_time_expression_that_cannot_be_one_is_exit_2(spark, cli, proje
 
 
 def test_the_access_log_example_in_batch_and_streaming(spark, cli, project):
-    """The README's raw-log example: the stream emits the batch run's page views, but those its
+    """The raw-log example of docs/raw-logs.md: the stream emits the batch run's page views, but those its
     final watermark leaves open, which it says it still holds."""
     for path in (project / "data" / "samples" / "access_log").glob("*.log"):
         # as `tributary generate access-log` leaves them (a git checkout does not keep mtimes):
