@@ -392,3 +392,79 @@ def test_a_scheduler_killed_in_the_middle_of_a_run_resumes_and_commits_each_inte
     assert sorted(r["ts"] for r in rows) == times, f"killed at {killed_at}\n{log.read_text()}\n{out}"  # each row once
     per_interval = {r["interval_start"]: r["calls"] for r in delta_rows(project / "warehouse/per_interval")}
     assert per_interval == dict(Counter(t.replace(minute=t.minute - t.minute % 3, second=0) for t in times))
+
+
+STUCK_REGEX = """\
+name: {name}
+schedule:
+  cron: "0 * * * *"
+  start: {start}
+  end: {end}
+  timeout: {timeout}
+  retries: 0
+sources:
+  one: {{format: json, path: lines/one, schema: "line STRING"}}
+  two: {{format: json, path: lines/two, schema: "line STRING"}}
+steps:
+  matched:
+    sql: |
+      select {{{{ interval_start }}}} as at, line rlike '{pattern}' as m from {{{{ source('one') }}}}
+      union all select {{{{ interval_start }}}} as at, line rlike '{pattern}' as m from {{{{ source('two') }}}}
+outputs:
+  matched: {{mode: append, name: {name}_matched}}
+"""
+
+
+def test_a_run_timed_out_in_a_task_that_ignores_interrupts_leaves_no_core_busy(project):
+    """A regex in a JVM task does not stop when its job is cancelled: before, the timed-out run's
+    two tasks kept both cores of the scheduler's JVM busy for every later run (which then timed
+    out too). Now the scheduler ends that JVM after a grace period; the next run starts a new one."""
+    for part in ("one", "two"):  # a task each: both cores of local[2]
+        write(project / f"lines/{part}/l.json", f'{{"line": "{"a" * 40}b"}}\n')
+    stuck = STUCK_REGEX.format(
+        name="stuck", start="2026-11-02T08:00:00Z", end="2026-11-02T09:00:00Z", timeout="8s", pattern="^(.*a){12}$"
+    )
+    write(project / "pipelines/stuck.yaml", stuck)
+    warm = STUCK_REGEX.format(name="warm", start="2026-11-02T07:00:00Z", end="2026-11-02T08:00:00Z", timeout="5min", pattern="b$")
+    write(project / "pipelines/warm.yaml", warm)  # runs first: the stuck run's 8 s are the regex's, not the JVM's start
+    log = project / "scheduler.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "framework", "scheduler", "warm", "stuck"],
+        cwd=project,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        stdout=log.open("a"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and "nothing more to run" not in log.read_text():
+            assert process.poll() is None, log.read_text()
+            time.sleep(0.5)
+        [slot] = RunLog(*_log(project)).slots("stuck").values()
+        assert [r.outcome for r in slot.runs] == [TIMED_OUT], log.read_text()
+        time.sleep(2.0)
+        busy = _cpu_seconds(process.pid, 3.0) / 3.0  # cores the scheduler's processes keep busy, idle
+        assert busy < 0.5, f"{busy:.2f} cores still busy after the timed-out run\n{log.read_text()}"
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _cpu_seconds(group: int, seconds: float) -> float:
+    """CPU seconds the processes of a process group use in the next `seconds`."""
+
+    def used() -> float:
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == group:  # pgrp
+                total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+        return total / os.sysconf("SC_CLK_TCK")
+
+    before = used()
+    time.sleep(seconds)
+    return used() - before
