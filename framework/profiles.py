@@ -40,7 +40,9 @@ class Profile(SpecModel):
     storage_options: dict[str, str] = Field(default_factory=dict, description="Object-store options for delta-rs.")
     sql_policy: Literal["default", "strict"] = Field(
         "default",
-        description="strict: validate refuses SQL that calls Java methods (reflect, java_method) or reads files by path.",
+        description="strict: a step's SQL may read only its declared sources, refs and CTEs and call only Spark's built-ins "
+        "(minus those that reach outside: reflect, java_method, xpath, ...) and the project's udfs; no scripts. Checked at "
+        "validate and again on the SQL Spark receives (docs/security.md).",
     )
     scratch: str | None = Field(
         None,
