@@ -275,7 +275,8 @@ def compile_cmd(
                 out.print(f"[dim]-- from {_safe(compiled.sql[step].template)}[/]")
                 out.print(Syntax(compiled.sql[step].text.strip(), "sql", theme="ansi_dark", word_wrap=True))
             else:
-                out.print(json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_defaults=True), indent=2))
+                spelled = json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_defaults=True), indent=2)
+                out.print(_shown(spelled), markup=False, highlight=False, soft_wrap=True)  # a description is the user's text
 
     _guard(debug, body)
 
