@@ -484,17 +484,19 @@ def graph(
     var: VarOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Print the pipeline DAG as Mermaid text (paste into Markdown); optionally draw it."""
+    """Print the pipeline DAG as Mermaid text (paste into Markdown); or draw it and print the files written."""
 
     def body() -> None:
         from html import escape
 
         compiled, _ = _compile(pipeline, profile, var)
-        out.print(compiled.graph.to_mermaid(), end="", markup=False)
+        if not svg and not html:
+            out.print(compiled.graph.to_mermaid(), end="", markup=False)
+            return
         picture = compiled.graph.to_svg()
         if svg:
             svg.write_text(picture, encoding="utf-8")
-            err.print(f"wrote {_shown(svg)}", markup=False)
+            out.print(_shown(svg), markup=False, highlight=False, soft_wrap=True)
         if html:
             html.write_text(
                 f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(compiled.name)}</title>"
@@ -502,7 +504,7 @@ def graph(
                 f"<body><h1>{escape(compiled.name)}</h1><p>{escape(compiled.spec.description or '')}</p>{picture}</body></html>\n",
                 encoding="utf-8",
             )
-            err.print(f"wrote {_shown(html)}", markup=False)
+            out.print(_shown(html), markup=False, highlight=False, soft_wrap=True)
 
     _guard(debug, body)
 
