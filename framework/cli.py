@@ -1328,3 +1328,24 @@ def _stop_spark() -> None:
 def main() -> None:
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     app()
+
+
+def _reflow_help(typer_app: typer.Typer) -> None:
+    """Each command's help as paragraphs that rich wraps to the terminal: a docstring's hard line
+    breaks are where the source wraps, not the sentence (Typer's rich help keeps single newlines in
+    the command list and in every paragraph after the first). Blank lines still part paragraphs."""
+    import inspect
+
+    def reflowed(text: str) -> str:
+        return "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(text).split("\n\n"))
+
+    for command in typer_app.registered_commands:
+        text = command.help or inspect.getdoc(command.callback)
+        if text:
+            command.help = reflowed(text)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _reflow_help(group.typer_instance)
+
+
+_reflow_help(app)
