@@ -19,7 +19,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from framework.engine.results import UNDER_WAY, OutputStatus, Tone, tone
+from framework.engine.results import UNDER_WAY, OutputStatus, StepStatus, Tone, tone
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -190,7 +190,9 @@ def run_summary(result: RunResult) -> Group:
         steps.add_column(column, justify="right" if column == "rows" else "left")
     for step in result.steps:
         steps.add_row(*_row(step.name, step.kind, _n(step.rows), step.status))
-    parts: list[Any] = [steps, outputs]
+    # a rerun that found nothing new only planned its steps: a table of dashes says nothing (a failed run keeps it)
+    ran = any(step.rows is not None or step.status not in (StepStatus.PENDING, StepStatus.PLANNED) for step in result.steps)
+    parts: list[Any] = [steps, outputs] if ran or result.error is not None else [outputs]
     if result.limit is not None:
         parts.append(
             plain(
