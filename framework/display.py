@@ -11,6 +11,7 @@ control characters itself).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
@@ -329,6 +330,8 @@ def _python_values(column: Any) -> list[Any]:
     import pyarrow as pa
 
     kind = column.type
+    if pa.types.is_interval(kind) or pa.types.is_duration(kind):
+        return _durations(column)
     if not pa.types.is_timestamp(kind) or kind.tz is None:
         return column.to_pylist()
     try:
@@ -350,6 +353,78 @@ def _python_values(column: Any) -> list[Any]:
     return values
 
 
+@dataclass(frozen=True)
+class Duration:
+    """An INTERVAL or a duration read through Arrow, exactly: months, days and nanoseconds (a month
+    and a day have no fixed length, so they stay apart). Printed for a person (`1 h 30 min`,
+    `1 month 2 days 3 s`); `iso()` is ISO 8601 (`PT1H30M`, `P1M2DT3S`) for --json and --csv."""
+
+    months: int
+    days: int
+    nanoseconds: int
+
+    def __str__(self) -> str:
+        years, months = _split(self.months, 12)
+        parts = [_count(years, "year"), _count(months, "month"), _count(self.days, "day")]
+        sign, ns = ("-" if self.nanoseconds < 0 else ""), abs(self.nanoseconds)
+        hours, ns = divmod(ns, 3_600_000_000_000)
+        minutes, ns = divmod(ns, 60_000_000_000)
+        clock = [f"{hours} h" if hours else "", f"{minutes} min" if minutes else "", f"{_seconds(ns)} s" if ns else ""]
+        clock = [part for part in clock if part]
+        if clock:
+            parts.append(sign + " ".join(clock))
+        return " ".join(part for part in parts if part) or "0 s"
+
+    def iso(self) -> str:
+        years, months = _split(self.months, 12)
+        date = "".join(f"{n}{unit}" for n, unit in ((years, "Y"), (months, "M"), (self.days, "D")) if n)
+        sign, ns = ("-" if self.nanoseconds < 0 else ""), abs(self.nanoseconds)
+        hours, ns = divmod(ns, 3_600_000_000_000)
+        minutes, ns = divmod(ns, 60_000_000_000)
+        time = "".join(f"{sign}{n}{unit}" for n, unit in ((hours, "H"), (minutes, "M")) if n)
+        time += f"{sign}{_seconds(ns)}S" if ns else ""
+        if not date and not time:
+            return "PT0S"
+        return f"P{date}" + (f"T{time}" if time else "")
+
+
+def _split(months: int, per_year: int) -> tuple[int, int]:
+    years, rest = divmod(abs(months), per_year)
+    return (-years, -rest) if months < 0 else (years, rest)
+
+
+def _count(n: int, unit: str) -> str:
+    return "" if not n else f"{n} {unit}" + ("" if abs(n) == 1 else "s")
+
+
+def _seconds(nanoseconds: int) -> str:
+    whole, fraction = divmod(nanoseconds, 1_000_000_000)
+    return str(whole) + (f".{fraction:09d}".rstrip("0") if fraction else "")
+
+
+def _durations(column: Any) -> list[Any]:
+    """An interval (month_day_nano, day_time, year_month) or duration column as Durations, exactly."""
+    import pyarrow as pa
+
+    kind = column.type
+    if pa.types.is_duration(kind):
+        per_ns = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}[kind.unit]
+        chunks = column.chunks if hasattr(column, "chunks") else [column]
+        ticks = [t for chunk in chunks for t in chunk.cast(pa.int64()).to_pylist()]
+        return [None if t is None else Duration(0, 0, t * per_ns) for t in ticks]
+    values = []
+    for value in column.to_pylist():
+        if value is None:
+            values.append(None)
+        elif isinstance(value, int):  # year_month: months
+            values.append(Duration(value, 0, 0))
+        elif hasattr(value, "nanoseconds"):  # month_day_nano
+            values.append(Duration(value.months, value.days, value.nanoseconds))
+        else:  # day_time: (days, milliseconds)
+            values.append(Duration(0, value[0], value[1] * 1_000_000))
+    return values
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "∅"
@@ -363,8 +438,8 @@ def _n(value: int | None) -> str:
 
 
 def json_lines(table: pa.Table) -> str:
-    """Rows as JSON Lines, for scripts: one object per row; times and dates in ISO 8601, decimals
-    as text (exact), bytes as base64."""
+    """Rows as JSON Lines, for scripts: one object per row; times, dates and durations in ISO 8601,
+    decimals as text (exact), bytes as base64."""
     import json
 
     names = table.column_names
@@ -384,7 +459,10 @@ def csv_text(table: pa.Table) -> str:
 
     columns = []
     for column in table.columns:
-        if pa.types.is_nested(column.type) or pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        if pa.types.is_interval(column.type) or pa.types.is_duration(column.type):
+            texts = [None if v is None else v.iso() for v in _durations(column)]
+            column = pa.chunked_array([pa.array(texts, pa.string())])
+        elif pa.types.is_nested(column.type) or pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
             texts = [None if v is None else json.dumps(v, default=_json_value, ensure_ascii=False) for v in column.to_pylist()]
             column = pa.chunked_array([pa.array(texts, pa.string())])
         columns.append(column)
@@ -398,6 +476,8 @@ def _json_value(value: Any) -> Any:
     import datetime as dt
     import decimal
 
+    if isinstance(value, Duration):
+        return value.iso()
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
