@@ -65,8 +65,10 @@ def test_show_names_the_mistake_and_exits_2(cli, warehouse):
     assert code == 2 and "no table 'servce_stats'" in err and "did you mean 'service_stats'?" in err
     assert "Traceback" not in err + out
 
-    code, out, err = cli("show", "page_views")  # two pipelines have an output of that name
-    assert code == 2 and "access_log.page_views or access_log_streaming.page_views" in err
+    for pipeline in ("visits_a", "visits_b"):  # two pipelines have an output of that name, neither table has it
+        (warehouse.parent / f"pipelines/{pipeline}.yaml").write_text(f"name: {pipeline}\noutputs:\n  visits: {{name: {pipeline}}}\n")
+    code, out, err = cli("show", "visits")
+    assert code == 2 and "visits_a.visits or visits_b.visits" in err, err
 
     code, out, err = cli("show", "service_stats", "--version", "7")
     assert code == 2 and "no version 7" in err and "0 to 1" in err
@@ -369,9 +371,9 @@ def test_query_resolves_a_name_only_one_table_has(cli, warehouse):
     commit(warehouse / "page_views_streaming", pa.table({"views": [3]}))
     code, out, err = cli("query", "select sum(views) as total from page_views")
     assert code == 0, err
-    assert "output of pipeline access_log " in out.replace("\n", " ") and "│ 3 " in out, out
+    assert "page_views (output of pipeline access_log)" in out and "│ 3 " in out, out
     code, out, err = cli("show", "page_views")
-    assert code == 0 and "output of pipeline access_log " in out, err
+    assert code == 0 and "page_views · output of pipeline access_log ·" in out, err
     code, out, err = cli("show", "access_log_streaming.page_views")
     assert code == 0 and "│ 3 " in out, err
 
