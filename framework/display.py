@@ -296,13 +296,56 @@ def capacity_table(figures: Any) -> Group:
     return Group(table, *notes)
 
 
-def arrow_table(title: str | None, table: pa.Table) -> Table:
-    view = Table(title=_title(title), title_justify="left", header_style="bold")
-    for name in table.column_names:
-        view.add_column(plain(name))
-    for row in python_rows(table):
-        view.add_row(*_row(*[_cell(v) for v in row]))
-    return view
+#: a header longer than this may fold; shorter ones keep their line
+_HEADER_CAP = 30
+
+
+class Preview:
+    """Rows of a table as wide as the terminal lets them be: each column at least as wide as its
+    header (so no header is squeezed to a letter a line), the room left shared by the columns whose
+    cells want more (folded to it); the columns that do not fit left out from the right and named
+    below the table."""
+
+    def __init__(self, title: str | None, table: pa.Table):
+        self.title = title
+        self.names = table.column_names
+        self.rows = [[_cell(v) for v in row] for row in python_rows(table)]
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        from rich.cells import cell_len
+
+        cells = [[plain(name), *(_row(*(row[i] for row in self.rows)))] for i, name in enumerate(self.names)]
+        natural = [max(cell_len(text.plain) for text in column) for column in cells]
+        least = [min(cell_len(text.plain), _HEADER_CAP) for text, *_ in cells]
+        room, shown = options.max_width - 1, 0  # the table's left edge
+        for width in least:
+            if shown and room < width + 3:  # a cell's padding and right edge
+                break
+            room -= width + 3
+            shown += 1
+        widths = least[:shown]
+        wants = [max(natural[i] - least[i], 0) for i in range(shown)]
+        if sum(wants) <= room:
+            widths = natural[:shown]
+        else:
+            room = max(room, 0)
+            extra = [room * want // sum(wants) for want in wants]
+            for i in sorted(range(shown), key=lambda i: -wants[i])[: room - sum(extra)]:
+                extra[i] += 1
+            widths = [width + more for width, more in zip(widths, extra, strict=True)]
+        view = Table(title=_title(self.title), title_justify="left", header_style="bold")
+        for column, width in zip(cells[:shown], widths, strict=True):
+            view.add_column(column[0], width=max(width, 1), overflow="fold")
+        for r in range(len(self.rows)):
+            view.add_row(*(column[r + 1] for column in cells[:shown]))
+        yield view
+        left = self.names[shown:]
+        if left:
+            yield plain(f"{len(left)} more column{'s' if len(left) > 1 else ''} not shown: {', '.join(left)}", "dim")
+
+
+def arrow_table(title: str | None, table: pa.Table) -> Preview:
+    return Preview(title, table)
 
 
 def rows_table(title: str, rows: list[dict[str, Any]]) -> Table:
