@@ -455,7 +455,7 @@ def _durations(column: Any) -> list[Any]:
         chunks = column.chunks if hasattr(column, "chunks") else [column]
         ticks = [t for chunk in chunks for t in chunk.cast(pa.int64()).to_pylist()]
         return [None if t is None else Duration(0, 0, t * per_ns) for t in ticks]
-    values = []
+    values: list[Duration | None] = []
     for value in column.to_pylist():
         if value is None:
             values.append(None)

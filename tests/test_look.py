@@ -66,7 +66,9 @@ def test_show_names_the_mistake_and_exits_2(cli, warehouse):
     assert "Traceback" not in err + out
 
     for pipeline in ("visits_a", "visits_b"):  # two pipelines have an output of that name, neither table has it
-        (warehouse.parent / f"pipelines/{pipeline}.yaml").write_text(f"name: {pipeline}\noutputs:\n  visits: {{name: {pipeline}}}\n")
+        (warehouse.parent / f"pipelines/{pipeline}.yaml").write_text(
+            f"name: {pipeline}\noutputs:\n  visits: {{name: {pipeline}}}\n"
+        )
     code, out, err = cli("show", "visits")
     assert code == 2 and "visits_a.visits or visits_b.visits" in err, err
 
