@@ -89,7 +89,7 @@ def generate_events(folder: Path, events: int, keys: int, files: int, seed: int 
         pq.write_table(table, folder / f"part-{part:04d}.parquet")
 
 
-def run_tributary(spark, root: Path, pipeline: Path, warehouse: Path) -> int:  # noqa: ANN001
+def run_tributary(spark, root: Path, pipeline: Path, warehouse: Path) -> int:
     from framework.compiler import compile_pipeline
     from framework.engine.runner import run_pipeline
     from framework.profiles import load_profile
@@ -101,7 +101,7 @@ def run_tributary(spark, root: Path, pipeline: Path, warehouse: Path) -> int:  #
     return sum(o.rows or 0 for o in result.outputs)
 
 
-def run_apply_in_pandas_with_state(spark, data: Path, out: Path) -> int:  # noqa: ANN001
+def run_apply_in_pandas_with_state(spark, data: Path, out: Path) -> int:
     """The same work written by hand with Spark's stateful Python API."""
     import pandas as pd
     import pyarrow as pa
@@ -112,7 +112,7 @@ def run_apply_in_pandas_with_state(spark, data: Path, out: Path) -> int:  # noqa
     # Spark's state cannot hold arrays here (KeyError 'elementType', ../shared/PLATFORM.md): JSON text
     state_schema = "held string, seen bigint"
 
-    def per_key(key, frames, state):  # noqa: ANN001, ANN202
+    def per_key(key, frames, state):
         (k,) = key
         held, seen = state.get if state.exists else ("[[], []]", 0)
         held_micros, held_v = json.loads(held)
@@ -133,7 +133,7 @@ def run_apply_in_pandas_with_state(spark, data: Path, out: Path) -> int:  # noqa
     grouped = stream.groupBy("k").applyInPandasWithState(per_key, output, state_schema, "append", GroupStateTimeout.NoTimeout)
     written = []
 
-    def commit(batch, batch_id):  # noqa: ANN001, ANN202
+    def commit(batch, batch_id):
         table = pa.table(batch.toArrow())
         written.append(table.num_rows)
         if table.num_rows:
@@ -144,7 +144,7 @@ def run_apply_in_pandas_with_state(spark, data: Path, out: Path) -> int:  # noqa
     return sum(written)
 
 
-def group_bench(spark, tmp: Path, args) -> None:  # noqa: ANN001
+def group_bench(spark, tmp: Path, args) -> None:
     root = tmp  # holds configs/
     data = tmp / "events"
     generate_events(data, args.events, args.keys, args.files)
@@ -189,7 +189,7 @@ def group_bench(spark, tmp: Path, args) -> None:  # noqa: ANN001
     record("group.vs_pandas_state", ratio)
 
 
-def trading_bench(spark, tmp: Path, args) -> None:  # noqa: ANN001
+def trading_bench(spark, tmp: Path, args) -> None:
     from framework.generators.ticks import generate_ticks
 
     root = tmp  # holds configs/

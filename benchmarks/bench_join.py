@@ -34,7 +34,7 @@ from _common import REPO, record
 sys.path.insert(0, str(REPO))
 
 
-def native(spark, data: Path, out: Path) -> int:  # noqa: ANN001
+def native(spark, data: Path, out: Path) -> int:
     """The interval join as one would write it by hand."""
     import pyarrow as pa
     from deltalake import write_deltalake
@@ -58,7 +58,7 @@ def native(spark, data: Path, out: Path) -> int:  # noqa: ANN001
     joined = joined.select("a.name", F.col("a.ts").alias("phones_ts"), "phone", F.col("b.ts").alias("emails_ts"), "email")
     rows = []
 
-    def commit(batch, batch_id):  # noqa: ANN001
+    def commit(batch, batch_id):
         table = pa.table(batch.toArrow())
         rows.append(table.num_rows)
         if table.num_rows:
@@ -74,7 +74,7 @@ def native(spark, data: Path, out: Path) -> int:  # noqa: ANN001
     return sum(rows)
 
 
-def tributary(spark, project: Path, warehouse: Path) -> int:  # noqa: ANN001
+def tributary(spark, project: Path, warehouse: Path) -> int:
     from framework.compiler import compile_pipeline
     from framework.engine.runner import run_pipeline
     from framework.profiles import load_profile
@@ -181,11 +181,11 @@ def few_keys_data(data: Path, scale: float) -> tuple[int, int]:
     return flights, 3 * len(hours)
 
 
-def hand_written(spark, data: Path, streaming: bool, months_per_batch: int = 1) -> int:  # noqa: ANN001
+def hand_written(spark, data: Path, streaming: bool, months_per_batch: int = 1) -> int:
     """The interval join as Spark plans it when written by hand: keys + range (count only)."""
     from pyspark.sql import functions as F
 
-    def read(name: str, schema: str):  # noqa: ANN202
+    def read(name: str, schema: str):
         if not streaming:
             return spark.read.parquet(str(data / name)).alias(name[0])
         reader = spark.readStream.schema(schema).option("maxFilesPerTrigger", months_per_batch).parquet(str(data / name))

@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 SCHEMA = "ts TIMESTAMP, client_ip STRING, head_service STRING, requested_service STRING, response_ms INT"
 
 
-def hand_written(spark, root: Path, warehouse: Path, compiled) -> None:  # noqa: ANN001
+def hand_written(spark, root: Path, warehouse: Path, compiled) -> None:
     """What an engineer would write by hand for the same pipeline, with the same SQL."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake

@@ -141,7 +141,7 @@ def phase_owner(name: str) -> object:
     return getattr(owner, attr) if attr else owner
 
 
-def observed_checks(frame) -> dict:  # noqa: ANN001
+def observed_checks(frame) -> dict:
     """The row-level and aggregate checks (all but uniqueness) as an Observation of one noop pass."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
@@ -171,7 +171,7 @@ def write_pipeline(root: Path, name: str, data: Path, expectations: str) -> Path
 class Phases:
     """Wall time and Spark job group per phase of one batch run, wrapped from the outside."""
 
-    def __init__(self, spark, label: str) -> None:  # noqa: ANN001
+    def __init__(self, spark, label: str) -> None:
         self.spark, self.label = spark, label
         self.seconds: dict[str, float] = defaultdict(float)
         self.profiler: cProfile.Profile | None = None
@@ -184,7 +184,7 @@ class Phases:
         inner = getattr(owner, attr)
         sc = self.spark.sparkContext
 
-        def timed(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        def timed(*args, **kwargs):
             sc.setJobGroup(self.group(phase), phase)
             began = time.perf_counter()
             if profile:
@@ -202,7 +202,7 @@ class Phases:
         return lambda: setattr(owner, attr, inner)
 
 
-def run_pipeline(spark, compiled, profile, warehouse: Path, label: str, cprofile: bool = False):  # noqa: ANN001, ANN201
+def run_pipeline(spark, compiled, profile, warehouse: Path, label: str, cprofile: bool = False):
     from framework.engine import runner
 
     phases = Phases(spark, label)
@@ -225,16 +225,16 @@ def run_pipeline(spark, compiled, profile, warehouse: Path, label: str, cprofile
     return result, phases
 
 
-def clear_job_group(spark) -> None:  # noqa: ANN001
+def clear_job_group(spark) -> None:
     spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     spark.sparkContext.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
 
-def spark_jobs(spark, group_prefix: str) -> list[dict]:  # noqa: ANN001
+def spark_jobs(spark, group_prefix: str) -> list[dict]:
     """Jobs whose group starts with the prefix, with name (call site) and duration, from Spark's status store."""
     jobs = []
     try:
-        store = spark.sparkContext._jsc.sc().statusStore()  # noqa: SLF001 - a benchmark's diagnostic
+        store = spark.sparkContext._jsc.sc().statusStore()  # a benchmark's diagnostic
         listed = store.jobsList(None)
         for i in range(listed.size()):
             job = listed.apply(i)

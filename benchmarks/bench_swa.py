@@ -82,7 +82,7 @@ def write_pipeline(root: Path, name: str, mode: str, kind: str, size: int, data:
     return path
 
 
-def streaming_tributary(spark, root: Path, pipeline: Path, warehouse: Path) -> tuple[int, dict]:  # noqa: ANN001
+def streaming_tributary(spark, root: Path, pipeline: Path, warehouse: Path) -> tuple[int, dict]:
     from framework.compiler import compile_pipeline
     from framework.engine.runner import run_pipeline
     from framework.profiles import load_profile
@@ -95,13 +95,13 @@ def streaming_tributary(spark, root: Path, pipeline: Path, warehouse: Path) -> t
     return out.rows or 0, out.observed
 
 
-def streaming_native(spark, data: Path, out: Path, per_trigger: int) -> int:  # noqa: ANN001
+def streaming_native(spark, data: Path, out: Path, per_trigger: int) -> int:
     """Spark's own session windows over the union, written the way one would by hand."""
     import pyarrow as pa
     from deltalake import write_deltalake
     from pyspark.sql import functions as F
 
-    def stream(folder: str):  # noqa: ANN202
+    def stream(folder: str):
         reader = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", per_trigger)
         return reader.parquet(str(data / folder)).withWatermark("ts", "10 seconds")
 
@@ -111,7 +111,7 @@ def streaming_native(spark, data: Path, out: Path, per_trigger: int) -> int:  # 
     )
     written = []
 
-    def commit(batch, batch_id):  # noqa: ANN001
+    def commit(batch, batch_id):
         table = pa.table(batch.select(*KEYS, "session_window.*", "tuple_count", *AGGREGATES).toArrow())
         written.append(table.num_rows)
         if table.num_rows:
@@ -123,7 +123,7 @@ def streaming_native(spark, data: Path, out: Path, per_trigger: int) -> int:  # 
     return sum(written)
 
 
-def batch_swa(spark, data: Path) -> None:  # noqa: ANN001
+def batch_swa(spark, data: Path) -> None:
     from framework.operators import StepContext, build_step
     from framework.spec.steps import SwaStep
 
@@ -144,7 +144,7 @@ def batch_swa(spark, data: Path) -> None:  # noqa: ANN001
     build_step("swa", StepContext(spark, "instances", step, {"calls": calls})).write.format("noop").mode("overwrite").save()
 
 
-def batch_group_by(spark, data: Path) -> None:  # noqa: ANN001
+def batch_group_by(spark, data: Path) -> None:
     from pyspark.sql import functions as F
 
     calls = spark.read.schema(SCHEMA).parquet(str(data / "static"), str(data / "images"))
@@ -154,7 +154,7 @@ def batch_group_by(spark, data: Path) -> None:  # noqa: ANN001
     units.write.format("noop").mode("overwrite").save()
 
 
-def evaluate(spark, root: Path, pipeline: Path):  # noqa: ANN001, ANN201 - a StepEvaluation
+def evaluate(spark, root: Path, pipeline: Path):  # a StepEvaluation
     from framework.compiler import compile_pipeline
     from framework.engine.runner import plan_frames
     from framework.integration.evaluation import evaluate_step
@@ -167,7 +167,7 @@ def evaluate(spark, root: Path, pipeline: Path):  # noqa: ANN001, ANN201 - a Ste
     return evaluate_step(frames.contexts["instances"])
 
 
-def timed(fn) -> float:  # noqa: ANN001
+def timed(fn) -> float:
     began = time.perf_counter()
     fn()
     return time.perf_counter() - began
@@ -213,7 +213,7 @@ def main() -> None:
             state_bench(spark, root, data, swa_file, tumbling_file, observed)
 
 
-def stream_bench(spark, root: Path, data: Path, tmp: Path, tuples: int, stream_file: Path, args) -> dict:  # noqa: ANN001
+def stream_bench(spark, root: Path, data: Path, tmp: Path, tuples: int, stream_file: Path, args) -> dict:
     """1. streaming throughput, after one untimed run of both on the same trace (JIT, Python
     workers, file cache: a smaller warm-up left the first timed runs of both ~30 % slower), in
     rounds of one run each, alternating which goes first. This VM's speed drifts by up to 2x over
@@ -261,7 +261,7 @@ def stream_bench(spark, root: Path, data: Path, tmp: Path, tuples: int, stream_f
     return observed
 
 
-def batch_bench(spark, data: Path, repeat: int) -> None:  # noqa: ANN001
+def batch_bench(spark, data: Path, repeat: int) -> None:
     """2. batch wall time."""
     batch = {"swa step (batch)": [], "groupBy(key).agg (batch)": []}
     for _ in range(repeat + 1):  # the first round warms both up and is not counted
@@ -275,7 +275,7 @@ def batch_bench(spark, data: Path, repeat: int) -> None:  # noqa: ANN001
     record("swa.batch", ratio)
 
 
-def state_bench(spark, root: Path, data: Path, swa_file: Path, tumbling_file: Path, observed: dict | None) -> None:  # noqa: ANN001
+def state_bench(spark, root: Path, data: Path, swa_file: Path, tumbling_file: Path, observed: dict | None) -> None:
     """3. state (the streaming run's own peak only when the streaming part ran)."""
     import pyarrow.parquet as pq
 

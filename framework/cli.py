@@ -71,7 +71,7 @@ def _safe(text: object) -> str:
     return escape(_shown(text, lines=False))
 
 
-def _guard(debug: bool, fn, *args, **kwargs):  # noqa: ANN001, ANN202
+def _guard(debug: bool, fn, *args, **kwargs):
     """Run a command body; turn errors into one clear message and the right exit code."""
     try:
         return fn(*args, **kwargs)
@@ -99,7 +99,7 @@ def _guard(debug: bool, fn, *args, **kwargs):  # noqa: ANN001, ANN202
         raise typer.Exit(1) from None
 
 
-def _context(pipeline: str | None, profile_name: str | None):  # noqa: ANN202
+def _context(pipeline: str | None, profile_name: str | None):
     from framework.profiles import load_profile
     from framework.project import find_project
 
@@ -127,7 +127,7 @@ def _print_warnings(warnings: list[Problem], label: str = "warning") -> None:
         err.print(_shown(warning).replace("\n", "\n  "), markup=False, soft_wrap=True)
 
 
-def _compile(  # noqa: ANN202
+def _compile(
     pipeline: str, profile_name: str | None, variables: list[str] | None, select: str | None = None, interval: str | None = None
 ):
     from framework.compiler import compile_pipeline
@@ -140,7 +140,7 @@ def _compile(  # noqa: ANN202
     return compile_pipeline(project, path, profile, cli_vars, select, covered), profile
 
 
-def _timezone(project, path: Path) -> str:  # noqa: ANN001
+def _timezone(project, path: Path) -> str:
     """The pipeline's schedule's timezone (naive times on the command line are read in it), else UTC."""
     from framework.schedule.pipelines import read_schedule
 
@@ -151,13 +151,13 @@ def _timezone(project, path: Path) -> str:  # noqa: ANN001
     return scheduled.schedule.timezone if scheduled is not None else "UTC"
 
 
-def _interval(project, path: Path, text: str, option: str):  # noqa: ANN001, ANN202
+def _interval(project, path: Path, text: str, option: str):
     from framework.spec.intervals import parse_interval
 
     return parse_interval(text, _timezone(project, path), option)
 
 
-def _instant(project, path: Path, text: str, option: str):  # noqa: ANN001, ANN202
+def _instant(project, path: Path, text: str, option: str):
     from framework.spec.intervals import instant
 
     zone = _timezone(project, path)
@@ -275,7 +275,8 @@ def compile_cmd(
                 out.print(f"[dim]-- from {_safe(compiled.sql[step].template)}[/]")
                 out.print(Syntax(compiled.sql[step].text.strip(), "sql", theme="ansi_dark", word_wrap=True))
             else:
-                out.print(json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_defaults=True), indent=2))
+                spelled = json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_defaults=True), indent=2)
+                out.print(_shown(spelled), markup=False, highlight=False, soft_wrap=True)  # a description is the user's text
 
     _guard(debug, body)
 
@@ -455,7 +456,7 @@ def _engine_first(ctx: typer.Context, pipeline: str, profile_name: str | None, n
     warm_up(prof, no_engine)
 
 
-def _through_engine(ctx: typer.Context, prof, no_engine: bool, start: bool = True, **overrides) -> None:  # noqa: ANN001, ANN003
+def _through_engine(ctx: typer.Context, prof, no_engine: bool, start: bool = True, **overrides) -> None:
     """Hand the current command to the warm engine when the profile allows it (`start`: starting one
     if none runs): its output is printed here and its exit code ends this command (typer.Exit).
     Returns when the command runs here."""
@@ -483,17 +484,19 @@ def graph(
     var: VarOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Print the pipeline DAG as Mermaid text (paste into Markdown); optionally draw it."""
+    """Print the pipeline DAG as Mermaid text (paste into Markdown); or draw it and print the files written."""
 
     def body() -> None:
         from html import escape
 
         compiled, _ = _compile(pipeline, profile, var)
-        out.print(compiled.graph.to_mermaid(), end="", markup=False)
+        if not svg and not html:
+            out.print(compiled.graph.to_mermaid(), end="", markup=False)
+            return
         picture = compiled.graph.to_svg()
         if svg:
             svg.write_text(picture, encoding="utf-8")
-            err.print(f"wrote {_shown(svg)}", markup=False)
+            out.print(_shown(svg), markup=False, highlight=False, soft_wrap=True)
         if html:
             html.write_text(
                 f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(compiled.name)}</title>"
@@ -501,7 +504,7 @@ def graph(
                 f"<body><h1>{escape(compiled.name)}</h1><p>{escape(compiled.spec.description or '')}</p>{picture}</body></html>\n",
                 encoding="utf-8",
             )
-            err.print(f"wrote {_shown(html)}", markup=False)
+            out.print(_shown(html), markup=False, highlight=False, soft_wrap=True)
 
     _guard(debug, body)
 
@@ -790,14 +793,14 @@ def query(
     _guard(debug, body)
 
 
-def _catalog(profile_name: str | None, scratch: bool):  # noqa: ANN202
+def _catalog(profile_name: str | None, scratch: bool):
     from framework.look.tables import Catalog
 
     project, prof = _context(None, profile_name)
     return Catalog(project, prof, scratch=scratch)
 
 
-def _print_rows(shown, as_json: bool, as_csv: bool, unit: str = "rows") -> None:  # noqa: ANN001 - framework.look.commands.Rows
+def _print_rows(shown, as_json: bool, as_csv: bool, unit: str = "rows") -> None:  # framework.look.commands.Rows
     from framework.display import arrow_table, csv_text, json_lines
 
     if as_json and as_csv:
@@ -1010,7 +1013,7 @@ def tune(
         _stop_spark()
 
 
-def _learn(compiled, prof, spark, step: str) -> None:  # noqa: ANN001
+def _learn(compiled, prof, spark, step: str) -> None:
     """tune --learn: the step's input joins its history of per-head sizes (size: auto)."""
     from framework.engine.results import new_run_id
     from framework.engine.runner import plan_frames
@@ -1032,7 +1035,7 @@ def _learn(compiled, prof, spark, step: str) -> None:  # noqa: ANN001
     out.print(f"history: {history_table(warehouse.internal, compiled.name, step)}", markup=False, soft_wrap=True)
 
 
-def _show_tuning(tuning, as_json: bool, folder: Path, pipeline: str) -> None:  # noqa: ANN001
+def _show_tuning(tuning, as_json: bool, folder: Path, pipeline: str) -> None:
     from framework.capacity.plots import plot_tuning
     from framework.capacity.tuning import report_lines, summary
 
@@ -1045,7 +1048,7 @@ def _show_tuning(tuning, as_json: bool, folder: Path, pipeline: str) -> None:  #
     out.print("  plots: " + ", ".join(str(p) for p in pictures), markup=False, soft_wrap=True)
 
 
-def _write_tuning(tuning, loaded, text: str) -> None:  # noqa: ANN001
+def _write_tuning(tuning, loaded, text: str) -> None:
     from framework.spec.rewrite import set_scalars, write_if_unchanged
 
     at = ("steps", tuning.step, "swa")
@@ -1283,7 +1286,7 @@ def engine_serve() -> None:
     raise typer.Exit(serve(_guard(False, settings), _engine_command))
 
 
-def _engine_errors(body):  # noqa: ANN001, ANN202
+def _engine_errors(body):
     """An engine that cannot be used (runtime folder, settings) is bad input, said in one line."""
 
     def guarded() -> None:
@@ -1325,3 +1328,24 @@ def _stop_spark() -> None:
 def main() -> None:
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     app()
+
+
+def _reflow_help(typer_app: typer.Typer) -> None:
+    """Each command's help as paragraphs that rich wraps to the terminal: a docstring's hard line
+    breaks are where the source wraps, not the sentence (Typer's rich help keeps single newlines in
+    the command list and in every paragraph after the first). Blank lines still part paragraphs."""
+    import inspect
+
+    def reflowed(text: str) -> str:
+        return "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(text).split("\n\n"))
+
+    for command in typer_app.registered_commands:
+        text = command.help or inspect.getdoc(command.callback)
+        if text:
+            command.help = reflowed(text)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _reflow_help(group.typer_instance)
+
+
+_reflow_help(app)

@@ -71,7 +71,7 @@ class CompiledPipeline:
         return any(sql.interval_used for sql in self.sql.values())
 
     @property
-    def spec(self):  # noqa: ANN201 - the Pipeline model
+    def spec(self):  # the Pipeline model
         return self.loaded.spec
 
     @property

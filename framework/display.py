@@ -11,6 +11,7 @@ control characters itself).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
@@ -19,7 +20,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from framework.engine.results import UNDER_WAY, OutputStatus, Tone, tone
+from framework.engine.results import UNDER_WAY, OutputStatus, StepStatus, Tone, tone
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -190,7 +191,9 @@ def run_summary(result: RunResult) -> Group:
         steps.add_column(column, justify="right" if column == "rows" else "left")
     for step in result.steps:
         steps.add_row(*_row(step.name, step.kind, _n(step.rows), step.status))
-    parts: list[Any] = [steps, outputs]
+    # a rerun that found nothing new only planned its steps: a table of dashes says nothing (a failed run keeps it)
+    ran = any(step.rows is not None or step.status not in (StepStatus.PENDING, StepStatus.PLANNED) for step in result.steps)
+    parts: list[Any] = [steps, outputs] if ran or result.error is not None else [outputs]
     if result.limit is not None:
         parts.append(
             plain(
@@ -293,13 +296,56 @@ def capacity_table(figures: Any) -> Group:
     return Group(table, *notes)
 
 
-def arrow_table(title: str | None, table: pa.Table) -> Table:
-    view = Table(title=_title(title), title_justify="left", header_style="bold")
-    for name in table.column_names:
-        view.add_column(plain(name))
-    for row in python_rows(table):
-        view.add_row(*_row(*[_cell(v) for v in row]))
-    return view
+#: a header longer than this may fold; shorter ones keep their line
+_HEADER_CAP = 30
+
+
+class Preview:
+    """Rows of a table as wide as the terminal lets them be: each column at least as wide as its
+    header (so no header is squeezed to a letter a line), the room left shared by the columns whose
+    cells want more (folded to it); the columns that do not fit left out from the right and named
+    below the table."""
+
+    def __init__(self, title: str | None, table: pa.Table):
+        self.title = title
+        self.names = table.column_names
+        self.rows = [[_cell(v) for v in row] for row in python_rows(table)]
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        from rich.cells import cell_len
+
+        cells = [[plain(name), *(_row(*(row[i] for row in self.rows)))] for i, name in enumerate(self.names)]
+        natural = [max(cell_len(text.plain) for text in column) for column in cells]
+        least = [min(cell_len(text.plain), _HEADER_CAP) for text, *_ in cells]
+        room, shown = options.max_width - 1, 0  # the table's left edge
+        for width in least:
+            if shown and room < width + 3:  # a cell's padding and right edge
+                break
+            room -= width + 3
+            shown += 1
+        widths = least[:shown]
+        wants = [max(natural[i] - least[i], 0) for i in range(shown)]
+        if sum(wants) <= room:
+            widths = natural[:shown]
+        else:
+            room = max(room, 0)
+            extra = [room * want // sum(wants) for want in wants]
+            for i in sorted(range(shown), key=lambda i: -wants[i])[: room - sum(extra)]:
+                extra[i] += 1
+            widths = [width + more for width, more in zip(widths, extra, strict=True)]
+        view = Table(title=_title(self.title), title_justify="left", header_style="bold")
+        for column, width in zip(cells[:shown], widths, strict=True):
+            view.add_column(column[0], width=max(width, 1), overflow="fold")
+        for r in range(len(self.rows)):
+            view.add_row(*(column[r + 1] for column in cells[:shown]))
+        yield view
+        left = self.names[shown:]
+        if left:
+            yield plain(f"{len(left)} more column{'s' if len(left) > 1 else ''} not shown: {', '.join(left)}", "dim")
+
+
+def arrow_table(title: str | None, table: pa.Table) -> Preview:
+    return Preview(title, table)
 
 
 def rows_table(title: str, rows: list[dict[str, Any]]) -> Table:
@@ -327,6 +373,8 @@ def _python_values(column: Any) -> list[Any]:
     import pyarrow as pa
 
     kind = column.type
+    if pa.types.is_interval(kind) or pa.types.is_duration(kind):
+        return _durations(column)
     if not pa.types.is_timestamp(kind) or kind.tz is None:
         return column.to_pylist()
     try:
@@ -348,6 +396,78 @@ def _python_values(column: Any) -> list[Any]:
     return values
 
 
+@dataclass(frozen=True)
+class Duration:
+    """An INTERVAL or a duration read through Arrow, exactly: months, days and nanoseconds (a month
+    and a day have no fixed length, so they stay apart). Printed for a person (`1 h 30 min`,
+    `1 month 2 days 3 s`); `iso()` is ISO 8601 (`PT1H30M`, `P1M2DT3S`) for --json and --csv."""
+
+    months: int
+    days: int
+    nanoseconds: int
+
+    def __str__(self) -> str:
+        years, months = _split(self.months, 12)
+        parts = [_count(years, "year"), _count(months, "month"), _count(self.days, "day")]
+        sign, ns = ("-" if self.nanoseconds < 0 else ""), abs(self.nanoseconds)
+        hours, ns = divmod(ns, 3_600_000_000_000)
+        minutes, ns = divmod(ns, 60_000_000_000)
+        clock = [f"{hours} h" if hours else "", f"{minutes} min" if minutes else "", f"{_seconds(ns)} s" if ns else ""]
+        clock = [part for part in clock if part]
+        if clock:
+            parts.append(sign + " ".join(clock))
+        return " ".join(part for part in parts if part) or "0 s"
+
+    def iso(self) -> str:
+        years, months = _split(self.months, 12)
+        date = "".join(f"{n}{unit}" for n, unit in ((years, "Y"), (months, "M"), (self.days, "D")) if n)
+        sign, ns = ("-" if self.nanoseconds < 0 else ""), abs(self.nanoseconds)
+        hours, ns = divmod(ns, 3_600_000_000_000)
+        minutes, ns = divmod(ns, 60_000_000_000)
+        time = "".join(f"{sign}{n}{unit}" for n, unit in ((hours, "H"), (minutes, "M")) if n)
+        time += f"{sign}{_seconds(ns)}S" if ns else ""
+        if not date and not time:
+            return "PT0S"
+        return f"P{date}" + (f"T{time}" if time else "")
+
+
+def _split(months: int, per_year: int) -> tuple[int, int]:
+    years, rest = divmod(abs(months), per_year)
+    return (-years, -rest) if months < 0 else (years, rest)
+
+
+def _count(n: int, unit: str) -> str:
+    return "" if not n else f"{n} {unit}" + ("" if abs(n) == 1 else "s")
+
+
+def _seconds(nanoseconds: int) -> str:
+    whole, fraction = divmod(nanoseconds, 1_000_000_000)
+    return str(whole) + (f".{fraction:09d}".rstrip("0") if fraction else "")
+
+
+def _durations(column: Any) -> list[Any]:
+    """An interval (month_day_nano, day_time, year_month) or duration column as Durations, exactly."""
+    import pyarrow as pa
+
+    kind = column.type
+    if pa.types.is_duration(kind):
+        per_ns = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}[kind.unit]
+        chunks = column.chunks if hasattr(column, "chunks") else [column]
+        ticks = [t for chunk in chunks for t in chunk.cast(pa.int64()).to_pylist()]
+        return [None if t is None else Duration(0, 0, t * per_ns) for t in ticks]
+    values: list[Duration | None] = []
+    for value in column.to_pylist():
+        if value is None:
+            values.append(None)
+        elif isinstance(value, int):  # year_month: months
+            values.append(Duration(value, 0, 0))
+        elif hasattr(value, "nanoseconds"):  # month_day_nano
+            values.append(Duration(value.months, value.days, value.nanoseconds))
+        else:  # day_time: (days, milliseconds)
+            values.append(Duration(0, value[0], value[1] * 1_000_000))
+    return values
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "∅"
@@ -361,8 +481,8 @@ def _n(value: int | None) -> str:
 
 
 def json_lines(table: pa.Table) -> str:
-    """Rows as JSON Lines, for scripts: one object per row; times and dates in ISO 8601, decimals
-    as text (exact), bytes as base64."""
+    """Rows as JSON Lines, for scripts: one object per row; times, dates and durations in ISO 8601,
+    decimals as text (exact), bytes as base64."""
     import json
 
     names = table.column_names
@@ -382,7 +502,10 @@ def csv_text(table: pa.Table) -> str:
 
     columns = []
     for column in table.columns:
-        if pa.types.is_nested(column.type) or pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        if pa.types.is_interval(column.type) or pa.types.is_duration(column.type):
+            texts = [None if v is None else v.iso() for v in _durations(column)]
+            column = pa.chunked_array([pa.array(texts, pa.string())])
+        elif pa.types.is_nested(column.type) or pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
             texts = [None if v is None else json.dumps(v, default=_json_value, ensure_ascii=False) for v in column.to_pylist()]
             column = pa.chunked_array([pa.array(texts, pa.string())])
         columns.append(column)
@@ -396,6 +519,8 @@ def _json_value(value: Any) -> Any:
     import datetime as dt
     import decimal
 
+    if isinstance(value, Duration):
+        return value.iso()
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, dt.timedelta):

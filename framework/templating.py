@@ -127,7 +127,7 @@ class _BoundedSandbox(SandboxedEnvironment):
             return operator.mul(left, right)
         return self.binop_table[op](left, right)
 
-    def call(__self, __context: Any, __obj: Any, /, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - Jinja's own signature
+    def call(__self, __context: Any, __obj: Any, /, *args: Any, **kwargs: Any) -> Any:  # Jinja's own signature
         result = super().call(__context, __obj, *args, **kwargs)
         if isinstance(__obj, (Macro, BlockReference, LoopContext)) or __obj in (_ref, _source, _var):
             return result  # the template's own text (a var in it is already a literal), or a name
@@ -765,7 +765,7 @@ def _render_with_map(template: jinja2.Template, shown: str, inline: tuple[str, i
             pieces.append((shown, line + offset_base, literal, chunk))
             out.append(chunk)
             position += len(chunk)
-    except Exception:
+    except Exception:  # noqa: BLE001 - handle_exception raises it again
         template.environment.handle_exception()  # re-raises with template frames in the traceback
     if not pieces:
         starts, pieces = [0], [(shown, 1 + offset_base, True, "")]

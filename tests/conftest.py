@@ -109,7 +109,7 @@ def delta_version(table: Path) -> int | None:
 
 def kill_while_committing(
     project: Path, pipeline: str, table: Path, rng, kills: int, attempts: int, commits: int = 2, linger: float = 0.8
-) -> int:  # noqa: ANN001 - a random.Random
+) -> int:  # a random.Random
     """Start `tributary run` up to `attempts` times; SIGKILL each start (process group) once `table`
     has 1 to `commits` more versions, plus up to `linger` seconds, until `kills` kills landed.
     Returns the kills that landed (a run that ended first was not killed)."""

@@ -30,7 +30,7 @@ class CaseTimeout(BaseException):
     """Raised by the alarm: a BaseException, so the CLI's own error handling cannot swallow it."""
 
 
-def _alarm(signum, frame):  # noqa: ANN001, ANN202, ARG001
+def _alarm(signum, frame):
     raise CaseTimeout
 
 

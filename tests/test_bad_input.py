@@ -172,7 +172,7 @@ def test_var_the_pipeline_does_not_use(cli, demo):
 def test_missing_source_path_fails_before_spark_starts(cli, demo, monkeypatch):
     import framework.engine.session
 
-    def no_spark(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def no_spark(*args, **kwargs):
         raise AssertionError("Spark was asked for before the inputs were checked")
 
     monkeypatch.setattr(framework.engine.session, "spark_session", no_spark)  # whatever earlier tests started

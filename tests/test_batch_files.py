@@ -37,7 +37,7 @@ def test_each_batch_lists_the_files_it_read_and_their_newest_event_time(spark, t
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
     seen: dict[int, tuple[list[str], int | None, list[int], int]] = {}
 
-    def record(batch, batch_id):  # noqa: ANN001
+    def record(batch, batch_id):
         rows = batch.selectExpr("n", "unix_micros(ts) AS micros").collect()
         files = StreamCheckpoint(str(checkpoint)).files(batch_id, str(folder))
         newest = BatchFooters(str(checkpoint), "TS").newest(batch_id)

@@ -21,7 +21,7 @@ from tests.sql_corpus import INVALID, VALID, VIEWS
 SCHEMAS = {name: from_ddl(ddl) for name, ddl in VIEWS.items()}
 
 
-def _analyze(query: str, views=SCHEMAS):  # noqa: ANN001, ANN202 - the compiler's way in
+def _analyze(query: str, views=SCHEMAS):  # the compiler's way in
     text = _for_sqlglot(query)
     return analyze(sqlglot.parse_one(text, read="spark"), views, text)
 

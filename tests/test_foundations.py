@@ -66,7 +66,7 @@ def test_no_module_outside_the_registry_asks_which_class_a_step_is():
     assert found == []
 
 
-def _plan(project: Path, name: str, full_refresh: bool = False, select: str | None = None):  # noqa: ANN202 - a RunPlan
+def _plan(project: Path, name: str, full_refresh: bool = False, select: str | None = None):  # a RunPlan
     from framework.compiler import compile_pipeline
     from framework.io.locations import Warehouse
     from framework.plan import plan_run

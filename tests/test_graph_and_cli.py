@@ -83,7 +83,52 @@ def test_compile_prints_rendered_sql(cli):
 
 
 def test_graph_writes_pictures(cli, project: Path):
-    code, out, _ = cli("graph", "service_calls", "--svg", "g.svg", "--html", "g.html")
+    code, out, _ = cli("graph", "service_calls")
     assert code == 0 and "static_calls --> all_calls" in out
+    code, out, _ = cli("graph", "service_calls", "--svg", "g.svg", "--html", "g.html")
+    assert code == 0
     ET.fromstring((project / "g.svg").read_text())
     assert "<svg" in (project / "g.html").read_text()
+
+
+def test_compile_prints_a_steps_description_literally(cli, project: Path):
+    """A description is the user's text: `[departure - 1h, departure]` is not rich markup."""
+    path = project / "pipelines/service_calls.yaml"
+    text = path.read_text().replace(
+        "description: Both streams as one, with `_source` telling which.",
+        'description: "Calls in [departure - 1h, departure] and [bold]x[/bold], as one"',
+    )
+    path.write_text(text)
+    code, out, err = cli("compile", "service_calls")
+    assert code == 0, err
+    assert "Calls in [departure - 1h, departure] and [bold]x[/bold], as one" in out, out
+
+
+def test_graph_svg_prints_only_the_files_written(cli, project: Path):
+    code, out, err = cli("graph", "service_calls", "--svg", "g.svg")
+    assert code == 0, err
+    assert out.strip().splitlines() == ["g.svg"], out
+    code, out, err = cli("graph", "service_calls", "--svg", "g.svg", "--html", "g.html")
+    assert code == 0 and out.strip().splitlines() == ["g.svg", "g.html"], out
+
+
+def test_help_texts_reflow_as_sentences(cli, monkeypatch):
+    """A docstring's hard line breaks are not where its lines break: on a wide terminal a
+    command's sentence stays on one line, in the command list and in its own help."""
+    monkeypatch.setenv("COLUMNS", "300")
+    code, out, _ = cli("--help")
+    assert code == 0
+    assert "what each reads and how it runs, what is computed once" in out, out
+    assert "whenever a file under pipelines/, sql/ or udfs/ (or its data) changes" in out, out
+    for command in ("run", "plan", "scheduler", "backfill", "runs"):
+        code, out, _ = cli(command, "--help")
+        assert code == 0
+        lines = [line.strip(" │") for line in out.splitlines()]
+        from framework.cli import app
+
+        callback = next(c.callback for c in app.registered_commands if (c.name or c.callback.__name__) == command)
+        import inspect
+
+        for paragraph in inspect.getdoc(callback).split("\n\n"):
+            joined = " ".join(paragraph.split())
+            assert any(joined in line for line in lines), (command, joined, out)

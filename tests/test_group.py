@@ -37,7 +37,7 @@ RETURNS = pa.schema([("n", pa.int64()), ("first", pa.int64()), ("last", pa.int64
 EVENT_COLUMNS = ("k", "id", MICROS)
 
 
-def _summary(events, state, args):  # noqa: ANN001, ANN202 - the group function contract
+def _summary(events, state, args):  # the group function contract
     seen = (state.value or {"groups": 0})["groups"] + 1
     state.update({"groups": seen})
     return {"n": len(events), "first": int(events["id"].iloc[0]), "last": int(events["id"].iloc[-1]),

@@ -23,14 +23,14 @@ B_SCHEMA = "k INT, ts TIMESTAMP, tb INT, v STRING"
 HYPOTHESIS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def join(spark, inputs: dict, **spec):  # noqa: ANN201 - a DataFrame
+def join(spark, inputs: dict, **spec):  # a DataFrame
     spec.setdefault("left", "phones")
     spec.setdefault("right", "emails")
     step = JoinStep.model_validate({"join": spec})
     return build_step("join", StepContext(spark=spark, name="matched", spec=step, inputs=inputs))
 
 
-def _sql_literal(value) -> str:  # noqa: ANN001
+def _sql_literal(value) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, datetime.datetime):  # naive = local time, as PySpark reads it back
@@ -40,7 +40,7 @@ def _sql_literal(value) -> str:  # noqa: ANN001
     return repr(value)
 
 
-def frame(spark, rows: list[tuple], schema: str):  # noqa: ANN201 - a DataFrame
+def frame(spark, rows: list[tuple], schema: str):  # a DataFrame
     """A DataFrame over a VALUES list: a local relation, so no Python worker runs (much faster
     than createDataFrame, which matters for the property tests)."""
     columns = [part.split() for part in schema.split(", ")]
@@ -94,7 +94,7 @@ def oracle_time(a_rows, b_rows, before: float, after: float, how: str) -> Counte
     return out
 
 
-def _null_first(x) -> tuple:  # noqa: ANN001
+def _null_first(x) -> tuple:
     return (0,) if x is None else (1, x)
 
 
@@ -102,7 +102,7 @@ def arrival_order(a_rows, b_rows, tiebreak: bool) -> list[tuple[int, int]]:
     """(side, index) of every row with an event time, in the documented arrival order:
     event time, tiebreak column, A before B, then the row's remaining columns (nulls first)."""
 
-    def sort_key(item):  # noqa: ANN001, ANN202
+    def sort_key(item):
         side, i = item
         row = (a_rows if side == 0 else b_rows)[i]
         k, ts, tb, v = row
@@ -144,7 +144,7 @@ def oracle_count(a_rows, b_rows, w_a: int, w_b: int, how: str, tiebreak: bool) -
     return out
 
 
-def result(df) -> Counter:  # noqa: ANN001
+def result(df) -> Counter:
     return Counter(tuple(row) for row in df.collect())
 
 
@@ -202,7 +202,7 @@ def test_count_window_arrival_order_at_equal_event_times(spark):
     """The documented order: event time, tiebreak columns, A before B, then the other columns."""
     t0, t1 = BASE, BASE + datetime.timedelta(seconds=1)
 
-    def run(a, b, w_a, w_b, tiebreak):  # noqa: ANN001, ANN202
+    def run(a, b, w_a, w_b, tiebreak):
         df = join(spark, frames(spark, a, b), on=["k"], last={"left": w_a, "right": w_b}, tiebreak=tiebreak)
         got = result(df)
         assert got == oracle_count(a, b, w_a, w_b, "inner", tiebreak=bool(tiebreak))
@@ -225,7 +225,7 @@ def test_count_window_arrival_order_at_equal_event_times(spark):
 def test_count_window_larger_input_many_buckets(spark):
     rng = random.Random(7)
 
-    def make(values):  # noqa: ANN001, ANN202
+    def make(values):
         return [
             (
                 rng.choice([1, 2, 3, 4, None]),
@@ -299,7 +299,7 @@ def test_a_time_join_on_few_key_values_compares_rows_of_one_time_bucket_only(spa
     b = [(1, BASE + datetime.timedelta(hours=h, minutes=-30), 0, str(h)) for h in range(0, 48, 7)]
     df = join(spark, frames(spark, a, b), on=["k"], within={"before": "1h", "after": 0})
     assert result(df) == oracle_time(a, b, 3600, 0, "inner") and len(result(df)) == 7
-    plan = df._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001 - the plan's shape is the point
+    plan = df._jdf.queryExecution().executedPlan().toString()  # the plan's shape is the point
     join_line = next(line for line in plan.splitlines() if "Join [" in line)
     assert "__a_bucket" in join_line and "__b_bucket" in join_line
 

@@ -19,7 +19,7 @@ def test_the_jar_is_compiled_from_the_source_once_and_reused(tmp_path: Path):
     assert list((tmp_path / "a").iterdir()) == [built]  # no half-written files left beside it
 
 
-def test_without_javac_or_when_turned_off_there_are_no_jvm_functions(spark, tmp_path: Path, monkeypatch):  # noqa: ANN001
+def test_without_javac_or_when_turned_off_there_are_no_jvm_functions(spark, tmp_path: Path, monkeypatch):
     from pyspark.sql import functions as F
 
     assert jvm.find_or_build((tmp_path,), None) is None

@@ -70,7 +70,7 @@ def ids_of(events, state, args):
 
 
 @st.composite
-def deliveries(draw) -> list[list[tuple[int, bool]]]:  # noqa: ANN001
+def deliveries(draw) -> list[list[tuple[int, bool]]]:
     """Per micro-batch, rows as (second, late?): on time near the batch's own time, or late."""
     batches = []
     for i in range(draw(st.integers(2, 4))):

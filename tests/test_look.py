@@ -65,8 +65,12 @@ def test_show_names_the_mistake_and_exits_2(cli, warehouse):
     assert code == 2 and "no table 'servce_stats'" in err and "did you mean 'service_stats'?" in err
     assert "Traceback" not in err + out
 
-    code, out, err = cli("show", "page_views")  # two pipelines have an output of that name
-    assert code == 2 and "access_log.page_views or access_log_streaming.page_views" in err
+    for pipeline in ("visits_a", "visits_b"):  # two pipelines have an output of that name, neither table has it
+        (warehouse.parent / f"pipelines/{pipeline}.yaml").write_text(
+            f"name: {pipeline}\noutputs:\n  visits: {{name: {pipeline}}}\n"
+        )
+    code, out, err = cli("show", "visits")
+    assert code == 2 and "visits_a.visits or visits_b.visits" in err, err
 
     code, out, err = cli("show", "service_stats", "--version", "7")
     assert code == 2 and "no version 7" in err and "0 to 1" in err
@@ -346,3 +350,96 @@ def test_the_run_summary_and_progress_print_user_text_literally():
     for text in (console.export_text(), lines):
         assert "\x1b" not in text and "\x07" not in text
         assert "/w/[bold]x[/bold]\\x1b[2J\\x1b]0;t\\x07" in text
+
+
+def test_intervals_print_as_durations_and_exactly_in_machine_formats(cli, warehouse):
+    """An INTERVAL read through Arrow (month_day_nano) is a duration to an analyst, not pyarrow's
+    MonthDayNano(...); --json and --csv give it exactly, as an ISO 8601 duration."""
+    sql = "select interval 90 minute as d, interval '1 month 2 days 3 seconds' as m, cast(null as interval) as n"
+    code, out, err = cli("query", sql)
+    assert code == 0, err
+    assert "MonthDayNano" not in out and "1 h 30 min" in out and "1 month 2 days 3 s" in out, out
+    code, out, err = cli("query", sql, "--json")
+    assert code == 0 and json.loads(out) == {"d": "PT1H30M", "m": "P1M2DT3S", "n": None}, out
+    code, out, err = cli("query", sql, "--csv")
+    assert code == 0, err
+    assert next(csv.DictReader(io.StringIO(out))) == {"d": "PT1H30M", "m": "P1M2DT3S", "n": ""}, out
+
+
+def test_query_resolves_a_name_only_one_table_has(cli, warehouse):
+    """`page_views` is an output of access_log (table page_views) and of access_log_streaming
+    (table page_views_streaming): only one table has the name, so it is not ambiguous."""
+    commit(warehouse / "page_views", pa.table({"views": [1, 2]}))
+    commit(warehouse / "page_views_streaming", pa.table({"views": [3]}))
+    code, out, err = cli("query", "select sum(views) as total from page_views")
+    assert code == 0, err
+    assert "page_views (output of pipeline access_log)" in out and "│ 3 " in out, out
+    code, out, err = cli("show", "page_views")
+    assert code == 0 and "page_views · output of pipeline access_log ·" in out, err
+    code, out, err = cli("show", "access_log_streaming.page_views")
+    assert code == 0 and "│ 3 " in out, err
+
+
+def test_wide_previews_keep_their_headers_readable():
+    """A table wider than the terminal keeps each header on one line: the columns that fit are
+    shown, and the caption says how many were left out and which."""
+    from rich.console import Console
+
+    from framework.display import arrow_table
+
+    names = [f"column_number_{i:02d}" for i in range(14)]
+    table = pa.table({name: [f"value {i}"] for i, name in enumerate(names)})
+    console = Console(record=True, width=80, force_terminal=True, color_system=None)
+    console.print(arrow_table("wide", table))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    header = next(line for line in text.splitlines() if "column_number_00" in line)
+    shown = [n for n in names if n in header]
+    assert shown == names[: len(shown)] and len(shown) >= 2, text
+    left = names[len(shown) :]
+    assert left and f"{len(left)} more columns not shown: {', '.join(left)}" in " ".join(text.split()), text
+    narrow = Console(record=True, width=200, force_terminal=True, color_system=None)
+    narrow.print(arrow_table("wide", table.select(names[:3])))
+    assert "not shown" not in narrow.export_text()
+
+
+def test_a_rerun_that_changed_nothing_prints_no_empty_steps_table():
+    from rich.console import Console
+
+    from framework.display import run_summary
+    from framework.engine.results import OutputResult, OutputStatus, RunResult, RunStatus, StepResult, StepStatus
+
+    steps = [StepResult("all_calls", "union", StepStatus.PLANNED), StepResult("service_stats", "sql", StepStatus.PLANNED)]
+    result = RunResult("r2", "service_calls", RunStatus.OK, steps=steps)
+    result.outputs = [OutputResult("service_stats", "service_stats", "/w/s", "overwrite", OutputStatus.SKIPPED, written_by="r1")]
+    console = Console(record=True, width=200, force_terminal=True, color_system=None)
+    console.print(run_summary(result))
+    text = console.export_text()
+    assert "skipped: unchanged, already written by run r1" in text
+    assert "steps" not in text.splitlines()[0] and "all_calls" not in text, text
+    result.steps[0].status, result.steps[0].rows = StepStatus.OK, 5
+    console = Console(record=True, width=200, force_terminal=True, color_system=None)
+    console.print(run_summary(result))
+    assert "all_calls" in console.export_text()
+
+
+def test_durations_read_exactly_from_every_arrow_interval_type():
+    from framework.display import csv_text, json_lines, python_rows
+
+    table = pa.table(
+        {
+            "dur": pa.array([5_400_000_000, -1_500_000, None], pa.duration("us")),
+            "mdn": pa.array([(14, 1, 0), (0, 0, -61_000_000_000), (0, 0, 0)], pa.month_day_nano_interval()),
+        }
+    )
+    assert [tuple(map(str, row)) for row in python_rows(table)] == [
+        ("1 h 30 min", "1 year 2 months 1 day"),
+        ("-1.5 s", "-1 min 1 s"),
+        ("None", "0 s"),
+    ]
+    assert [json.loads(line) for line in json_lines(table).splitlines()] == [
+        {"dur": "PT1H30M", "mdn": "P1Y2M1D"},
+        {"dur": "PT-1.5S", "mdn": "PT-1M-1S"},
+        {"dur": None, "mdn": "PT0S"},
+    ]
+    assert csv_text(table).splitlines()[1:] == ['"PT1H30M","P1Y2M1D"', '"PT-1.5S","PT-1M-1S"', ',"PT0S"']

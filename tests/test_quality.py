@@ -202,7 +202,7 @@ def test_observed_verdicts_equal_gx_validation_and_drops_are_gx_unexpected_rows(
         ), spec.label
         assert ours.observed_value == pytest.approx(theirs.observed_value), spec.label
 
-    def fails(customer, amount):  # noqa: ANN001, ANN202 - the rule in plain Python (nulls are ignored by between/in_set)
+    def fails(customer, amount):  # the rule in plain Python (nulls are ignored by between/in_set)
         return customer is None or (amount is not None and not 0 <= amount <= 100) or (customer not in (None, "ann", "bob"))
 
     dropped = {r.id for r in staged if r.dropped}

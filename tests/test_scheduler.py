@@ -261,7 +261,7 @@ def test_a_rerun_after_an_undone_commit_writes_it_again(spark, project, cli, mon
     assert cli("run", "hours", "--interval", "2026-11-02T08:00/2026-11-02T09:00")[0] == 0  # the tables exist
     original, seen = DeltaRsStore.commit, []
 
-    def second_fails(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+    def second_fails(self, *args, **kwargs):
         seen.append(1)
         if len(seen) == 2:
             raise OSError("disk full")

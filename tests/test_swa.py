@@ -99,12 +99,12 @@ outputs:
 """
 
 
-def _row(page, client, seconds, ms) -> dict:  # noqa: ANN001
+def _row(page, client, seconds, ms) -> dict:
     ts = (BASE + datetime.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z") if seconds is not None else None
     return {"page": page, "client": client, "ts": ts, "ms": ms}
 
 
-def _land(project: Path, files: list[list[dict]], format: str = "json") -> None:  # noqa: A002 - the spec's word
+def _land(project: Path, files: list[list[dict]], format: str = "json") -> None:  # the spec's word
     """Files landing one after the other (file streams order them by modification time). Parquet
     files carry the event time's statistics in their footers."""
     import pyarrow as pa
@@ -519,7 +519,7 @@ def test_sigkill_mid_stream_loses_and_duplicates_no_window(spark, cli, project, 
     assert _windows(table) == reference
 
 
-def _small_key_trace(spark, rows):  # noqa: ANN001, ANN202
+def _small_key_trace(spark, rows):
     """(key, second) pairs as tuples of one SWA spec (n = 3, t = 10 s), numbered, with MICROS."""
     from pyspark.sql import functions as F
 
@@ -535,7 +535,7 @@ def _small_key_trace(spark, rows):  # noqa: ANN001, ANN202
 
 
 @pytest.fixture(params=["jvm", "pandas"])
-def fold(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, spark) -> str:  # noqa: ANN001
+def fold(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, spark) -> str:
     """Each SWA fold in turn: the JVM aggregate (the session has Tributary's jar) and the pandas UDF
     that runs without it (TRIBUTARY_JVM=0)."""
     from pyspark.sql import functions as F
@@ -584,7 +584,7 @@ def test_the_batch_step_sorts_its_tuples_once(spark, fold):
 
     spec, frame = _small_key_trace(spark, [("a", 1), ("b", 2)])
     units = unit_rows("s", spec, assign_windows(frame, spec), [KEY_HASH, UNIT], closed_in_place(spec))
-    plan = units._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001 - the plan's shape is the point
+    plan = units._jdf.queryExecution().executedPlan().toString()  # the plan's shape is the point
     assert plan.count("Window [") == 1
     assert plan.count("Sort [") == 1
     assert plan.count("Exchange hashpartitioning") == (1 if fold == "jvm" else 2)
@@ -604,7 +604,7 @@ def test_a_replayed_streaming_batch_recomputes_its_windows_from_the_previous_sta
     step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"}})
     start = datetime.datetime(2026, 1, 1)
 
-    def frame(rows: list[tuple[str, int]]):  # noqa: ANN202
+    def frame(rows: list[tuple[str, int]]):
         return spark.createDataFrame(
             [(k, start + datetime.timedelta(seconds=s), i) for i, (k, s) in enumerate(rows)], "k STRING, ts TIMESTAMP, n INT"
         )
@@ -640,14 +640,14 @@ def test_the_streaming_windows_are_folded_and_aggregated_in_one_shuffle_and_one_
     rows = [(k, datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=s)) for k, s in [("a", 0), ("b", 25), ("a", 30)]]
     tuples = with_micros(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), step.swa)
     windows = SwaStream("w", step, str(tmp_path / "state"), delay=1.0).windows(tuples, mark=29_000_000)
-    plan = windows._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001 - the plan's shape is the point
+    plan = windows._jdf.queryExecution().executedPlan().toString()  # the plan's shape is the point
     assert plan.count("Exchange") == 1
     assert plan.count("Sort [") == 1
     assert plan.count("Window [") == 1
     assert "ArrowEvalPython" not in plan
 
 
-def _micro_batches(spark, state: Path):  # noqa: ANN001, ANN202 - a function
+def _micro_batches(spark, state: Path):  # a function
     """Runs micro-batches of (key, second) tuples through one streaming SWA operator (key k, n = 3,
     t = 3 s, watermark delay 1 s); each returns (key, tuple_count, closed_by) of what it emitted."""
     from framework.operators.swa_stream import SwaStream
@@ -664,7 +664,7 @@ def _micro_batches(spark, state: Path):  # noqa: ANN001, ANN202 - a function
     return run
 
 
-def _emitted(spark, written) -> list:  # noqa: ANN001 - a SparkSession and the operator's WrittenRows
+def _emitted(spark, written) -> list:  # a SparkSession and the operator's WrittenRows
     """The rows a streaming SWA operator wrote for its output (the sink commits these files)."""
     return spark.read.schema(written.schema).parquet(written.folder).collect()
 

@@ -12,15 +12,15 @@ def test_each_folder_gets_the_rows_its_pick_chooses_from_one_pass(spark, tmp_pat
     a folder no row goes to still made; a second job's files sit beside the first's."""
     frame = spark.range(0, 1000, numPartitions=3).selectExpr("id", "id % 2 = 0 AS even")
 
-    def evens(table):  # noqa: ANN001, ANN202 - pyarrow Tables
+    def evens(table):  # pyarrow Tables
         return table.filter(table.column("even")).drop_columns(["even"])
 
-    def odds(table):  # noqa: ANN001, ANN202
+    def odds(table):
         import pyarrow.compute as pc
 
         return table.filter(pc.invert(table.column("even")))
 
-    def nothing(table):  # noqa: ANN001, ANN202
+    def nothing(table):
         return table.slice(0, 0)
 
     folders = {name: Folder(str(tmp_path / name), pick) for name, pick in (("evens", evens), ("odds", odds), ("none", nothing))}

@@ -76,7 +76,7 @@ class Warm:
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    def wait_until(self, check, timeout: float = 120.0) -> list[dict]:  # noqa: ANN001
+    def wait_until(self, check, timeout: float = 120.0) -> list[dict]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             engines = self.engines()

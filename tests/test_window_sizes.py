@@ -98,7 +98,7 @@ outputs:
 """
 
 
-def _history(project) -> tuple[dict, tuple]:  # noqa: ANN001
+def _history(project) -> tuple[dict, tuple]:
     rows = delta_rows(project / "warehouse" / "_tributary" / "window_sizes" / "pages" / "windows")
     per_head = {r["head"]: (r["size"], r["timeout_s"]) for r in rows if r["size"] is not None}
     return per_head, (rows[0]["fallback_size"], rows[0]["fallback_timeout_s"])

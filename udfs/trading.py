@@ -23,7 +23,7 @@ def homogenize(instants: np.ndarray, prices: np.ndarray, grid: np.ndarray) -> np
     return prices[np.where(closer_before, before, after)]
 
 
-def pair_correlations_of(events, points: int) -> list[tuple[str, float]]:  # noqa: ANN001 - a pandas DataFrame
+def pair_correlations_of(events, points: int) -> list[tuple[str, float]]:  # a pandas DataFrame
     """(pair, Pearson correlation) for every pair of the request's stocks, pairs in name order."""
     instants = events["ts"].astype("int64").to_numpy()
     prices = events["price"].to_numpy()
@@ -43,14 +43,14 @@ def pair_correlations_of(events, points: int) -> list[tuple[str, float]]:  # noq
 
 
 @group_function(returns="pair string, correlation double")
-def pair_correlations(events, state, args):  # noqa: ANN001, ANN201 - the group function contract
+def pair_correlations(events, state, args):  # the group function contract
     """The correlation PEs: one row per pair of stocks of the request."""
     pairs = pair_correlations_of(events, int(args.get("points", 1000)))
     return [{"pair": pair, "correlation": correlation} for pair, correlation in pairs]
 
 
 @group_function(returns="pair string, correlation double, pairs int")
-def most_correlated_pair(events, state, args):  # noqa: ANN001, ANN201 - the group function contract
+def most_correlated_pair(events, state, args):  # the group function contract
     """The correlation PEs and the max PE in one: the request's most correlated pair."""
     pairs = pair_correlations_of(events, int(args.get("points", 1000)))
     if not pairs:
@@ -60,6 +60,6 @@ def most_correlated_pair(events, state, args):  # noqa: ANN001, ANN201 - the gro
 
 
 @udf(returns="double")
-def fisher_z(correlation):  # noqa: ANN001, ANN201 - a pandas Series
+def fisher_z(correlation):  # a pandas Series
     """Fisher's z of a correlation: comparable across requests (its spread does not depend on r)."""
     return np.arctanh(correlation.clip(-0.999999, 0.999999))

@@ -26,7 +26,7 @@ _RUNNING_TASK = "org.apache.spark.executor.Executor$TaskRunner"
 def running_tasks(spark: Any) -> list[str]:
     """Names of the JVM threads running a Spark task now (empty on Spark Connect or a dead JVM)."""
     try:
-        jvm = spark.sparkContext._jvm  # noqa: SLF001
+        jvm = spark.sparkContext._jvm
         threads = jvm.java.lang.management.ManagementFactory.getThreadMXBean().dumpAllThreads(False, False)
         running = []
         for info in threads:
@@ -54,7 +54,7 @@ def end_jvm() -> None:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    gateway = SparkContext._gateway  # noqa: SLF001
+    gateway = SparkContext._gateway
     process = getattr(gateway, "proc", None)
     if process is not None:
         with contextlib.suppress(Exception):
@@ -63,8 +63,8 @@ def end_jvm() -> None:
     if gateway is not None:
         with contextlib.suppress(Exception):
             gateway.shutdown()
-    SparkContext._gateway = None  # noqa: SLF001
-    SparkContext._jvm = None  # noqa: SLF001
-    SparkContext._active_spark_context = None  # noqa: SLF001
-    SparkSession._instantiatedSession = None  # noqa: SLF001
-    SparkSession._activeSession = None  # noqa: SLF001
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None

@@ -107,7 +107,7 @@ def run_pipeline(
             store.ensure_columns(run.internal(QUARANTINE_TABLE), {"line": "long"})
             drive(run)
         result.status, result.exit_code = RunStatus.OK, 0
-    except BaseException as e:
+    except BaseException as e:  # noqa: BLE001 - recorded in the result, then raised again
         result.status = RunStatus.FAILED
         for output in result.outputs:
             if output.status == OutputStatus.PENDING:  # staged (or not even that): nothing reached its table
@@ -207,7 +207,7 @@ def _record_quality(run: RunContext) -> None:
         return
     try:
         record_quality(run.store, run.internal(QUALITY_TABLE), run.quality.results, run.run_id, run.pipeline)
-    except Exception as e:  # noqa: BLE001 - as with the run log: the run's own error matters more
+    except Exception as e:  # as with the run log: the run's own error matters more
         if run.result.status is RunStatus.OK:
             run.result.status = RunStatus.FAILED
             raise RunFailed(f"the run finished but its quality results could not be written: {one_line(e)}") from e
@@ -217,7 +217,7 @@ def _record_events(run: RunContext, events: EventLog) -> None:
     record_result(events, run.result)
     try:
         events.flush()
-    except Exception as e:  # noqa: BLE001 - the run's own outcome matters more than its log line
+    except Exception as e:  # the run's own outcome matters more than its log line
         if run.result.status is RunStatus.OK:
             raise RunFailed(f"the run finished but its events could not be written: {one_line(e)}") from e
 

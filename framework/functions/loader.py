@@ -94,7 +94,7 @@ def _import(project: Project, folder: Path, files: list[Path]) -> Functions:
                 continue
             try:
                 importlib.import_module(f"{PACKAGE}.{file.stem}")
-            except BaseException as error:  # noqa: BLE001 - the analyst's code may raise anything
+            except BaseException as error:  # the analyst's code may raise anything
                 if isinstance(error, KeyboardInterrupt):
                     raise
                 problems.append(_import_problem(project, folder, file, error))

@@ -138,7 +138,7 @@ def with_event_time(frame: SourceFrame, spec: AnySource) -> SourceFrame:
     return frame
 
 
-def _adding_event_time(read_files: Callable[[list[str]], tuple[DataFrame, DataFrame | None]], expression: str):  # noqa: ANN202
+def _adding_event_time(read_files: Callable[[list[str]], tuple[DataFrame, DataFrame | None]], expression: str):
     from pyspark.sql import functions as F
 
     def read(files: list[str]) -> tuple[DataFrame, DataFrame | None]:

@@ -48,8 +48,8 @@ def write_folders(frame: DataFrame, folders: dict[str, Folder]) -> dict[str, int
     return written
 
 
-def _task_writer(targets: dict, job: str):  # noqa: ANN202 - the function mapInArrow runs
-    def write(batches):  # noqa: ANN001, ANN202 - an iterator of RecordBatch, both ways
+def _task_writer(targets: dict, job: str):  # the function mapInArrow runs
+    def write(batches):  # an iterator of RecordBatch, both ways
         import pyarrow as pa
         import pyarrow.parquet as pq
         from pyspark import TaskContext

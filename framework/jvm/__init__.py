@@ -87,7 +87,7 @@ def _build(javac: str, target: Path, spark_jars: Path) -> Path:
     return target
 
 
-def _fold_class(spark: SparkSession, name: str):  # noqa: ANN202 - a py4j JavaClass or None
+def _fold_class(spark: SparkSession, name: str):  # a py4j JavaClass or None
     """Tributary's JVM class `name` in this session, or None when the session has no JVM functions
     (TRIBUTARY_JVM=0, Spark Connect, or a session started without the jar)."""
     from py4j.java_gateway import JavaClass
@@ -111,7 +111,7 @@ def swa_fold(spark: SparkSession, size: int, timeout_micros: int, micros: Column
     if fold_class is None:
         return None
     name = f"tributary_swa_fold_{size}_{timeout_micros}"
-    spark._jsparkSession.udf().register(name, fold_class.function(size, timeout_micros))  # noqa: SLF001
+    spark._jsparkSession.udf().register(name, fold_class.function(size, timeout_micros))
     return F.call_function(name, micros)
 
 
@@ -123,5 +123,5 @@ def swa_fold_sized(spark: SparkSession, micros: Column, size: Column, timeout_mi
     fold_class = _fold_class(spark, "SwaFoldSized")
     if fold_class is None:
         return None
-    spark._jsparkSession.udf().register("tributary_swa_fold_sized", fold_class.function())  # noqa: SLF001
+    spark._jsparkSession.udf().register("tributary_swa_fold_sized", fold_class.function())
     return F.call_function("tributary_swa_fold_sized", micros, size, timeout_micros)

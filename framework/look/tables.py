@@ -3,7 +3,7 @@
 An analyst thinks in the names of the pipelines' outputs, not in folders, so a name is tried as:
 
 1. an output of a pipeline: `service_stats`, or `service_calls.service_stats` when two pipelines
-   have an output of that name; its table is where the pipeline's spec and the profile put it
+   have an output of that name (unless only one of their tables is called so); its table is where the pipeline's spec and the profile put it
    (`name:`/`path:` under the warehouse), so it is the table `run` writes;
 2. one of Tributary's own tables: `quarantine`, `late_rows`, `quality`, `integration_quality`,
    `events` (also `runs`), or written out as `_tributary.quality`;
@@ -136,7 +136,7 @@ class Catalog:
         outputs = self.outputs()
         pipeline, _, output = name.partition(".")
         if name in outputs:
-            places = outputs[name]
+            places = _one_table(name, outputs[name], self.warehouse.table(name) if _plain_name(name) else None)
             if len(places) > 1:
                 raise BadInput(
                     Problem(
@@ -191,6 +191,16 @@ class Catalog:
     def _example(self) -> str:
         names = self.names()
         return names[0] if names else "service_stats"
+
+
+def _one_table(name: str, places: list[tuple[str, str]], named: str | None) -> list[tuple[str, str]]:
+    """The places an output name several pipelines have can mean, narrowed to one table when only one
+    can be meant: all write the same table, or only one of their tables has the name itself
+    (`page_views` of access_log, not access_log_streaming's page_views_streaming)."""
+    if len({table for _, table in places}) == 1:
+        return places[:1]
+    same = [(pipeline, table) for pipeline, table in places if table == named]
+    return same if len(same) == 1 else places
 
 
 def _plain_name(name: str) -> bool:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def field_of(df: DataFrame, column: str):  # noqa: ANN201 - a StructField or None
+def field_of(df: DataFrame, column: str):  # a StructField or None
     for field in df.schema.fields:
         if field.name.lower() == column.lower():
             return field
@@ -27,7 +27,7 @@ def quoted(column: str) -> str:
     return "`" + column.replace("`", "``") + "`"
 
 
-def is_timestamp(field) -> bool:  # noqa: ANN001 - a StructField
+def is_timestamp(field) -> bool:  # a StructField
     from pyspark.sql.types import TimestampNTZType, TimestampType
 
     return isinstance(field.dataType, (TimestampType, TimestampNTZType))

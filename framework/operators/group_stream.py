@@ -169,22 +169,22 @@ def _folders(current: str, runner: GroupRunner, events: StructType) -> dict[str,
     event_names = [f.name for f in events.fields if f.name != KEY]
     prefix, key, state_column, reason = EVENT, KEY, STATE, REASON
 
-    def rows_of(table, wanted):  # noqa: ANN001, ANN202 - pyarrow
+    def rows_of(table, wanted):  # pyarrow
         import pyarrow.compute as pc
 
         return table.filter(pc.equal(table.column(role), wanted))
 
-    def output(table):  # noqa: ANN001, ANN202
+    def output(table):
         return rows_of(table, OUT).select(out_columns)
 
-    def held(table):  # noqa: ANN001, ANN202
+    def held(table):
         picked = rows_of(table, HELD).select([key, *[prefix + n for n in event_names]])
         return picked.rename_columns([key, *event_names])
 
-    def states(table):  # noqa: ANN001, ANN202
+    def states(table):
         return rows_of(table, STATE_OUT).select([key, state_column])
 
-    def given_up(table):  # noqa: ANN001, ANN202
+    def given_up(table):
         picked = rows_of(table, QUARANTINED).select([*[prefix + n for n in event_names], reason])
         return picked.rename_columns([*event_names, reason])
 

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from framework.operators.count_join_stream import CountJoinStream
 
 
-def build_join(context: StepContext):  # noqa: ANN201 - a DataFrame
+def build_join(context: StepContext):  # a DataFrame
     spec = context.spec.join
     left, right = context.inputs[spec.left], context.inputs[spec.right]
     _check_inputs(context, left, right)

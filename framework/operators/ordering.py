@@ -24,7 +24,7 @@ def epoch_micros(ts: Column, ntz: bool) -> Column:
     return F.unix_micros(wall)
 
 
-def orderable(data_type) -> bool:  # noqa: ANN001 - a Spark DataType
+def orderable(data_type) -> bool:  # a Spark DataType
     """Whether Spark can sort by a column of this type (maps and variants cannot)."""
     from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 _POSITION = re.compile(r"line (\d+),? pos (\d+)")
 
 
-def build_sql(context: StepContext):  # noqa: ANN201 - a DataFrame
+def build_sql(context: StepContext):  # a DataFrame
     from pyspark.errors import AnalysisException, ParseException
 
     sql = context.sql

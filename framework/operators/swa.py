@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 START = "__tributary_start"  # event time (micros) of the first tuple of the tuple's window
 
 
-def build_swa(context: StepContext):  # noqa: ANN201 - a DataFrame
+def build_swa(context: StepContext):  # a DataFrame
     spec = context.spec.swa
     rows = with_sizes(used_columns(checked_input(context), spec), spec, context.sizes)
     return unit_rows(context.name, spec, assign_windows(rows, spec), [KEY_HASH, UNIT], closed=closed_in_place(spec))
@@ -112,7 +112,7 @@ def assign_windows(rows: DataFrame, spec: SwaSpec, last: bool = True) -> DataFra
     )
 
 
-def _jvm_fold(rows: DataFrame, spec: SwaSpec, window):  # noqa: ANN001, ANN202 - a Column or None
+def _jvm_fold(rows: DataFrame, spec: SwaSpec, window):  # a Column or None
     """The JVM fold over each key's tuples so far, named as the pandas fold names it (a struct of
     unit, start and position), or None when the session has no JVM functions."""
     from pyspark.sql import Window
@@ -130,7 +130,7 @@ def _jvm_fold(rows: DataFrame, spec: SwaSpec, window):  # noqa: ANN001, ANN202 -
     return folded.cast("struct<unit: bigint, start: bigint, position: bigint>")
 
 
-def _each_key_in_order(rows: DataFrame, spec: SwaSpec):  # noqa: ANN202 - (DataFrame, WindowSpec)
+def _each_key_in_order(rows: DataFrame, spec: SwaSpec):  # (DataFrame, WindowSpec)
     """`rows` with KEY_HASH, and each key's tuples in (event time, tiebreak) order.
 
     The key's xxhash64 leads so Spark's sort compares numbers, not the key's strings (which share
@@ -150,7 +150,7 @@ def key_columns(rows: DataFrame, spec: SwaSpec) -> list[Column]:
     return [F.col(quoted(field_of(rows, c).name)) for c in spec.key_columns()]
 
 
-def closed_in_place(spec: SwaSpec):  # noqa: ANN201 - an aggregate Column
+def closed_in_place(spec: SwaSpec):  # an aggregate Column
     """How a window closed, from its tuples: its n-th tuple (count); else the key's last window
     ends with the input (end_of_input); else a later tuple came too late for it (timeout)."""
     from pyspark.sql import functions as F
@@ -159,14 +159,14 @@ def closed_in_place(spec: SwaSpec):  # noqa: ANN201 - an aggregate Column
     return F.when(F.count(F.lit(1)) >= size, F.lit(COUNT)).when(F.max(F.col(LAST)), F.lit(END_OF_INPUT)).otherwise(F.lit(TIMEOUT))
 
 
-def _fold_udf(size: int | None = None, timeout_us: int | None = None):  # noqa: ANN202 - a pandas UDF
+def _fold_udf(size: int | None = None, timeout_us: int | None = None):  # a pandas UDF
     """The pandas fold: of (first-of-key, micros) with a fixed size and timeout, or of (first-of-key,
     micros, size, timeout) when each tuple carries its own (`size: auto`)."""
     import numpy as np
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
 
-    def fold(batches):  # noqa: ANN001, ANN202 - typed below, with types pyspark can read at run time
+    def fold(batches):  # typed below, with types pyspark can read at run time
         carry = np.empty((3, 0), dtype=np.int64)  # the open window's event times, sizes, timeouts
         offset = 0  # that key's unit number to continue from
         for first, micros, *sized in batches:

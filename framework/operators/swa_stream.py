@@ -288,10 +288,10 @@ def _output_and_held(folder: str) -> dict[str, Folder]:
     columns; the tuples of the others to the state. Picked in the tasks, with pyarrow only."""
     final, held = FINAL, HELD
 
-    def output(windows):  # noqa: ANN001, ANN202 - pyarrow Tables
+    def output(windows):  # pyarrow Tables
         return windows.filter(windows.column(final)).drop_columns([final, held])
 
-    def held_tuples(windows):  # noqa: ANN001, ANN202 - pyarrow Tables
+    def held_tuples(windows):  # pyarrow Tables
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -354,7 +354,7 @@ class _SharedSetting:
 _HASH_FALLBACK = _SharedSetting("spark.sql.objectHashAggregate.sortBased.fallbackThreshold")
 
 
-def _windows_hashed_in_memory(spark: SparkSession, size: int):  # noqa: ANN202 - a context manager
+def _windows_hashed_in_memory(spark: SparkSession, size: int):  # a context manager
     """Spark's aggregation with collect_list and the like (object buffers) keeps 128 groups in
     memory per task, then sorts the rest. A window holds at most `size` tuples, so many windows
     fit: aggregating them all in the hash map measured ~14 % faster on the benchmark's micro-batch."""

@@ -13,7 +13,7 @@ from framework.spec.steps import UnionStep
 SOURCE_COLUMN = "_source"
 
 
-def build_union(context: StepContext):  # noqa: ANN201 - a DataFrame
+def build_union(context: StepContext):  # a DataFrame
     from pyspark.sql import functions as F
 
     names = list(context.spec.union)

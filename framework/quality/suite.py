@@ -193,7 +193,7 @@ class EmptyFrame:
             for configuration in (edge.left, edge.right):
                 if configuration is not None and configuration.metric_name == "table.row_count":
                     known[configuration.id] = 0
-        graph._resolve(metrics=known, show_progress_bars=False)  # noqa: SLF001 - see above
+        graph._resolve(metrics=known, show_progress_bars=False)  # see above
         return known
 
 

@@ -79,7 +79,7 @@ class Scheduler:
                     if first:
                         raise
                     outlooks = {}
-                except Exception as e:  # noqa: BLE001 - e.g. the run log unreadable for a moment: a long-running process waits
+                except Exception as e:  # e.g. the run log unreadable for a moment: a long-running process waits
                     if first:
                         raise
                     self.say(f"error reading the schedules or the run log, trying again in a minute: {type(e).__name__}: {e}")

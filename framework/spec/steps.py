@@ -358,7 +358,7 @@ def any_step_type() -> Any:
     """The pydantic type accepting every registered kind (built once all kinds are defined)."""
     members = tuple(Annotated[cls, Tag(kind)] for kind, cls in STEP_KINDS.items())
     return Annotated[
-        Union[members],  # noqa: UP007 - a runtime-built union needs the Union form
+        Union[members],  # a runtime-built union needs the Union form
         Discriminator(
             kind_of,
             custom_error_type="step_kind",

@@ -98,7 +98,7 @@ _LIST = ".classes"
 _LIST_LIFE_S = 3600  # a list older than this belongs to an engine that was killed
 
 
-def dump_command(jvm: Any, class_list: Path, path: Path) -> list[str]:  # noqa: ANN401 - py4j's JVM view
+def dump_command(jvm: Any, class_list: Path, path: Path) -> list[str]:  # py4j's JVM view
     """The command that builds the archive at `path` from `class_list`, as the running `jvm` would
     need it: its own java, class path and module options (read from the JVM, not guessed)."""
     system = jvm.java.lang.System
@@ -119,7 +119,7 @@ def dump_command(jvm: Any, class_list: Path, path: Path) -> list[str]:  # noqa: 
 def write_later(command: list[str]) -> None:
     """Build the archive in a detached process at the lowest priority (the engine that listed the
     classes is stopping and must not wait for it)."""
-    subprocess.Popen(  # noqa: S603 - our own module, its argument is the command above as JSON
+    subprocess.Popen(  # our own module, its argument is the command above as JSON
         [sys.executable, "-m", "framework.warm.class_archive", json.dumps(command)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -138,7 +138,7 @@ def _write(command: list[str]) -> None:
     written = Path(next(a for a in command if a.startswith("-XX:SharedArchiveFile=")).split("=", 1)[1])
     path = written.with_name(written.name.rsplit(".", 1)[0])
     try:
-        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=600, check=False)  # noqa: S603
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=600, check=False)
         if done.returncode == 0 and written.is_file() and written.stat().st_size > 0:
             os.replace(written, path)
         archives = sorted(path.parent.glob("spark-classes-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)

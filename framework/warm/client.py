@@ -282,7 +282,7 @@ def _session_here() -> bool:
         return False
     from pyspark import SparkContext
 
-    return SparkContext._active_spark_context is not None  # noqa: SLF001
+    return SparkContext._active_spark_context is not None
 
 
 # -- running ---------------------------------------------------------------------------------

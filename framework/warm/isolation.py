@@ -80,11 +80,11 @@ def _make_active(spark: Any) -> None:
     """`spark` for SparkSession.getActiveSession() and builder.getOrCreate(), here and in the JVM."""
     from pyspark.sql import SparkSession
 
-    SparkSession._instantiatedSession = spark  # noqa: SLF001
-    SparkSession._activeSession = spark  # noqa: SLF001
-    jvm_class = SparkSession._get_j_spark_session_class(spark._jvm)  # noqa: SLF001
-    jvm_class.setDefaultSession(spark._jsparkSession)  # noqa: SLF001
-    jvm_class.setActiveSession(spark._jsparkSession)  # noqa: SLF001
+    SparkSession._instantiatedSession = spark
+    SparkSession._activeSession = spark
+    jvm_class = SparkSession._get_j_spark_session_class(spark._jvm)
+    jvm_class.setDefaultSession(spark._jsparkSession)
+    jvm_class.setActiveSession(spark._jsparkSession)
 
 
 def _rows(spark: Any, sql: str) -> list[Any]:

@@ -325,7 +325,7 @@ class Engine:
         engine cannot go on, if so."""
         spark = self.spark
         try:
-            stopped = spark.sparkContext._jsc.sc().isStopped()  # noqa: SLF001
+            stopped = spark.sparkContext._jsc.sc().isStopped()
         except Exception as e:  # noqa: BLE001 - py4j: the JVM is gone
             return f"its JVM stopped ({type(e).__name__})"
         if stopped:
@@ -497,7 +497,7 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
     dump = None
     if class_list is not None and archive is not None:
         with contextlib.suppress(Exception):
-            dump = class_archive.dump_command(spark._jvm, class_list, archive)  # noqa: SLF001
+            dump = class_archive.dump_command(spark._jvm, class_list, archive)
     preload.join()
     framework.warm.serving = True
     _install_interrupt_point()
@@ -521,7 +521,7 @@ def _end_jvm(timeout: float = 120.0) -> None:
     """Let the driver's JVM exit now (it exits when its stdin closes) and wait for it."""
     from pyspark import SparkContext
 
-    gateway = SparkContext._gateway  # noqa: SLF001
+    gateway = SparkContext._gateway
     process = getattr(gateway, "proc", None)
     if gateway is None or process is None:
         return
@@ -537,7 +537,7 @@ def _preload() -> None:
     with contextlib.suppress(Exception):
         import pyspark.sql.pandas.functions  # noqa: F401 - pandas and Arrow, for udfs/
 
-        import framework.display  # noqa: F401
+        import framework.display
         import framework.engine.runner  # noqa: F401
 
 
