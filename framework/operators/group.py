@@ -41,6 +41,7 @@ from framework.operators.group_runner import (
     QUARANTINED,
     ROLE,
     STATE,
+    GroupFailure,
     GroupRunner,
     Rule,
 )
@@ -346,5 +347,6 @@ register(
         streaming_checks=(streaming_problems,),
         needs_watermark="streaming group steps close groups when the watermark passes them",
         output_schema=group_columns,
+        task_failure=GroupFailure.__name__,
     )
 )

@@ -46,7 +46,16 @@ from framework.operators.columns import Role, field_of, lacking, missing_columns
 from framework.operators.context import StepContext
 from framework.operators.micro_batch import MicroBatchSetup
 from framework.operators.ordering import bucket_count, bucket_of, epoch_micros, orderable
-from framework.operators.registry import ColumnContext, MicroBatch, SpecProblem, StepColumns, StepKind, Streaming, register
+from framework.operators.registry import (
+    ColumnContext,
+    MicroBatch,
+    SpecProblem,
+    StateModel,
+    StepColumns,
+    StepKind,
+    Streaming,
+    register,
+)
 from framework.schemas import Column as SchemaColumn
 from framework.schemas import Schema
 from framework.spec.steps import JoinStep
@@ -415,5 +424,6 @@ register(
         micro_batch=MicroBatch(stream=_tagged_inputs, operator=_operator, check=build_join),
         needs_watermark="a streaming join needs a watermark on its inputs",
         output_schema=join_columns,
+        state_model=StateModel.JOIN_NODES,
     )
 )

@@ -71,6 +71,11 @@ class MicroBatchOperator(Protocol):
     def step(self) -> str: ...
 
     @property
+    def spec(self) -> Any:
+        """The step's spec."""
+        ...
+
+    @property
     def figures(self) -> dict[str, int]:
         """State it held, reported with its output (peaks over the run)."""
         ...

@@ -45,7 +45,7 @@ from framework.operators.keyed_windows import (
     used_columns,
 )
 from framework.operators.micro_batch import MicroBatchSetup
-from framework.operators.registry import MicroBatch, StepKind, per_micro_batch, register
+from framework.operators.registry import MicroBatch, StateModel, StepKind, per_micro_batch, register
 from framework.operators.window_sizes import SIZE_COLUMN, TIMEOUT_COLUMN, size_column, timeout_column, with_sizes
 from framework.spec.steps import SwaStep
 
@@ -276,5 +276,8 @@ register(
         needs_watermark="streaming SWA closes windows by the watermark",
         units=units,
         output_schema=keyed_window_columns,
+        state_model=StateModel.OPEN_WINDOWS,
+        tunable=True,
+        learns_sizes=True,
     )
 )

@@ -26,7 +26,7 @@ from framework.operators.keyed_windows import (
     used_columns,
 )
 from framework.operators.ordering import global_positions
-from framework.operators.registry import MicroBatch, StepKind, per_micro_batch, register
+from framework.operators.registry import MicroBatch, StateModel, StepKind, per_micro_batch, register
 from framework.spec.steps import TumblingStep
 
 if TYPE_CHECKING:
@@ -89,5 +89,6 @@ register(
         needs_watermark="streaming count windows place tuples once the watermark has passed them",
         units=units,
         output_schema=keyed_window_columns,
+        state_model=StateModel.COUNT_QUEUE,
     )
 )
