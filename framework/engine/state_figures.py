@@ -6,7 +6,7 @@ not computed twice. A step whose windows are not an output of the run (a SQL ste
 or whose output an identical run already wrote, is predicted but not observed; the figures say so.
 
 Streaming: the SWA operator reports each micro-batch's closed windows and the state it holds at
-the batch's end (framework.operators.swa_stream: its `batches`); per batch the model takes λ and 1/μ from the
+the batch's end (framework.operators.swa.stream: its `batches`); per batch the model takes λ and 1/μ from the
 windows that closed, predicts the open windows and compares them with the state held.
 
 Figures never fail a run: a measurement that cannot be made is a note in the figures.

@@ -102,6 +102,12 @@ OutputSchema = Callable[[Any, ColumnContext], StepColumns]
 Units = Callable[["DataFrame", Any], tuple["DataFrame", "Column", "Column"]]
 
 
+def one_input(context: StepContext) -> DataFrame:
+    """MicroBatch.stream of a kind that reads one input: that input's stream."""
+    (name,) = context.spec.declared_inputs()
+    return context.inputs[name]
+
+
 def native(step: Any) -> Streaming:
     return Streaming.NATIVE
 
