@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import Problem
+from framework.operators.problems import SpecProblem
 from framework.schemas import Schema
 from framework.spec.steps import STEP_KINDS, StepSpec
 
@@ -47,15 +48,6 @@ class StateModel(StrEnum):
     OPEN_WINDOWS = "open windows"  # keyed windows closed by count or timeout: a G/G/c queue (framework.integration.capacity)
     COUNT_QUEUE = "count queue"  # count windows: formula (11) (framework.integration.capacity)
     JOIN_NODES = "join nodes"  # a windowed join: the nodes it needs (framework.capacity.join)
-
-
-@dataclass(frozen=True)
-class SpecProblem:
-    """A problem found without Spark, at a path inside the step's YAML (below its name)."""
-
-    message: str
-    at: tuple[str | int, ...] = ()
-    hint: str = ""
 
 
 @dataclass(frozen=True)

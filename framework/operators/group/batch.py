@@ -45,7 +45,8 @@ from framework.operators.group.runner import (
     Rule,
 )
 from framework.operators.keyed_windows import rejection_reason, tuple_order, with_micros
-from framework.operators.registry import ColumnContext, SpecProblem, StepColumns
+from framework.operators.problems import SpecProblem
+from framework.operators.registry import ColumnContext, StepColumns
 from framework.schemas import Column as SchemaColumn
 from framework.schemas import Schema
 

@@ -45,11 +45,8 @@ from framework.errors import BadInput, Problem
 from framework.operators.columns import Role, field_of, lacking, missing_columns, not_a_timestamp, quoted, untimely
 from framework.operators.context import StepContext
 from framework.operators.ordering import bucket_count, bucket_of, epoch_micros, orderable
-from framework.operators.registry import (
-    ColumnContext,
-    SpecProblem,
-    StepColumns,
-)
+from framework.operators.problems import SpecProblem
+from framework.operators.registry import ColumnContext, StepColumns
 from framework.schemas import Column as SchemaColumn
 from framework.schemas import Schema
 from framework.spec.steps import JoinStep
