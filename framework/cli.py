@@ -877,12 +877,11 @@ def capacity(
         from framework.io.delta import local_store
         from framework.io.locations import EVENTS_TABLE, Warehouse
         from framework.operators import kind_of
+        from framework.operators.registry import StateModel
 
         compiled, prof = _compile(pipeline, profile, var, f"+{step}" if step else None)
         measured = {
-            n: s
-            for n, s in compiled.spec.steps.items()
-            if (kind_of(s).name == "join" or kind_of(s).units is not None) and (step is None or n == step)
+            n: s for n, s in compiled.spec.steps.items() if kind_of(s).state_model is not None and (step is None or n == step)
         }
         if not measured:
             raise BadInput(
@@ -899,9 +898,10 @@ def capacity(
         )
         logged = events.to_pylist() if events.num_rows else []
         for name, spec in measured.items():
-            if kind_of(spec).name == "join":
-                inputs = {i: frames.frames[i] for i in (spec.join.left, spec.join.right)}
-                result = measure_join(spark, name, spec, inputs, sample)
+            if kind_of(spec).state_model == StateModel.JOIN_NODES:
+                settings = kind_of(spec).settings(spec)
+                inputs = {i: frames.frames[i] for i in (settings.left, settings.right)}
+                result = measure_join(spark, name, settings, inputs, sample)
                 outputs = [o for o in compiled.spec.outputs if compiled.spec.output_step(o) == name]
                 result.observed = last_observed(events, outputs) if events.num_rows else {}
                 table = Table(title=f"capacity of join step '{name}'", title_justify="left", header_style="bold")
@@ -955,7 +955,7 @@ def tune(
     def body() -> None:
         from framework.capacity.tuning import check_levels, read_instances
         from framework.capacity.tuning import tune as choose
-        from framework.operators import kind_of
+        from framework.operators import kind_of, kinds
         from framework.spec.base import did_you_mean
         from framework.spec.text import read_text
 
@@ -970,21 +970,24 @@ def tune(
             raise BadInput(
                 loaded.problem(f"no step '{step}' in {compiled.name}", ("steps",), did_you_mean(step, list(compiled.spec.steps)))
             )
-        if kind_of(spec).name != "swa":
-            swa = [n for n, s in compiled.spec.steps.items() if kind_of(s).name == "swa"]
+        if not kind_of(spec).tunable:
+            tunable = [n for n, s in compiled.spec.steps.items() if kind_of(s).tunable]
+            names = [k.name for k in kinds().values() if k.tunable]
             raise BadInput(
                 loaded.problem(
-                    f"step '{step}' is a {spec.kind} step: tune chooses the size and timeout of an swa step, "
+                    f"step '{step}' is a {spec.kind} step: tune chooses the size and timeout of an {' or '.join(names)} step, "
                     "whose windows close by count and by event time",
                     ("steps", step),
-                    f"swa steps here: {', '.join(swa)}" if swa else "add an swa: step with an event_time to tune",
+                    f"{' or '.join(names)} steps here: {', '.join(tunable)}"
+                    if tunable
+                    else f"add an {' or '.join(f'{n}:' for n in names)} step with an event_time to tune",
                 )
             )
-        if learn and not spec.swa.learns:
+        if learn and not kind_of(spec).learns(spec):
             raise BadInput(
                 loaded.problem(
                     f"--learn: step '{step}' has a fixed size and timeout, so it learns nothing per head",
-                    ("steps", step, "swa", "size"),
+                    ("steps", step, spec.kind, "size"),
                     "set size: auto (and optionally timeout: auto), or drop --learn",
                 )
             )
@@ -1002,10 +1005,10 @@ def tune(
         with err.status(f"reading the instances of step '{step}'"):
             instances = read_instances(plan_frames(compiled, prof, spark).contexts[step], sample)
         with err.status(f"fitting {len(instances.degree):,} instances"):
-            tuning = choose(step, spec.swa, instances, alpha, beta)
+            tuning = choose(step, kind_of(spec).settings(spec), instances, alpha, beta)
         _show_tuning(tuning, as_json, plots or compiled.project.root / "reports" / "tune", compiled.name)
         if write:
-            _write_tuning(tuning, loaded, text)
+            _write_tuning(tuning, loaded, text, spec.kind)
 
     try:
         _guard(debug, body)
@@ -1021,7 +1024,7 @@ def _learn(compiled, prof, spark, step: str) -> None:
     from framework.integration.learned_sizes import describe, history_table
     from framework.io.delta import choose_store
     from framework.io.locations import Warehouse
-    from framework.operators import StepContext
+    from framework.operators import StepContext, kind_of
     from framework.operators.keyed_windows import checked_input
 
     spec = compiled.spec.steps[step]
@@ -1030,7 +1033,8 @@ def _learn(compiled, prof, spark, step: str) -> None:
     with err.status(f"learning per-head window sizes of step '{step}'"):
         inputs = plan_frames(compiled, prof, spark).contexts[step].inputs
         rows = checked_input(StepContext(spark, step, spec, inputs))
-        _, sizes = learn_from(store, warehouse.internal, compiled.name, step, spec.swa, rows, f"tune-{new_run_id()}")
+        settings = kind_of(spec).settings(spec)
+        _, sizes = learn_from(store, warehouse.internal, compiled.name, step, settings, rows, f"tune-{new_run_id()}")
     out.print(f"{step}: {describe(sizes)}", markup=False, soft_wrap=True)
     out.print(f"history: {history_table(warehouse.internal, compiled.name, step)}", markup=False, soft_wrap=True)
 
@@ -1048,10 +1052,11 @@ def _show_tuning(tuning, as_json: bool, folder: Path, pipeline: str) -> None:
     out.print("  plots: " + ", ".join(str(p) for p in pictures), markup=False, soft_wrap=True)
 
 
-def _write_tuning(tuning, loaded, text: str) -> None:
+def _write_tuning(tuning, loaded, text: str, kind: str) -> None:
+    """Set the chosen size and timeout under the step's kind key (`kind`)."""
     from framework.spec.rewrite import set_scalars, write_if_unchanged
 
-    at = ("steps", tuning.step, "swa")
+    at = ("steps", tuning.step, kind)
     changed = set_scalars(text, loaded.shown_as, {(*at, "size"): str(tuning.size), (*at, "timeout"): f"{tuning.timeout}s"})
     if changed == text:
         out.print(f"{loaded.shown_as} already has size: {tuning.size} and timeout: {tuning.timeout}s", markup=False)

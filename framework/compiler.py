@@ -30,7 +30,8 @@ from framework.functions.loader import Functions, load_functions
 from framework.graph import PipelineGraph, StepCycle
 from framework.io.locations import INTERNAL_DIR, Warehouse, is_uri, output_location, overlap, within
 from framework.io.sources import source_location
-from framework.operators.registry import ColumnContext, SpecProblem, StepColumns, StepKind, Streaming, kind_of, kinds
+from framework.operators.problems import SpecProblem
+from framework.operators.registry import ColumnContext, StepColumns, StepKind, Streaming, kind_of, kinds
 from framework.profiles import Profile
 from framework.project import Project
 from framework.schemas import Schema

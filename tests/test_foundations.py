@@ -50,20 +50,75 @@ def test_a_kind_registered_in_one_place_but_not_the_other_stops_the_registry():
     assert registry.kinds()["sql"].spec is STEP_KINDS["sql"]
 
 
-def test_no_module_outside_the_registry_asks_which_class_a_step_is():
-    """What a kind can do is its registry entry; `isinstance(step, SwaStep)` elsewhere would be a
-    second place to change for every new kind."""
+def _own_kind(path: Path) -> str | None:
+    """The kind whose own code `path` is: framework/operators/<kind>.py or framework/operators/<kind>/...
+    (None elsewhere)."""
+    parts = path.relative_to(REPO / "framework").parts
+    if len(parts) < 2 or parts[0] != "operators":
+        return None
+    return parts[1].removesuffix(".py")
+
+
+def _kind_questions(at: str, own: str | None, text: str) -> list[str]:
+    """Where `text` (the module at `at`, the code of kind `own` or None) asks which kind a step is."""
     from framework.spec.steps import STEP_KINDS
 
-    step_classes = {cls.__name__ for cls in STEP_KINDS.values()}
+    step_classes = {cls.__name__: name for name, cls in STEP_KINDS.items()}
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+            names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+            if names & set(step_classes):
+                found.append(f"{at}:{node.lineno}: isinstance of a step class")
+        elif isinstance(node, ast.Compare) and all(isinstance(op, ast.Eq | ast.NotEq) for op in node.ops):
+            texts = {c.value for c in (node.left, *node.comparators) if isinstance(c, ast.Constant)}
+            if own is None and texts & set(STEP_KINDS):
+                found.append(f"{at}:{node.lineno}: compares with a kind's name {sorted(texts & set(STEP_KINDS))}")
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr") and len(node.args) >= 2:
+            name = node.args[1]
+            if own is None and isinstance(name, ast.Constant) and name.value in STEP_KINDS:
+                found.append(f"{at}:{node.lineno}: {getattr(node.func, 'id', '')}(..., {name.value!r})")
+        elif isinstance(node, ast.ImportFrom) and node.module == "framework.spec.steps":
+            found += [f"{at}:{node.lineno}: imports {a.name}" for a in node.names if step_classes.get(a.name, own) != own]
+    return found
+
+
+def test_no_module_outside_the_registry_asks_which_kind_a_step_is():
+    """What a kind can do is its registry entry. Outside the registry, the spec and the kind's own
+    package, `isinstance(step, SwaStep)`, `kind_of(s).name == "swa"`, `getattr(step, "swa")` or
+    importing `SwaStep` would be a second place to change for every new kind."""
     found = []
     for path in (REPO / "framework").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
-                names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
-                if names & step_classes:
-                    found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+        at = path.relative_to(REPO)
+        if at.parts[1] != "spec" and at.as_posix() != "framework/operators/registry.py":
+            found += _kind_questions(at.as_posix(), _own_kind(path), path.read_text())
     assert found == []
+
+
+def test_the_guard_finds_each_way_of_asking_for_a_kind():
+    source = (
+        "from framework.spec.steps import AUTO, SwaStep\n"
+        "a = kind_of(s).name == 'swa'\n"
+        "b = getattr(step, 'join', None)\n"
+        "c = isinstance(step, SwaStep)\n"
+        "d = s.kind != 'tumbling'\n"
+        "e = event.name == 'run_end'\n"
+    )
+    found = _kind_questions("framework/cli.py", None, source)
+    assert sorted(f.split(": ", 1)[1] for f in found) == sorted(
+        [
+            "imports SwaStep",
+            "compares with a kind's name ['swa']",
+            "getattr(..., 'join')",
+            "isinstance of a step class",
+            "compares with a kind's name ['tumbling']",
+        ]
+    )
+    assert _kind_questions("framework/operators/swa/stream.py", "swa", source) == [
+        "framework/operators/swa/stream.py:4: isinstance of a step class"
+    ]
+    assert _own_kind(REPO / "framework" / "operators" / "swa" / "stream.py") == "swa"
+    assert _own_kind(REPO / "framework" / "cli.py") is None
 
 
 def _plan(project: Path, name: str, full_refresh: bool = False, select: str | None = None):  # a RunPlan

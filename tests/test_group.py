@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from framework.operators.group_runner import (
+from framework.operators.group.runner import (
     EVENT,
     HELD,
     KEY,

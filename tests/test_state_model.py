@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from framework.integration.capacity import InputLoad, observe, predict, sweep
+from framework.operators.registry import StateModel
 from tests.conftest import delta_rows
 
 
@@ -36,7 +37,7 @@ def _windows(rows: list[tuple[int, int, int, str]]) -> pa.Table:
 def test_a_window_is_open_until_its_nth_tuple_or_its_timeout():
     # n = 3, t = 10: the first closes at its 3rd tuple (s = 4), the others at s + 10
     windows = _windows([(0, 4, 3, "count"), (2, 5, 2, "timeout"), (30, 31, 2, "end_of_input")])
-    figures = observe("swa", 3, 10.0, windows, bytes_per_tuple=100.0)
+    figures = observe(StateModel.OPEN_WINDOWS, 3, 10.0, windows, bytes_per_tuple=100.0)
     assert figures["open_windows_max"] == 2 and figures["tuples_held_max"] == 5
     assert figures["lifetime_s"] == pytest.approx((4 + 10 + 10) / 3)
     assert figures["state_bytes_max"] == 500
@@ -46,16 +47,16 @@ def test_the_models_formulas():
     load = InputLoad(
         tuples=10_000, span_s=100, keys=1_000, lifetime_sum_s=20_000, crowded_keys=0, steady_s=90, bytes_per_tuple=135
     )
-    swa, notes = predict("swa", 13, load)
+    swa, notes = predict(StateModel.OPEN_WINDOWS, 13, load)
     assert swa["instances_per_s"] == pytest.approx(10.0)  # 90% of the keys in 90 s
     assert swa["open_windows"] == 201  # ⌊10 × 20⌋ + 1, formula (12)
     assert swa["state_bytes"] == 201 * 13 * 135  # formula (13)
     assert notes == []
-    tumbling, _ = predict("tumbling", 8000, load)
+    tumbling, _ = predict(StateModel.COUNT_QUEUE, 8000, load)
     assert tumbling["queue_length"] == pytest.approx(0.4994 * 8000 - 0.4526)  # formula (11)
     assert tumbling["residence_s"] == pytest.approx(tumbling["queue_length"] / 100)  # Little's law
     crowded = InputLoad(10_000, 100, 10, 200, crowded_keys=3, steady_s=90, bytes_per_tuple=1)
-    assert "3 key value(s)" in predict("swa", 13, crowded)[1][0]
+    assert "3 key value(s)" in predict(StateModel.OPEN_WINDOWS, 13, crowded)[1][0]
 
 
 def test_a_batch_run_records_predicted_and_observed_state_and_every_view_shows_it(spark, cli, project):
@@ -147,7 +148,7 @@ def test_a_trace_shorter_than_a_few_window_lifetimes_is_flagged():
     short = InputLoad(
         tuples=17_000, span_s=40, keys=1_500, lifetime_sum_s=1_500 * 20, crowded_keys=0, steady_s=13.5, bytes_per_tuple=90
     )
-    _, notes = predict("swa", 13, short)
+    _, notes = predict(StateModel.OPEN_WINDOWS, 13, short)
     assert notes == [
         "the input's windows open over 13.5 s, less than 3 mean window lifetimes (20.0 s): the windows never reach "
         "the steady state the model describes, so it overestimates"

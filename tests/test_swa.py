@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from framework.operators.keyed_windows import CLOSED_BY
-from framework.operators.swa import fold_windows
+from framework.operators.swa.batch import fold_windows
 from tests.conftest import delta_rows, write
 
 BASE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -560,7 +560,7 @@ def test_the_fold_assigns_what_the_whole_partition_fold_assigns(spark, fold, row
     start and position per tuple, and the same units."""
 
     from framework.operators.keyed_windows import UNIT, unit_rows
-    from framework.operators.swa import POSITION, START, assign_windows, closed_in_place
+    from framework.operators.swa.batch import POSITION, START, assign_windows, closed_in_place
     from tests.whole_partition_fold import assign_windows as whole_partition_windows
 
     spec, frame = _small_key_trace(spark, rows)
@@ -580,7 +580,7 @@ def test_the_batch_step_sorts_its_tuples_once(spark, fold):
     sort of every tuple doubled the step's time. The windows' aggregates need a second shuffle only
     after the pandas fold (Spark forgets the partitioning across a Python UDF)."""
     from framework.operators.keyed_windows import UNIT, unit_rows
-    from framework.operators.swa import KEY_HASH, assign_windows, closed_in_place
+    from framework.operators.swa.batch import KEY_HASH, assign_windows, closed_in_place
 
     spec, frame = _small_key_trace(spark, [("a", 1), ("b", 2)])
     units = unit_rows("s", spec, assign_windows(frame, spec), [KEY_HASH, UNIT], closed_in_place(spec))
@@ -598,7 +598,7 @@ def test_a_replayed_streaming_batch_recomputes_its_windows_from_the_previous_sta
     import shutil
 
     from framework.operators.micro_batch_state import MicroBatchState
-    from framework.operators.swa_stream import HELD, SwaStream
+    from framework.operators.swa.stream import HELD, SwaStream
     from framework.spec.steps import SwaStep
 
     step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"}})
@@ -633,7 +633,7 @@ def test_the_streaming_windows_are_folded_and_aggregated_in_one_shuffle_and_one_
     """Which windows are final, and the tuples of the others, come out of the aggregation that
     makes the output's rows: no second window over each key, no second shuffle."""
     from framework.operators.keyed_windows import with_micros
-    from framework.operators.swa_stream import SwaStream
+    from framework.operators.swa.stream import SwaStream
     from framework.spec.steps import SwaStep
 
     step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"}})
@@ -650,7 +650,7 @@ def test_the_streaming_windows_are_folded_and_aggregated_in_one_shuffle_and_one_
 def _micro_batches(spark, state: Path):  # a function
     """Runs micro-batches of (key, second) tuples through one streaming SWA operator (key k, n = 3,
     t = 3 s, watermark delay 1 s); each returns (key, tuple_count, closed_by) of what it emitted."""
-    from framework.operators.swa_stream import SwaStream
+    from framework.operators.swa.stream import SwaStream
     from framework.spec.steps import SwaStep
 
     step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "3s", "event_time": "ts"}})
@@ -681,7 +681,7 @@ def test_a_window_whose_timeout_or_nth_tuple_is_at_the_watermark_stays_held_whol
 def test_a_window_closed_by_count_is_emitted_once_its_last_tuple_is_before_the_watermark(spark, tmp_path):
     """Before its timeout runs out: a's third tuple (n = 3) is before the mark (6 − 1 s); c's
     third tuple is not, so c's window waits even though it is full."""
-    from framework.operators.swa_stream import SwaStream
+    from framework.operators.swa.stream import SwaStream
     from framework.spec.steps import SwaStep
 
     step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"}})

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from framework.integration.learned_sizes import History, choose
 from framework.operators.keyed_windows import CLOSED_BY
-from framework.operators.swa import fold_windows
+from framework.operators.swa.batch import fold_windows
 from framework.spec.steps import SwaSpec
 from tests.conftest import delta_rows, write
 from tests.test_swa import BASE, _closed_by_mark, _land, _row, swa_oracle

@@ -16,7 +16,7 @@ import numpy as np
 
 from framework.operators.columns import field_of, quoted
 from framework.operators.keyed_windows import CLOSED, UNIT, tuple_order
-from framework.operators.swa import POSITION, START, fold_windows
+from framework.operators.swa.batch import POSITION, START, fold_windows
 
 if TYPE_CHECKING:
     import pyarrow as pa

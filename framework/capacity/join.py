@@ -15,12 +15,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from framework.spec.steps import JoinStep
-
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-KIND = "join"  # the step kind this model is for (framework.operators.registry)
+    from framework.spec.steps import JoinSpec
+
+#: the steps this model is for: their kind's registry entry says StateModel.JOIN_NODES
 
 
 @dataclass
@@ -64,11 +64,11 @@ class JoinCapacity:
 
 
 def measure_join(
-    spark: SparkSession, step_name: str, step: JoinStep, inputs: dict[str, DataFrame], sample: int = 1500
+    spark: SparkSession, step_name: str, spec: JoinSpec, inputs: dict[str, DataFrame], sample: int = 1500
 ) -> JoinCapacity:
+    """`spec`: the step's `join:` settings."""
     from pyspark.sql import functions as F
 
-    spec = step.join
     left, right = inputs[spec.left], inputs[spec.right]
     rates = []
     for frame in (left, right):

@@ -125,7 +125,7 @@ def read_instances(context: StepContext, sample: float | None = None) -> Instanc
         units, source = rows, f"instances from the truth column '{spec.truth.instance}'"
         members = grouping
     else:
-        from framework.operators.swa import KEY_HASH, assign_windows, key_columns
+        from framework.operators.swa.batch import KEY_HASH, assign_windows, key_columns
 
         pilot = spec.model_copy(
             update={"size": max(100, PILOT_SIZE_FACTOR * spec.size), "timeout": PILOT_TIMEOUT_FACTOR * spec.timeout}

@@ -9,9 +9,16 @@ import re
 from typing import Any
 
 from framework.engine.context import RunContext
+from framework.operators import kinds
 
-#: the line a group step's runner raises in a task (framework.operators.group_runner.GroupFailure)
-_GROUP_FAILURE = re.compile(r"GroupFailure: ([^\n]+)")
+
+def _task_failure() -> re.Pattern[str] | None:
+    """The line a kind's Python code raises in a task, naming its step (StepKind.task_failure)."""
+    names = sorted({k.task_failure for k in kinds().values() if k.task_failure})
+    return re.compile(rf"(?:{'|'.join(map(re.escape, names))}): ([^\n]+)") if names else None
+
+
+_TASK_FAILURE = _task_failure()
 
 
 def is_spark_error(error: BaseException) -> bool:
@@ -24,7 +31,7 @@ def spark_failure(run: RunContext, error: BaseException, step: str | None = None
     """`step 'x' (sql/x.sql:7): [ERROR_CLASS] message`; the step from Spark's query context when
     it points into a step's SQL, else `step` (what the run was computing)."""
     message = spark_message(error)
-    if message.startswith("step '"):  # a group function's failure names its step itself
+    if message.startswith("step '"):  # a kind's task failure (a group function's) names its step itself
         return message
     located = _in_template(run, error)
     if located is not None:
@@ -39,7 +46,7 @@ def spark_message(error: BaseException) -> str:
     """Spark's message, first line only, without its SQLSTATE code; for a group function that
     failed in a task, the runner's own line (step, key, the udfs/ line, the error)."""
     text = str(getattr(error, "java_exception", None) or error).strip()
-    failure = _GROUP_FAILURE.search(text)
+    failure = _TASK_FAILURE.search(text) if _TASK_FAILURE is not None else None
     if failure:
         return failure.group(1).strip()
     if "Traceback (most recent call last)" in text:  # Python code in a task: the error it raised

@@ -6,7 +6,7 @@ not computed twice. A step whose windows are not an output of the run (a SQL ste
 or whose output an identical run already wrote, is predicted but not observed; the figures say so.
 
 Streaming: the SWA operator reports each micro-batch's closed windows and the state it holds at
-the batch's end (framework.operators.swa_stream); per batch the model takes λ and 1/μ from the
+the batch's end (framework.operators.swa.stream: its `batches`); per batch the model takes λ and 1/μ from the
 windows that closed, predicts the open windows and compares them with the state held.
 
 Figures never fail a run: a measurement that cannot be made is a note in the figures.
@@ -22,7 +22,7 @@ from framework.engine.frames import Frames
 from framework.integration.capacity import WINDOW_COLUMNS, Figures, input_load, observe, predict
 from framework.integration.learned_sizes import describe
 from framework.io import staging as staging_files
-from framework.operators import StepContext
+from framework.operators import StepContext, kind_of
 from framework.operators.keyed_windows import checked_input
 from framework.operators.window_sizes import with_sizes
 from framework.spec.steps import AUTO
@@ -46,7 +46,7 @@ def measure_batch(run: RunContext, frames: Frames, staged: list[Staged]) -> None
             if windows is None:
                 figures.notes.append("not observed: the step's windows are not an output written by this run")
             else:
-                figures.observed = observe(figures.kind, _number(figures.size), timeout_s, windows, bytes_per_tuple)
+                figures.observed = observe(figures.model, _number(figures.size), timeout_s, windows, bytes_per_tuple)
         except Exception as e:  # noqa: BLE001 - figures must not fail a run that wrote its outputs
             figures.notes.append(f"not measured: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
         run.result.capacity.append(figures)
@@ -56,7 +56,7 @@ def predicted(context: StepContext) -> tuple[Figures, float, float | None]:
     """A window step's figures with the model's prediction from its input (one aggregation), the
     bytes a tuple takes, and the timeout to observe its windows with (learned timeouts: the
     fallback's, an approximation the notes mention)."""
-    spec = getattr(context.spec, context.spec.kind)
+    spec = kind_of(context.spec).settings(context.spec)
     probe = StepContext(context.spark, context.name, context.spec, context.inputs)  # its own quarantine list
     rows = checked_input(probe)
     sizes = context.sizes if getattr(spec, "learns", False) else None
@@ -65,7 +65,7 @@ def predicted(context: StepContext) -> tuple[Figures, float, float | None]:
     load = input_load(rows, spec)
     figures = Figures(context.name, context.spec.kind, spec.size, getattr(spec, "timeout", None))
     size = sizes.fallback[0] if sizes is not None and spec.size == AUTO else int(spec.size)
-    figures.predicted, figures.notes = predict(figures.kind, size, load)
+    figures.predicted, figures.notes = predict(figures.model, size, load)
     timeout_s = getattr(spec, "timeout", None)
     if sizes is not None:
         figures.notes.insert(0, f"size: auto / timeout: auto: {describe(sizes)}")
@@ -95,9 +95,10 @@ def _staged_windows(step: str, staged: list[Staged]) -> Any:
     return None
 
 
-def streaming_figures(step: str, spec: Any, batches: list[dict[str, Any]], sizes: Any = None) -> Figures:
-    """Per micro-batch: the model on the batch's closed windows next to the state held at its end."""
-    figures = Figures(step, "swa", spec.size, spec.timeout, batches=[])
+def streaming_figures(step: str, kind: str, spec: Any, batches: list[dict[str, Any]], sizes: Any = None) -> Figures:
+    """Per micro-batch: the model on the batch's closed windows next to the state held at its end
+    (`kind`: the step's kind, `spec` its settings)."""
+    figures = Figures(step, kind, spec.size, spec.timeout, batches=[])
     size = sizes.fallback[0] if sizes is not None and spec.size == AUTO else _number(spec.size)
     for batch in batches:
         advance, closed = batch.get("advance_s") or 0.0, batch.get("windows_closed") or 0

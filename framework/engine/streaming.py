@@ -37,8 +37,8 @@ from framework.io.late_rows import LateRowMonitor
 from framework.io.locations import CHECKPOINTS_DIR, LATE_ROWS_TABLE, QUARANTINE_TABLE, STAGING_DIR, join
 from framework.io.sources import event_time_column
 from framework.io.stream_sink import ExactlyOnceDeltaSink
+from framework.operators import kind_of
 from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchOperator, MicroBatchSetup
-from framework.operators.swa_stream import SwaStream
 from framework.plan.model import CheckScope
 from framework.quality.gate import MASK
 from framework.spec.durations import spark_interval
@@ -407,9 +407,12 @@ class StreamingRun:
             held = operator.held()
             if held is not None:
                 result.held[operator.step] = held
-            if isinstance(operator, SwaStream) and operator.batches:
-                batches = [operator.batches[b] for b in sorted(operator.batches)]
-                result.capacity.append(streaming_figures(operator.step, operator.spec.swa, batches, operator.sizes))
+            per_batch = getattr(operator, "batches", None)  # an operator that models its state per micro-batch
+            if per_batch:
+                kind = kind_of(operator.spec)
+                batches = [per_batch[b] for b in sorted(per_batch)]
+                sizes = getattr(operator, "sizes", None)
+                result.capacity.append(streaming_figures(operator.step, kind.name, kind.settings(operator.spec), batches, sizes))
         for check in self.checks:
             self.run.quality.results += check.results()
             if check.quarantined:

@@ -22,9 +22,9 @@ from framework.operators.window_sizes import Sizes
 
 def learned_sizes(run: RunContext, step: Any, inputs: dict[str, Any]) -> Sizes | None:
     """The sizes this run uses for `step` (None: the step learns nothing)."""
-    spec = getattr(step.spec, "swa", None)
-    if spec is None or not spec.learns:
+    if not step.kind.learns(step.spec):
         return None
+    spec = step.kind.settings(step.spec)
     internal = run.plan.sample.real.internal if run.plan.sample is not None else run.internal  # a try uses what runs learned
     history = read_history(run.store, history_table(internal, run.pipeline, step.name))
     if history.instances():
@@ -52,9 +52,9 @@ def add_run_to_history(run: RunContext, frames: Any) -> None:
     ):
         return
     for step in run.plan.steps:
-        spec = getattr(step.spec, "swa", None)
-        if not step.selected or spec is None or not spec.learns:
+        if not step.selected or not step.kind.learns(step.spec):
             continue
+        spec = step.kind.settings(step.spec)
         table = history_table(run.internal, run.pipeline, step.name)
         context = frames.contexts[step.name]
         own = run.learned.get(step.name) or observe_history(

@@ -31,6 +31,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from framework.operators.registry import StateModel, kinds
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
@@ -73,13 +75,19 @@ class Figures:
     """One step's predicted and observed state, as the run log keeps them."""
 
     step: str
-    kind: str  # swa | tumbling
+    kind: str  # the step's kind: one whose registry entry has an OPEN_WINDOWS or COUNT_QUEUE state_model
     size: int | str  # n or W; "auto": learned per head
     timeout_s: float | str | None  # t; "auto": learned per head; None: tumbling
     predicted: dict[str, float] = field(default_factory=dict)
     observed: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     batches: list[dict[str, Any]] = field(default_factory=list)  # streaming: one entry per micro-batch
+
+    @property
+    def model(self) -> StateModel | None:
+        """The model of the state the step's kind holds (StepKind.state_model)."""
+        kind = kinds().get(self.kind)
+        return kind.state_model if kind is not None else None
 
     @property
     def setting(self) -> str:
@@ -108,7 +116,7 @@ class Figures:
     def rows(self) -> list[tuple[str, str, str, str]]:
         """(quantity, predicted, observed, error) for the tables of the CLI and the report."""
         rows = []
-        for label, p, o in _ROWS[self.kind]:
+        for label, p, o in _ROWS.get(self.model, []):
             shown = _bytes if "bytes" in label else _fmt
             predicted, observed = self.predicted.get(p), self.observed.get(o)
             rows.append((label, shown(predicted), shown(observed), error(predicted, observed)))
@@ -117,14 +125,16 @@ class Figures:
     def headline(self) -> str:
         """One line for `tributary runs`: the model's main figure, predicted → observed (error)."""
         key, observed, unit = (
-            ("open_windows", "open_windows_mean", "windows") if self.kind == "swa" else ("queue_length", "queue_length", "tuples")
+            ("open_windows", "open_windows_mean", "windows")
+            if self.model == StateModel.OPEN_WINDOWS
+            else ("queue_length", "queue_length", "tuples")
         )
         p, o = self.predicted.get(key), self.observed.get(observed)
         return f"{self.step}: {_fmt(p)} → {_fmt(o)} {unit} ({error(p, o)})"
 
 
-_ROWS: dict[str, list[tuple[str, str, str]]] = {
-    "swa": [
+_ROWS: dict[StateModel | None, list[tuple[str, str, str]]] = {
+    StateModel.OPEN_WINDOWS: [
         ("windows opened per second λ", "instances_per_s", "windows_per_s"),
         ("mean window lifetime 1/μ (s)", "lifetime_s", "lifetime_s"),
         ("open windows c = ⌊λ/μ⌋ + 1 (mean)", "open_windows", "open_windows_mean"),
@@ -134,7 +144,7 @@ _ROWS: dict[str, list[tuple[str, str, str]]] = {
         ("state bytes c × n × tuple (mean)", "state_bytes", "state_bytes_mean"),
         ("state bytes (peak)", "state_bytes", "state_bytes_max"),
     ],
-    "tumbling": [
+    StateModel.COUNT_QUEUE: [
         ("tuples per second", "tuple_rate", "tuple_rate"),
         ("queue length L (formula 11)", "queue_length", "queue_length"),
         ("residence time W = L / rate (s)", "residence_s", "residence_s"),
@@ -168,10 +178,10 @@ def _bytes(value: float | None) -> str:
     return f"{value:,.0f} B"
 
 
-def predict(kind: str, size: int, load: InputLoad) -> tuple[dict[str, float], list[str]]:
-    """The model's figures for a step of this kind and parameters on an input with this load."""
+def predict(model: StateModel | None, size: int, load: InputLoad) -> tuple[dict[str, float], list[str]]:
+    """The model's figures for a step whose kind holds this state, with these parameters, on an input with this load."""
     notes: list[str] = []
-    if kind == "tumbling":
+    if model == StateModel.COUNT_QUEUE:
         queue = QUEUE_SLOPE * size + QUEUE_INTERCEPT
         return {
             "tuple_rate": load.tuple_rate,
@@ -202,7 +212,9 @@ def predict(kind: str, size: int, load: InputLoad) -> tuple[dict[str, float], li
     }, notes
 
 
-def observe(kind: str, size: int, timeout_s: float | None, windows: pa.Table, bytes_per_tuple: float) -> dict[str, float]:
+def observe(
+    model: StateModel | None, size: int, timeout_s: float | None, windows: pa.Table, bytes_per_tuple: float
+) -> dict[str, float]:
     """The state the emitted windows (or tumbling units) held, from their rows alone."""
     import numpy as np
     import pyarrow.compute as pc
@@ -215,7 +227,7 @@ def observe(kind: str, size: int, timeout_s: float | None, windows: pa.Table, by
     span_s = max((end.max() - start.min()) / 1e6, 0.0)
     tuples = int(counts.sum())
     rate = tuples / span_s if span_s > 0 else float(tuples)
-    if kind == "tumbling":
+    if model == StateModel.COUNT_QUEUE:
         full, rest = divmod(tuples, size)
         queue = (full * size * (size + 1) / 2 + rest * (rest + 1) / 2) / tuples
         return {

@@ -32,14 +32,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
-from framework.look.sql import MEMORY_LIMIT_BYTES, memory_problem
+from framework.look.sql import MEMORY_LIMIT_BYTES
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,7 +49,7 @@ _HEADER = 9  # one byte of kind, eight of length
 OPENING_S = 30.0
 
 #: the child: the framework this process runs, not whatever an editable install points at
-_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from framework.look.isolated import child; child()"
+_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from framework.look.child import child; child()"
 
 
 def run(target: str, timeout_s: float, /, **kwargs: Any) -> tuple[dict[str, Any], pa.Table]:
@@ -143,67 +141,6 @@ def _answer(child_process: subprocess.Popen[bytes], timeout_s: float) -> tuple[b
                     started, deadline = True, time.monotonic() + timeout_s
                 else:
                     last = (kind, payload)
-
-
-def child() -> None:
-    """The child's side: run the call, send its answer, exit."""
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # nothing else (Python's print, DuckDB's C++) may write into the answer
-    sys.stdout = sys.stderr
-
-    def send(kind: bytes, payload: bytes = b"") -> None:
-        out.write(kind + len(payload).to_bytes(_HEADER - 1, "big") + payload)
-        out.flush()
-
-    def on_start() -> None:
-        send(_STARTED)
-        _limit_memory()
-
-    try:
-        target, kwargs = pickle.loads(sys.stdin.buffer.read())
-        # a backstop should the parent be gone (killed itself): both phases' seconds, and some
-        seconds = 2 * float(kwargs.get("timeout_s", 60.0)) + OPENING_S + 5
-        backstop = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGKILL))
-        backstop.daemon = True
-        backstop.start()
-        from framework.look import commands
-
-        result = getattr(commands, target)(**kwargs, on_start=on_start)
-        send(_ROWS, _ipc(result))
-    except BadInput as e:
-        send(_PROBLEMS, json.dumps([p.__dict__ for p in e.problems]).encode())
-    except MemoryError:
-        send(_PROBLEMS, json.dumps([memory_problem().__dict__]).encode())
-    except BaseException:  # noqa: BLE001 - said in the parent, as a failure of the command
-        send(_CRASH, traceback.format_exc().encode())
-    out.flush()
-    os._exit(0)  # no interpreter teardown: DuckDB's threads may still hold Arrow objects
-
-
-def _limit_memory() -> None:
-    """Cap this process's address space at what it maps now plus MEMORY_LIMIT_BYTES (Linux; where
-    /proc or RLIMIT_AS is missing, DuckDB's own limit and the timeout remain)."""
-    try:
-        import resource
-
-        with open("/proc/self/status") as status:
-            mapped = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        limit = mapped + MEMORY_LIMIT_BYTES
-        resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
-    except (ImportError, OSError, StopIteration, ValueError):
-        pass
-
-
-def _ipc(result: Any) -> bytes:
-    import pyarrow as pa
-
-    fields = {"title": result.title, "more": result.more, "total": result.total, "location": result.location}
-    rows = result.rows.replace_schema_metadata({"tributary": json.dumps(fields)})
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, rows.schema) as writer:
-        writer.write_table(rows)
-    return sink.getvalue().to_pybytes()
 
 
 def _gb(size: int) -> str:

@@ -1,8 +1,9 @@
 """Operators: how each kind of step turns its input DataFrames into its own DataFrame.
 
-One module per kind (sql, union, join, swa, tumbling), each ending with the kind's entry in the
-step-kind registry (framework.operators.registry). SWA and the count-window join also run per
-micro-batch inside their output's sink in streaming (swa_stream, count_join_stream). Operators
+One package per kind (sql, union, join, swa, tumbling, group), whose __init__ is the kind's one
+entry in the step-kind registry (framework.operators.registry); a kind that runs per micro-batch
+inside its output's sink in streaming has its operator in `<kind>/stream.py` (a PerBatchOperator,
+framework.operators.micro_batch). The modules beside them are shared by several kinds. Operators
 build DataFrames and write no tables: rows for the quarantine and late-row tables go back to the
 engine, which commits them.
 """
@@ -25,6 +26,6 @@ def build_step(kind: str, context: StepContext) -> DataFrame:
     return kinds()[kind].build(context)
 
 
-from framework.operators import group, join, sql, swa, tumbling, union  # noqa: E402,F401  (each registers its kind)
+from framework.operators import group, join, sql, swa, tumbling, union  # noqa: E402,F401  (each package registers its kind)
 
 check_complete()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from framework.errors import Problem
-from framework.operators.registry import SpecProblem
+from framework.operators.problems import SpecProblem
 from framework.schemas import Schema
 from framework.schemas.columns import is_timestamp as is_timestamp_type
 from framework.schemas.columns import shown

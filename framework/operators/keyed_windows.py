@@ -23,7 +23,8 @@ from framework.errors import BadInput, Problem
 from framework.operators.columns import Role, field_of, is_timestamp, lacking, missing_columns, quoted, untimely
 from framework.operators.context import StepContext
 from framework.operators.ordering import epoch_micros, orderable
-from framework.operators.registry import ColumnContext, SpecProblem, StepColumns
+from framework.operators.problems import SpecProblem
+from framework.operators.registry import ColumnContext, StepColumns
 from framework.schemas import Column as SchemaColumn
 from framework.schemas import Schema
 

@@ -12,8 +12,8 @@ registry entry (framework.operators.registry.MicroBatch).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -66,9 +66,46 @@ def micros_iso(micros: int | None) -> str | None:
     return None if micros is None else datetime.fromtimestamp(micros / 1e6, tz=UTC).isoformat(timespec="seconds")
 
 
+@dataclass
+class PerBatchOperator:
+    """What every per-micro-batch operator of a kind carries (framework.operators.<kind>.stream
+    subclasses it, adds its own fields and defines `held` and `__call__`)."""
+
+    step: str
+    spec: Any  # the step's spec
+    state_dir: str  # beside the output's checkpoint: the state carried between batches
+    delay: float = 0.0  # the largest watermark delay of the sources behind its inputs (seconds)
+    run_id: str = ""
+    pipeline: str = ""
+    sources: tuple[str, ...] = ()  # the sources behind its inputs
+    #: state it held, reported with its output (peaks over the run); starts as PEAKS at 0
+    figures: dict[str, int] = field(default_factory=dict)
+    #: the figures it reports
+    PEAKS: ClassVar[tuple[str, ...]] = ()
+    #: the side tables its batches have rows for: rows without a key or event time, late rows
+    side_tables: ClassVar[tuple[str, ...]] = (QUARANTINE, LATE)
+
+    def __post_init__(self) -> None:
+        self.figures = dict.fromkeys(self.PEAKS, 0) | self.figures
+
+    @classmethod
+    def for_output(cls, setup: MicroBatchSetup, **own: Any) -> Self:
+        """The operator of one output's sink, its state beside that output's checkpoint; `own`:
+        the subclass's own fields."""
+        inputs = setup.spec.declared_inputs()
+        sources = tuple(dict.fromkeys(s for i in inputs for s in setup.sources.get(i, ())))
+        delay = max(setup.delays[i] for i in inputs)
+        return cls(setup.step, setup.spec, setup.state_dir, delay, setup.run_id, setup.pipeline, sources, **own)
+
+
 class MicroBatchOperator(Protocol):
     @property
     def step(self) -> str: ...
+
+    @property
+    def spec(self) -> Any:
+        """The step's spec."""
+        ...
 
     @property
     def figures(self) -> dict[str, int]:

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import Problem
+from framework.operators.problems import SpecProblem
 from framework.schemas import Schema
 from framework.spec.steps import STEP_KINDS, StepSpec
 
@@ -41,13 +42,12 @@ class Streaming(StrEnum):
     BATCH_ONLY = "batch only"
 
 
-@dataclass(frozen=True)
-class SpecProblem:
-    """A problem found without Spark, at a path inside the step's YAML (below its name)."""
+class StateModel(StrEnum):
+    """The model of the state a kind holds, for `tributary capacity` and the run's figures."""
 
-    message: str
-    at: tuple[str | int, ...] = ()
-    hint: str = ""
+    OPEN_WINDOWS = "open windows"  # keyed windows closed by count or timeout: a G/G/c queue (framework.integration.capacity)
+    COUNT_QUEUE = "count queue"  # count windows: formula (11) (framework.integration.capacity)
+    JOIN_NODES = "join nodes"  # a windowed join: the nodes it needs (framework.capacity.join)
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,12 @@ OutputSchema = Callable[[Any, ColumnContext], StepColumns]
 Units = Callable[["DataFrame", Any], tuple["DataFrame", "Column", "Column"]]
 
 
+def one_input(context: StepContext) -> DataFrame:
+    """MicroBatch.stream of a kind that reads one input: that input's stream."""
+    (name,) = context.spec.declared_inputs()
+    return context.inputs[name]
+
+
 def native(step: Any) -> Streaming:
     return Streaming.NATIVE
 
@@ -126,6 +132,16 @@ class StepKind:
     units: Units | None = None
     #: its output columns from its inputs' schemas, and what is wrong with the columns it names (validate)
     output_schema: OutputSchema | None = None
+    #: the model of the state it holds (`tributary capacity`, the run's capacity figures); None: none
+    state_model: StateModel | None = None
+    #: `tributary tune` chooses its settings' `size` and `timeout` (framework.capacity.tuning)
+    tunable: bool = False
+    #: its settings may say `size: auto` (their `learns`): per-head sizes learned from run history
+    #: (framework.engine.window_history, framework.integration.learned_sizes)
+    learns_sizes: bool = False
+    #: the exception class its Python code raises in a Spark task, whose message is one line that
+    #: names the step (framework.engine.failures shows that line instead of Spark's)
+    task_failure: str | None = None
 
     @property
     def name(self) -> str:
@@ -134,6 +150,10 @@ class StepKind:
     def settings(self, step: StepSpec) -> Any:
         """The block under the step's kind key (e.g. `swa:`), or the step itself for plain kinds."""
         return getattr(step, self.name, step)
+
+    def learns(self, step: StepSpec) -> bool:
+        """Its window sizes are learned per head (`size: auto` / `timeout: auto`)."""
+        return self.learns_sizes and bool(getattr(self.settings(step), "learns", False))
 
     def evaluable(self, step: StepSpec) -> bool:
         return self.units is not None and getattr(self.settings(step), "truth", None) is not None

@@ -674,9 +674,17 @@ def _indicator(column: str) -> str:
     return _INDICATORS.get(column, column.replace("_", " ").capitalize())
 
 
+def _learns_sizes(operator: str | None) -> bool:
+    """The integration row's operator (a step kind) may learn its sizes per head (StepKind.learns_sizes)."""
+    from framework.operators import kinds
+
+    kind = kinds().get(operator or "")
+    return kind is not None and kind.learns_sizes
+
+
 def _integration_value(column: str, value: Any, operator: str | None = None) -> str:
-    if value is None:  # an swa step's null size or timeout: learned per head (size: auto)
-        return _muted("auto" if operator == "swa" and column in ("size", "timeout_s") else "–")
+    if value is None:  # a null size or timeout of a kind that learns them per head (size: auto)
+        return _muted("auto" if _learns_sizes(operator) and column in ("size", "timeout_s") else "–")
     if column.startswith("completeness_") or column in _SHARES:
         return _bar(float(value))
     if column == "timeout_s":

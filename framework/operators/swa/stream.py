@@ -66,9 +66,9 @@ from framework.operators.keyed_windows import (
     used_columns,
     with_micros,
 )
-from framework.operators.micro_batch import LATE, QUARANTINE, Held, MicroBatchSetup, micros_iso
+from framework.operators.micro_batch import LATE, QUARANTINE, Held, MicroBatchSetup, PerBatchOperator, micros_iso
 from framework.operators.micro_batch_state import OUTPUT, MicroBatchState
-from framework.operators.swa import KEY_HASH, START, assign_windows
+from framework.operators.swa.batch import KEY_HASH, START, assign_windows
 from framework.operators.window_sizes import SIZE_COLUMN, TIMEOUT_COLUMN, Sizes, size_column, timeout_column, with_sizes
 from framework.spec.steps import AUTO
 
@@ -82,26 +82,17 @@ FINAL = "__tributary_final"  # true when no tuple still to come can change the w
 
 
 @dataclass
-class SwaStream:
+class SwaStream(PerBatchOperator):
     """The `prepare` of an output's exactly-once sink for an SWA step on streams."""
 
-    step: str
-    spec: Any  # SwaStep
-    state_dir: str
-    delay: float  # the largest watermark delay of the input's sources (seconds)
-    run_id: str = ""
-    pipeline: str = ""
-    sources: tuple[str, ...] = ()
     footers: BatchFooters | None = None  # Parquet sources only: the newest event time without a pass
-    figures: dict[str, int] = field(default_factory=lambda: {"state_rows_peak": 0, "open_windows_peak": 0})
     sizes: Sizes | None = None  # size: auto / timeout: auto: the run's learned sizes
     #: per micro-batch: windows closed (count, Σ lifetime), event time advanced, state held at the end
     batches: dict[int, dict[str, Any]] = field(default_factory=dict)
-    #: the side tables its batches have rows for: rows without a key or event time, late rows
-    side_tables: ClassVar[tuple[str, ...]] = (QUARANTINE, LATE)
+    PEAKS: ClassVar[tuple[str, ...]] = ("state_rows_peak", "open_windows_peak")
 
     @classmethod
-    def for_output(cls, setup: MicroBatchSetup) -> SwaStream:
+    def for_output(cls, setup: MicroBatchSetup, **own: Any) -> SwaStream:
         """The operator of one output's sink: its state beside that output's checkpoint; the
         newest event time from the Parquet footers when every row of the input is a Parquet
         file's row with its event time as the file holds it."""
@@ -111,17 +102,7 @@ class SwaStream:
             column = field_of(setup.inputs[swa.input], swa.event_time)
             if column is not None and "." not in swa.event_time and column.dataType.typeName() == "timestamp":
                 footers = BatchFooters(setup.checkpoint, swa.event_time)
-        return cls(
-            setup.step,
-            setup.spec,
-            setup.state_dir,
-            setup.delays[swa.input],
-            setup.run_id,
-            setup.pipeline,
-            sources=setup.sources[swa.input],
-            footers=footers,
-            sizes=setup.sizes,
-        )
+        return super().for_output(setup, footers=footers, sizes=setup.sizes, **own)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows:
         from pyspark.sql import Observation

@@ -18,9 +18,9 @@ window as end_of_input, a stream keeps it until W tuples fill it (said at the en
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from framework.io.checkpoint_audit import late_records
 from framework.io.stream_sink import WrittenRows
@@ -37,7 +37,7 @@ from framework.operators.keyed_windows import (
     used_columns,
     with_micros,
 )
-from framework.operators.micro_batch import LATE, QUARANTINE, Held, MicroBatchSetup, micros_iso
+from framework.operators.micro_batch import LATE, QUARANTINE, Held, PerBatchOperator, micros_iso
 from framework.operators.micro_batch_state import MicroBatchState
 from framework.operators.ordering import global_positions
 
@@ -49,31 +49,10 @@ POSITION = "__tributary_position"
 
 
 @dataclass
-class TumblingStream:
+class TumblingStream(PerBatchOperator):
     """The `prepare` of an output's exactly-once sink for a tumbling step on streams."""
 
-    step: str
-    spec: Any  # TumblingStep
-    state_dir: str
-    delay: float  # the largest watermark delay of the input's sources (seconds)
-    run_id: str = ""
-    pipeline: str = ""
-    sources: tuple[str, ...] = ()
-    figures: dict[str, int] = field(default_factory=lambda: {"state_rows_peak": 0})
-    side_tables: ClassVar[tuple[str, ...]] = (QUARANTINE, LATE)
-
-    @classmethod
-    def for_output(cls, setup: MicroBatchSetup) -> TumblingStream:
-        spec = setup.spec.tumbling
-        return cls(
-            setup.step,
-            setup.spec,
-            setup.state_dir,
-            setup.delays[spec.input],
-            setup.run_id,
-            setup.pipeline,
-            setup.sources[spec.input],
-        )
+    PEAKS: ClassVar[tuple[str, ...]] = ("state_rows_peak",)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows:
         from pyspark.sql import functions as F

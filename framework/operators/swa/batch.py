@@ -4,7 +4,7 @@ Per key, tuples in their total order (framework.operators.keyed_windows): the fi
 window with start s; a tuple with ts − s ≤ t joins it while it holds fewer than n tuples; the n-th
 tuple closes it (`count`); a tuple with ts − s > t closes it (`timeout`) and opens the next one.
 Windows still open when the input ends close as `end_of_input` (in streaming, the watermark
-passing s + t closes them as `timeout`: framework.operators.swa_stream).
+passing s + t closes them as `timeout`: framework.operators.swa.stream).
 
 Why it is built this way: a per-key Python stateful function costs a JVM round trip per key and
 per timer (≈3k tuples/s here). The rule is a sequential fold per key that only needs each tuple's
@@ -20,7 +20,7 @@ and the fold runs in that window:
 Every use takes the same fold (`assign_windows`): per tuple its window (UNIT), the window's start
 and the tuple's position in it. How a window closed is not causal: the batch step takes it from the
 aggregation (`closed_in_place`), streaming SWA from each window's tuples and the watermark, in the
-same aggregation (framework.operators.swa_stream), the evaluation from each window's tuples.
+same aggregation (framework.operators.swa.stream), the evaluation from each window's tuples.
 """
 
 from __future__ import annotations
@@ -36,24 +36,18 @@ from framework.operators.keyed_windows import (
     MICROS,
     TIMEOUT,
     UNIT,
-    aggregate_problems,
     checked_input,
-    keyed_window_columns,
     spec_of,
     tuple_order,
     unit_rows,
     used_columns,
 )
-from framework.operators.micro_batch import MicroBatchSetup
-from framework.operators.registry import MicroBatch, StepKind, per_micro_batch, register
 from framework.operators.window_sizes import SIZE_COLUMN, TIMEOUT_COLUMN, size_column, timeout_column, with_sizes
-from framework.spec.steps import SwaStep
 
 if TYPE_CHECKING:
     import numpy as np
     from pyspark.sql import Column, DataFrame
 
-    from framework.operators.swa_stream import SwaStream
     from framework.spec.steps import SwaSpec
 
 START = "__tributary_start"  # event time (micros) of the first tuple of the tuple's window
@@ -68,7 +62,7 @@ def build_swa(context: StepContext):  # a DataFrame
 def check_swa(context: StepContext) -> DataFrame:
     """Raise what the step would refuse (columns missing or of the wrong type, aggregates that
     cannot run) without planning the fold: on streams the fold is planned per micro-batch
-    (framework.operators.swa_stream), and planning it once more only to check costs a run ~0.3 s.
+    (framework.operators.swa.stream), and planning it once more only to check costs a run ~0.3 s.
     Returns rows with the step's output columns."""
     from pyspark.sql import functions as F
 
@@ -254,27 +248,3 @@ def units(rows: DataFrame, spec: SwaSpec) -> tuple[DataFrame, Column, Column]:
     nth_tuple = F.max(F.when(F.col(POSITION) == size_column(spec), F.col(MICROS))).over(each_window)
     closed = F.coalesce(nth_tuple, F.col(START) + timeout_column(spec))
     return assigned, F.col(START), closed
-
-
-def _input_stream(context: StepContext) -> DataFrame:
-    return context.inputs[context.spec.swa.input]
-
-
-def _operator(setup: MicroBatchSetup) -> SwaStream:
-    from framework.operators.swa_stream import SwaStream
-
-    return SwaStream.for_output(setup)
-
-
-register(
-    StepKind(
-        SwaStep,
-        build=build_swa,
-        streaming=per_micro_batch,
-        micro_batch=MicroBatch(stream=_input_stream, operator=_operator, check=check_swa),
-        checks=(aggregate_problems,),
-        needs_watermark="streaming SWA closes windows by the watermark",
-        units=units,
-        output_schema=keyed_window_columns,
-    )
-)

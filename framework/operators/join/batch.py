@@ -44,17 +44,15 @@ from typing import TYPE_CHECKING
 from framework.errors import BadInput, Problem
 from framework.operators.columns import Role, field_of, lacking, missing_columns, not_a_timestamp, quoted, untimely
 from framework.operators.context import StepContext
-from framework.operators.micro_batch import MicroBatchSetup
 from framework.operators.ordering import bucket_count, bucket_of, epoch_micros, orderable
-from framework.operators.registry import ColumnContext, MicroBatch, SpecProblem, StepColumns, StepKind, Streaming, register
+from framework.operators.problems import SpecProblem
+from framework.operators.registry import ColumnContext, StepColumns
 from framework.schemas import Column as SchemaColumn
 from framework.schemas import Schema
 from framework.spec.steps import JoinStep
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
-
-    from framework.operators.count_join_stream import CountJoinStream
 
 
 def build_join(context: StepContext):  # a DataFrame
@@ -387,33 +385,3 @@ def join_columns(step: JoinStep, context: ColumnContext) -> StepColumns:
             )
         seen.add(column.name.lower())
     return StepColumns(Schema(tuple(out)), list(problems))
-
-
-def _streaming(step: JoinStep) -> Streaming:
-    """A time window is Spark's stream-stream join; a count window needs the final arrival order,
-    so it runs per micro-batch (framework.operators.count_join_stream)."""
-    return Streaming.NATIVE if step.join.within is not None else Streaming.PER_MICRO_BATCH
-
-
-def _tagged_inputs(context: StepContext) -> DataFrame:
-    from framework.operators.count_join_stream import CountJoinStream
-
-    return CountJoinStream.tag(context)
-
-
-def _operator(setup: MicroBatchSetup) -> CountJoinStream:
-    from framework.operators.count_join_stream import CountJoinStream
-
-    return CountJoinStream.for_output(setup)
-
-
-register(
-    StepKind(
-        JoinStep,
-        build=build_join,
-        streaming=_streaming,
-        micro_batch=MicroBatch(stream=_tagged_inputs, operator=_operator, check=build_join),
-        needs_watermark="a streaming join needs a watermark on its inputs",
-        output_schema=join_columns,
-    )
-)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from framework.errors import BadInput, Problem
 from framework.operators.context import StepContext
-from framework.operators.registry import ColumnContext, SpecProblem, StepColumns, StepKind, register
+from framework.operators.problems import SpecProblem
+from framework.operators.registry import ColumnContext, StepColumns, StepKind, register
 from framework.schemas import Column as SchemaColumn
 from framework.schemas import Schema
 from framework.schemas.columns import shown

@@ -5,7 +5,7 @@ The watermark (mark) is the newest event time seen (any row, keyed or not) minus
 watermark delay of the sources behind the inputs. A new event older than the previous batch's
 mark is late: it goes to the late-rows table and takes no part (as for SWA). The runner then sees,
 per key, its state, its held events and its new ones, and closes the groups that are final at the
-mark (framework.operators.group_runner): their rows go to the output, the events of the others
+mark (framework.operators.group.runner): their rows go to the output, the events of the others
 are held, each key's state is kept. Since the groups a rule closes are a prefix of the key's
 events, and events still to come are at or after the mark, the same groups close with the same
 state for any split into micro-batches.
@@ -20,7 +20,7 @@ and late events are handed back with the batch (WrittenRows.side) and committed 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -30,10 +30,10 @@ from framework.io.stream_sink import WrittenRows
 from framework.io.task_parquet import Folder, write_folders
 from framework.operators.columns import field_of
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
-from framework.operators.group import group_runner, keyed, run_groups
-from framework.operators.group_runner import EVENT, HELD, KEY, MICROS, OUT, QUARANTINED, ROLE, STATE, STATE_OUT, STATE_ROW
+from framework.operators.group.batch import group_runner, keyed, run_groups
+from framework.operators.group.runner import EVENT, HELD, KEY, MICROS, OUT, QUARANTINED, ROLE, STATE, STATE_OUT, STATE_ROW
 from framework.operators.keyed_windows import rejection_reason
-from framework.operators.micro_batch import LATE, QUARANTINE, Held, MicroBatchSetup, micros_iso
+from framework.operators.micro_batch import LATE, QUARANTINE, Held, MicroBatchSetup, PerBatchOperator, micros_iso
 from framework.operators.micro_batch_state import OUTPUT, MicroBatchState
 
 if TYPE_CHECKING:
@@ -41,40 +41,21 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from framework.functions.loader import Functions
-    from framework.operators.group_runner import GroupRunner
+    from framework.operators.group.runner import GroupRunner
 
 HELD_TABLE, STATES_TABLE, QUARANTINE_TABLE = "held", "states", "quarantined"
 
 
 @dataclass
-class GroupStream:
+class GroupStream(PerBatchOperator):
     """The `prepare` of an output's exactly-once sink for a `group:` step on streams."""
 
-    step: str
-    spec: Any  # GroupStep
-    state_dir: str
-    delay: float  # the largest watermark delay of the sources behind the inputs (seconds)
-    functions: Functions | None
-    run_id: str = ""
-    pipeline: str = ""
-    sources: tuple[str, ...] = ()
-    figures: dict[str, int] = field(default_factory=lambda: {"state_rows_peak": 0, "keys_with_state_peak": 0})
-    side_tables: ClassVar[tuple[str, ...]] = (QUARANTINE, LATE)
+    functions: Functions | None = None  # the project's udfs/
+    PEAKS: ClassVar[tuple[str, ...]] = ("state_rows_peak", "keys_with_state_peak")
 
     @classmethod
-    def for_output(cls, setup: MicroBatchSetup) -> GroupStream:
-        inputs = setup.spec.group.inputs
-        sources = tuple(dict.fromkeys(s for i in inputs for s in setup.sources.get(i, ())))
-        return cls(
-            setup.step,
-            setup.spec,
-            setup.state_dir,
-            max(setup.delays[i] for i in inputs),
-            setup.functions,
-            setup.run_id,
-            setup.pipeline,
-            sources,
-        )
+    def for_output(cls, setup: MicroBatchSetup, **own: Any) -> GroupStream:
+        return super().for_output(setup, functions=setup.functions, **own)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows:
         from pyspark.sql import functions as F

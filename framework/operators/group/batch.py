@@ -6,7 +6,7 @@ complete, then runs the user's operator on the group's events with the key's sta
 - the inputs' events, tagged with the input they came from (`_input`, when there are several),
   are grouped by the step's `key:` (or `context:`) columns;
 - the close rule (`close:` count, timeout, every, all_inputs) decides when a group is complete
-  (framework.operators.group_runner.close_groups);
+  (framework.operators.group.runner.close_groups);
 - the @group_function from udfs/ is called once per closed group: f(events, state, args), the
   events in event-time order (the total order of framework.operators.keyed_windows), the state
   kept per key between its groups;
@@ -15,9 +15,9 @@ complete, then runs the user's operator on the group's events with the key's sta
 
 Spark shuffles the events by key (`partitions: N` is the paper's balancer `hash N`), sorts each
 task's rows by key and order, and one mapInArrow call per task walks all its keys
-(framework.operators.group_runner). A batch run starts with no state and ends its input: every
+(framework.operators.group.runner). A batch run starts with no state and ends its input: every
 group closes. In streaming the step runs per micro-batch inside its output's sink, holding the
-events of open groups and each key's state between batches (framework.operators.group_stream).
+events of open groups and each key's state between batches (framework.operators.group.stream).
 
 Events without a key or an event time are quarantined with the reason; so are the events of a
 context that never completed (`incomplete context: missing <inputs>`).
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from framework.errors import BadInput, Problem
 from framework.operators.columns import Role, field_of, lacking, missing_columns, not_a_timestamp, quoted, untimely
 from framework.operators.context import REASON, Rejected, StepContext
-from framework.operators.group_runner import (
+from framework.operators.group.runner import (
     EVENT,
     EVENT_ROW,
     INPUT,
@@ -45,18 +45,16 @@ from framework.operators.group_runner import (
     Rule,
 )
 from framework.operators.keyed_windows import rejection_reason, tuple_order, with_micros
-from framework.operators.micro_batch import MicroBatchSetup
-from framework.operators.registry import ColumnContext, MicroBatch, SpecProblem, StepColumns, StepKind, per_micro_batch, register
+from framework.operators.problems import SpecProblem
+from framework.operators.registry import ColumnContext, StepColumns
 from framework.schemas import Column as SchemaColumn
 from framework.schemas import Schema
-from framework.spec.steps import GroupStep
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
     from framework.functions.loader import Functions
-    from framework.operators.group_stream import GroupStream
     from framework.spec.steps import GroupSpec
 
 
@@ -323,28 +321,3 @@ def streaming_problems(step: Any) -> Iterable[SpecProblem]:
             ("group", "close"),
             hint="e.g. close: {all_inputs: true, timeout: 10m}",
         )
-
-
-def _input_stream(context: StepContext) -> DataFrame:
-    """The one stream the output's sink reads: the inputs' events, tagged with their input."""
-    return tagged_inputs(context.name, context.spec.group, context.inputs)
-
-
-def _operator(setup: MicroBatchSetup) -> GroupStream:
-    from framework.operators.group_stream import GroupStream
-
-    return GroupStream.for_output(setup)
-
-
-register(
-    StepKind(
-        GroupStep,
-        build=build_group,
-        streaming=per_micro_batch,
-        micro_batch=MicroBatch(stream=_input_stream, operator=_operator, check=build_group),
-        function_checks=function_problems,
-        streaming_checks=(streaming_problems,),
-        needs_watermark="streaming group steps close groups when the watermark passes them",
-        output_schema=group_columns,
-    )
-)

@@ -23,13 +23,13 @@ files as they are (WrittenRows) rather than writing the rows a second time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from framework.io.stream_sink import WrittenRows
 from framework.operators.context import StepContext
-from framework.operators.join import build_join
-from framework.operators.micro_batch import Held, MicroBatchSetup
+from framework.operators.join.batch import build_join
+from framework.operators.micro_batch import Held, MicroBatchSetup, PerBatchOperator
 from framework.operators.micro_batch_state import MicroBatchState
 
 if TYPE_CHECKING:
@@ -40,21 +40,17 @@ ID_A, MATCHED_A = "__tributary_id_a", "__tributary_matched_a"
 
 
 @dataclass
-class CountJoinStream:
+class CountJoinStream(PerBatchOperator):
     """The `prepare` of an output's exactly-once sink for a count-window join on streams."""
 
-    step: str
-    spec: Any  # JoinStep
-    state_dir: str
-    delay_a: float  # watermark delays of the two inputs' sources (seconds)
-    delay_b: float
-    figures: dict[str, int] = field(default_factory=dict)
+    delay_a: float = 0.0  # watermark delays of the two inputs' sources (seconds)
+    delay_b: float = 0.0
     side_tables: ClassVar[tuple[str, ...]] = ()  # late rows are recorded by the sources' audit
 
     @classmethod
-    def for_output(cls, setup: MicroBatchSetup) -> CountJoinStream:
+    def for_output(cls, setup: MicroBatchSetup, **own: Any) -> CountJoinStream:
         join = setup.spec.join
-        return cls(setup.step, setup.spec, setup.state_dir, setup.delays[join.left], setup.delays[join.right])
+        return super().for_output(setup, delay_a=setup.delays[join.left], delay_b=setup.delays[join.right], **own)
 
     def held(self) -> Held | None:
         """The rows of both inputs waiting for the watermark before they take their place in the

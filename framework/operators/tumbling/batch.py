@@ -3,7 +3,7 @@ whole input in its total order (window = advance = W), grouped by key inside eac
 
 A unit is one key group inside one window. `closed_by` is `count` for a full window and
 `end_of_input` for the last, shorter one. On streams it runs per micro-batch
-(framework.operators.tumbling_stream). Global positions come from time buckets
+(framework.operators.tumbling.stream). Global positions come from time buckets
 (framework.operators.ordering), so no single partition has to hold the input.
 """
 
@@ -18,22 +18,16 @@ from framework.operators.keyed_windows import (
     END_OF_INPUT,
     MICROS,
     UNIT,
-    aggregate_problems,
     checked_input,
-    keyed_window_columns,
     tuple_order,
     unit_rows,
     used_columns,
 )
 from framework.operators.ordering import global_positions
-from framework.operators.registry import MicroBatch, StepKind, per_micro_batch, register
-from framework.spec.steps import TumblingStep
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from framework.operators.micro_batch import MicroBatchSetup
-    from framework.operators.tumbling_stream import TumblingStream
     from framework.spec.steps import TumblingSpec
 
 POSITION = "__tributary_position"
@@ -67,27 +61,3 @@ def units(rows: DataFrame, spec: TumblingSpec) -> tuple[DataFrame, Column, Colum
     assigned = assign_count_windows(rows, spec)
     window = Window.partitionBy(F.col(UNIT))
     return assigned, F.min(MICROS).over(window), F.max(MICROS).over(window)
-
-
-def _input_stream(context: StepContext) -> DataFrame:
-    return context.inputs[context.spec.tumbling.input]
-
-
-def _operator(setup: MicroBatchSetup) -> TumblingStream:
-    from framework.operators.tumbling_stream import TumblingStream
-
-    return TumblingStream.for_output(setup)
-
-
-register(
-    StepKind(
-        TumblingStep,
-        build=build_tumbling,
-        streaming=per_micro_batch,
-        micro_batch=MicroBatch(stream=_input_stream, operator=_operator, check=build_tumbling),
-        checks=(aggregate_problems,),
-        needs_watermark="streaming count windows place tuples once the watermark has passed them",
-        units=units,
-        output_schema=keyed_window_columns,
-    )
-)
