@@ -52,7 +52,8 @@ def replace_between(text: str, name: str, body: str) -> str:
 #: what each layer is called and what each package in it does; the layers and their order are setup.cfg's
 LAYER_NAMES: dict[str, str] = {
     "cli": "command line",
-    "watch": "the edit–run loop, the warm engine",
+    "tasks": "what commands do: tasks, the edit–run loop, the warm engine",
+    "project_context": "one project context",
     "reporting": "reading results, scheduling",
     "engine": "running",
     "quality": "judging rows",
@@ -67,7 +68,9 @@ LAYER_NAMES: dict[str, str] = {
     "errors": "the ground",
 }
 PACKAGE_NOTES: dict[str, str] = {
-    "cli": "",
+    "cli": "one module per activity, loaded lazily",
+    "tasks": "validate, capacity, tune, evaluate without the terminal",
+    "project_context": "root, profile, vars, selection, interval, compiled pipeline, plan, run",
     "watch": "reruns on change: compiles, runs, draws",
     "warm": "a long-lived process holding one SparkSession, which runs the CLI's Spark commands for clients over "
     "a Unix socket, each run in a session of its own; [the warm engine](warm-engine.md)",
@@ -241,12 +244,13 @@ def cli_reference() -> str:
     import typer
 
     from framework.cli import app
+    from framework.cli.app import all_commands
 
     root = typer.main.get_command(app)
     lines = [
         "# CLI reference",
         "",
-        "Generated from the `tributary` command itself (`framework/cli.py`) when the site is built: every",
+        "Generated from the `tributary` command itself (`framework/cli/`) when the site is built: every",
         "command, its help, arguments and options. `tributary COMMAND --help` prints the same at the terminal.",
         "",
         (root.help or "").strip(),
@@ -254,7 +258,7 @@ def cli_reference() -> str:
         "Exit codes: **0** ok, **1** the run failed, **2** bad input (spec, template, vars, missing source).",
         "",
     ]
-    for name, command in root.commands.items():
+    for name, command in all_commands().items():
         if not command.hidden:
             lines += _command_section(command, ["tributary", name], 2)
     return "\n".join(lines).rstrip() + "\n"

@@ -5,7 +5,7 @@
 - The layer table (architecture.md) and the benchmarks table (benchmarks.md) are kept in git between
   markers so they read on GitHub; a stale one is a warning, which `mkdocs build --strict` makes an error.
 - README.md is the home page (`index.md`), its `docs/...` links made relative to the site, and its links
-  to framework/cli.py and tributary.schema.json pointed at the references made from them.
+  to framework/cli/ and tributary.schema.json pointed at the references made from them.
 - CONTRIBUTING.md (at the top of the repository, where GitHub shows it) is added as `contributing.md`, and
   the pages' `../CONTRIBUTING.md` links point at it.
 """
@@ -47,7 +47,7 @@ def on_files(files: Files, config: Any) -> Files:
         .read_text(encoding="utf-8")
         .replace("](docs/", "](")
         .replace("](CONTRIBUTING.md)", "](contributing.md)")
-        .replace("](framework/cli.py)", "](cli.md)")
+        .replace("](framework/cli/)", "](cli.md)")
         .replace("](tributary.schema.json)", "](spec-reference.md)")
     )
     files.append(File.generated(config, "index.md", content=home))

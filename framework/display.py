@@ -565,3 +565,24 @@ def _duration(seconds: float | None) -> str:
     if seconds < 3600:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def graph_page(name: str, description: str | None, svg: str) -> str:
+    """`graph --html`: a page holding the pipeline's picture, its name and description escaped."""
+    from html import escape
+
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(name)}</title>"
+        "<style>body{font-family:Helvetica,Arial,sans-serif;margin:2em}</style></head>"
+        f"<body><h1>{escape(name)}</h1><p>{escape(description or '')}</p>{svg}</body></html>\n"
+    )
+
+
+def join_capacity_table(name: str, rows: list[tuple[str, str, str]]) -> Table:
+    """`capacity` of a windowed join: each quantity predicted and observed."""
+    table = Table(title=f"capacity of join step '{name}'", title_justify="left", header_style="bold")
+    for column in ("quantity", "predicted", "observed"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(plain(cell) for cell in row))
+    return table

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from framework.compiler import CompiledPipeline
     from framework.engine.results import RunResult
     from framework.project import Project
+    from framework.project_context import ProjectContext
 
 POLL_S = 0.5
 _WATCHED_FOLDERS = ("pipelines", "sql", "udfs")
@@ -126,8 +127,8 @@ class Watch:
             shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
             self.console.rule(plain(f"changed: {shown}"), align="left", style="cyan")
         try:
-            compiled, profile = self._compile()
-            cycle.result = self._run(compiled, profile)
+            compiled, about = self._compile()
+            cycle.result = self._run(compiled, about)
         except TributaryError as e:
             cycle.error = e
             self._print_error(e)
@@ -136,36 +137,35 @@ class Watch:
             self._print_error(cycle.error)
         return cycle
 
-    def _compile(self) -> tuple[CompiledPipeline, Any]:
-        from framework.compiler import compile_pipeline
+    def _compile(self) -> tuple[CompiledPipeline, ProjectContext]:
+        """The pipeline compiled as `tributary validate` would, in a context built anew each cycle
+        (the profile's file is watched too)."""
         from framework.io.sample import source_files
-        from framework.profiles import load_profile
+        from framework.project_context import ProjectContext
         from framework.spec.models import DeltaSource
-        from framework.variables import parse_cli_vars
 
-        profile = load_profile(self.project, self.profile_name)
-        compiled = compile_pipeline(
-            self.project, self.project.pipeline_path(self.pipeline), profile, parse_cli_vars(self.variables), self.select
+        about = ProjectContext.load(
+            self.pipeline, profile=self.profile_name, variables=self.variables, select=self.select, start=self.project.root
         )
+        compiled = about.compiled
         if compiled.spec.mode == "streaming" and self.limit is None:
             raise BadInput(self._stream_needs_limit(compiled.name))
-        from framework.plan import plan_for
-
-        plan = plan_for(compiled, profile, limit=self.limit)
+        plan = about.plan(limit=self.limit)
         self._sources = [
             f
             for source in plan.sources
             if not isinstance(source.spec, DeltaSource) and "://" not in source.location
             for f in [source.location, *source_files(source.location)]
         ]
-        return compiled, profile
+        return compiled, about
 
-    def _run(self, compiled: CompiledPipeline, profile: Any) -> RunResult:
+    def _run(self, compiled: CompiledPipeline, about: ProjectContext) -> RunResult:
         from framework.display import arrow_table, run_summary
-        from framework.engine.runner import run_pipeline, show_rows
+        from framework.engine.runner import show_rows
         from framework.engine.session import spark_session
         from framework.io.delta import local_store
 
+        profile = about.profile
         if self.spark is None:
             with self.console.status("starting Spark (once: reruns use the same session)"):
                 self.spark = spark_session(profile)
@@ -175,7 +175,7 @@ class Watch:
             with self.console.status(
                 plain(f"running {compiled.name}" + (f" on the first {self.limit:,} rows" if self.limit else ""))
             ):
-                result = run_pipeline(compiled, profile, spark=self.spark, limit=self.limit)
+                result = about.run(compiled, spark=self.spark, limit=self.limit)
         finally:
             self._running = False
         self.console.print(run_summary(result))

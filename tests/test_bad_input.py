@@ -262,15 +262,12 @@ outputs:
 
 
 def test_a_step_value_may_be_a_var_typed_after_rendering(cli, project):
-    from framework.compiler import compile_pipeline
-    from framework.profiles import load_profile
-    from framework.project import Project
+    from framework.project_context import ProjectContext
 
     write(project / "pipelines" / "demo.yaml", VARS)
     code, _, err = cli("validate", "pipelines/demo.yaml")
     assert code == 0, err
-    p = Project(project)
-    compiled = compile_pipeline(p, project / "pipelines" / "demo.yaml", load_profile(p), {"n": 7})
+    compiled = ProjectContext.load("demo", variables=["n=7"], start=project).compiled
     assert compiled.spec.steps["windows"].swa.size == 7 and compiled.spec.steps["windows"].swa.timeout == 5.0
 
 

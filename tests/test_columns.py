@@ -333,16 +333,13 @@ outputs:
 def test_the_columns_validate_lists_are_the_columns_spark_writes(spark, cli, project):
     """Each kind's output_schema against a real run: names in order, and every type validate calls
     certain, as the Delta tables hold them."""
-    from framework.compiler import compile_pipeline
     from framework.io.source_schema import delta_log_schema
-    from framework.profiles import load_profile
-    from framework.project import find_project
+    from framework.project_context import ProjectContext
 
     write(project / "pipelines" / "shapes.yaml", SHAPES)
     code, out, err = cli("run", "shapes")
     assert code == 0, out + err
-    found = find_project(project)
-    compiled = compile_pipeline(found, project / "pipelines" / "shapes.yaml", load_profile(found, None))
+    compiled = ProjectContext.load("shapes", start=project).compiled
     for output in ("stacked", "paired", "views", "summary", "lines"):
         schema = compiled.schemas[output]
         written = from_ddl(delta_log_schema(output, str(project / "warehouse" / output)) or "")

@@ -104,7 +104,7 @@ def test_the_guard_finds_each_way_of_asking_for_a_kind():
         "d = s.kind != 'tumbling'\n"
         "e = event.name == 'run_end'\n"
     )
-    found = _kind_questions("framework/cli.py", None, source)
+    found = _kind_questions("framework/cli/tune.py", None, source)
     assert sorted(f.split(": ", 1)[1] for f in found) == sorted(
         [
             "imports SwaStep",
@@ -118,20 +118,13 @@ def test_the_guard_finds_each_way_of_asking_for_a_kind():
         "framework/operators/swa/stream.py:4: isinstance of a step class"
     ]
     assert _own_kind(REPO / "framework" / "operators" / "swa" / "stream.py") == "swa"
-    assert _own_kind(REPO / "framework" / "cli.py") is None
+    assert _own_kind(REPO / "framework" / "cli" / "tune.py") is None
 
 
 def _plan(project: Path, name: str, full_refresh: bool = False, select: str | None = None):  # a RunPlan
-    from framework.compiler import compile_pipeline
-    from framework.io.locations import Warehouse
-    from framework.plan import plan_run
-    from framework.profiles import load_profile
-    from framework.project import Project
+    from framework.project_context import ProjectContext
 
-    p = Project(project)
-    profile = load_profile(p, None)
-    compiled = compile_pipeline(p, p.pipeline_path(name), profile, select=select)
-    return plan_run(compiled, Warehouse.of(p, profile), full_refresh)
+    return ProjectContext.load(name, select=select, start=project).plan(full_refresh)
 
 
 def test_the_plan_says_what_is_shared_what_each_output_writes_and_where(project):

@@ -124,9 +124,9 @@ def test_help_texts_reflow_as_sentences(cli, monkeypatch):
         code, out, _ = cli(command, "--help")
         assert code == 0
         lines = [line.strip(" │") for line in out.splitlines()]
-        from framework.cli import app
+        from framework.cli.app import all_commands
 
-        callback = next(c.callback for c in app.registered_commands if (c.name or c.callback.__name__) == command)
+        callback = all_commands()[command].callback
         import inspect
 
         for paragraph in inspect.getdoc(callback).split("\n\n"):

@@ -180,10 +180,11 @@ def test_no_runs_yet_exits_2_with_a_hint(tmp_path: Path):
 def test_a_run_without_expectations_says_so(ran, tmp_path: Path):
     from framework.profiles import Profile
     from framework.project import Project
+    from framework.project_context import ProjectContext
     from framework.reporting import gather_run, render_html
 
     project, run_id = ran
-    report = gather_run(Project(project), Profile(), run_id=run_id)
+    report = gather_run(ProjectContext(Project(project), Profile()), run_id=run_id)
     report.quality = []
     assert "No expectations declared" in _sections(render_html(report))["quality"]
 

@@ -280,16 +280,11 @@ def test_runs_lists_recent_runs(spark, cli, project):
 
 
 def test_union_adds_the_source_name(spark, project):
-    from framework.compiler import compile_pipeline
-    from framework.engine.runner import run_pipeline
-    from framework.profiles import load_profile
-    from framework.project import Project
+    from framework.project_context import ProjectContext
 
-    p = Project(project)
     pipeline = project / "pipelines" / "service_calls.yaml"
     pipeline.write_text(pipeline.read_text() + "  all_calls: {}\n")
-    compiled = compile_pipeline(p, pipeline, load_profile(p))
-    result = run_pipeline(compiled, load_profile(p), spark=spark)
+    result = ProjectContext.load("service_calls", start=project).run(spark=spark)
     assert result.status == "ok"
     rows = delta_rows(project / "warehouse" / "all_calls")
     by_source = Counter(r["_source"] for r in rows)

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from framework.profiles import load_profile
-from framework.project import Project
+from framework.project_context import ProjectContext
 from framework.schedule.history import ABANDONED, FAILED, INVALID, OK, TIMED_OUT, RunLog
 from framework.schedule.scheduler import Scheduler
 from framework.spec.intervals import Cron
@@ -91,8 +90,7 @@ outputs:
 
 
 def scheduler(project: Path, spark, clock, say: list[str], names: list[str] | None = None) -> Scheduler:
-    p = Project(project)
-    return Scheduler(p, load_profile(p), say.append, names, clock=clock, spark=spark)
+    return Scheduler(ProjectContext.load(start=project), say.append, names, clock=clock, spark=spark)
 
 
 def test_the_scheduler_catches_up_across_the_night_the_clocks_go_back_retries_and_alerts(spark, project):

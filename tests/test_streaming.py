@@ -185,7 +185,7 @@ def test_full_refresh_starts_the_stream_over_and_keeps_the_history(spark, cli, p
     assert sorted(map(str, delta_rows(table))) == before
     code, _, err = cli("run", "clicks", "--full-refresh")
     assert code == 2 and "--yes" in err
-    monkeypatch.setattr("framework.cli._interactive", lambda: True)
+    monkeypatch.setattr("framework.cli.run.interactive", lambda: True)
     result = CliRunner().invoke(app, ["run", "clicks", "--full-refresh"], input="n\n")
     assert result.exit_code == 2 and "--full-refresh declined: nothing was changed" in result.stderr
     assert delta_version(table) == first_version

@@ -21,13 +21,13 @@ from framework.engine.results import CheckOutcome, OutputStatus, RunStatus, Tone
 from framework.errors import BadInput, Problem
 from framework.integration.capacity import Figures
 from framework.io.delta import local_store
-from framework.io.locations import EVENTS_TABLE, INTEGRATION_TABLE, QUALITY_TABLE, QUARANTINE_TABLE, Warehouse
+from framework.io.locations import EVENTS_TABLE, INTEGRATION_TABLE, QUALITY_TABLE, QUARANTINE_TABLE
 from framework.operators.micro_batch import Held
 
 if TYPE_CHECKING:
     from framework.io.delta.base import DeltaStore
-    from framework.profiles import Profile
     from framework.project import Project
+    from framework.project_context import ProjectContext
 
 
 SAMPLE_ROWS = 5  # failing samples per expectation, sample records per quarantine group
@@ -117,8 +117,7 @@ _RUNS_SQL = "SELECT run_id, max(pipeline) AS pipeline, min(ts) AS started FROM t
 
 
 def gather_run(
-    project: Project,
-    profile: Profile,
+    context: ProjectContext,
     run_id: str | None = None,
     pipeline: str | None = None,
     store: DeltaStore | None = None,
@@ -126,8 +125,9 @@ def gather_run(
     """Everything logged about one run (default: the latest, of `pipeline` if given).
 
     Raises BadInput when there are no runs, or no run with that id."""
-    store = store or local_store(profile.storage_options)
-    warehouse = Warehouse.of(project, profile)
+    project = context.project
+    store = store or local_store(context.profile.storage_options)
+    warehouse = context.warehouse()
     name, pipeline_file = _pipeline_arg(project, pipeline) if pipeline else (None, None)
     events_table = warehouse.internal(EVENTS_TABLE)
     run = _find_run(store, events_table, run_id, name)
@@ -138,7 +138,7 @@ def gather_run(
     report.quality = _sorted_quality(_rows(store, warehouse.internal(QUALITY_TABLE), where), report)
     report.integration = _rows(store, warehouse.internal(INTEGRATION_TABLE), where, order="step")
     report.quarantine = _quarantine_groups(store, warehouse.internal(QUARANTINE_TABLE), where)
-    report.graph_svg, report.graph_note = _pipeline_graph(project, profile, report.pipeline, pipeline_file)
+    report.graph_svg, report.graph_note = _pipeline_graph(context, report.pipeline, pipeline_file)
     return report
 
 
@@ -297,15 +297,14 @@ def _quarantine_groups(store: DeltaStore, table: str, where: str) -> list[Quaran
     return groups
 
 
-def _pipeline_graph(project: Project, profile: Profile, name: str, path: Path | None) -> tuple[str | None, str | None]:
+def _pipeline_graph(context: ProjectContext, name: str, path: Path | None) -> tuple[str | None, str | None]:
     """The DAG as SVG, compiled like the CLI compiles (no Spark); or why it cannot be drawn."""
-    from framework.compiler import compile_pipeline
-
+    project = context.project
     path = path or _pipeline_file(project, name)
     if path is None:
         return None, f"No pipeline file named '{name}' under {project.relative(project.pipelines_dir)}/ to draw the graph from."
     try:
-        compiled = compile_pipeline(project, path, profile)
+        compiled = context.for_pipeline(path).compiled
         return compiled.graph.to_svg(), None
     except BadInput as e:
         first = str(e.problems[0]) if e.problems else str(e)

@@ -36,17 +36,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from framework.compiler import compile_pipeline
 from framework.engine import leftover_tasks
 from framework.engine.events import EventLog
 from framework.engine.lock import LockBusy, RunLock, lock_file
 from framework.engine.results import RunResult, RunStatus, new_run_id
-from framework.engine.runner import one_line, run_pipeline
+from framework.engine.runner import one_line
 from framework.errors import BadInput, TributaryError
 from framework.io.delta import local_store
 from framework.io.locations import EVENTS_TABLE, Warehouse
 from framework.profiles import Profile
 from framework.project import Project
+from framework.project_context import ProjectContext
 from framework.schedule import alerts
 from framework.schedule.clock import Clock
 from framework.schedule.due import Due
@@ -179,17 +179,23 @@ class Attempted:
 class Attempts:
     """What every attempt of one scheduler or backfill shares."""
 
-    project: Project
-    profile: Profile
+    context: ProjectContext  # the project, profile and vars every run compiles with
     clock: Clock
     sessions: Sessions
     stopping: threading.Event
     say: Say
-    cli_vars: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def project(self) -> Project:
+        return self.context.project
+
+    @property
+    def profile(self) -> Profile:
+        return self.context.profile
 
     @property
     def warehouse(self) -> Warehouse:
-        return Warehouse.of(self.project, self.profile)
+        return self.context.warehouse()
 
     @property
     def runlog(self) -> RunLog:
@@ -229,11 +235,12 @@ class Attempts:
         began, started_at = time.perf_counter(), self.clock.now()
         done = Attempted(due, OK, trigger)
         try:
-            compiled = compile_pipeline(self.project, pipeline.path, self.profile, self.cli_vars, interval=due.interval)
+            about = self.context.for_pipeline(pipeline.path)
+            compiled = about.compile(interval=due.interval)
             session = spark or self.sessions.get()
             with Abandon(session, schedule.timeout, self.stopping) as watch:
                 try:
-                    done.result = run_pipeline(compiled, self.profile, spark=session, concurrent=concurrent)
+                    done.result = about.run(compiled, spark=session, concurrent=concurrent)
                     done.run_id, done.exit_code = done.result.run_id, 0
                 except TributaryError as e:
                     done.result, done.exit_code, done.error = e.result, e.exit_code, one_line(e)

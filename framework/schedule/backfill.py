@@ -18,22 +18,52 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from framework.compiler import compile_pipeline
 from framework.errors import BadInput, Problem
-from framework.schedule.attempt import Attempted, Attempts, describe, restore_signals, stop_on_signals
+from framework.project_context import ProjectContext
+from framework.schedule.attempt import Attempted, Attempts, Say, Sessions, describe, restore_signals, stop_on_signals
+from framework.schedule.clock import SystemClock
 from framework.schedule.due import Due
-from framework.schedule.history import BACKFILL
+from framework.schedule.history import BACKFILL, OK
 from framework.schedule.pipelines import ScheduledPipeline
 from framework.spec.intervals import MAX_INTERVALS, Interval, take
 
 
+@dataclass
+class Backfilled:
+    """What a backfill came to: its attempts in order, and whether a signal stopped it."""
+
+    done: list[Attempted]
+    stopped: bool
+
+    @property
+    def failed(self) -> list[Attempted]:
+        return [d for d in self.done if d.outcome != OK]
+
+
+def backfill_range(context: ProjectContext, begin: str, end: str, parallel: int, say: Say) -> Backfilled:
+    """`tributary backfill`: the context's pipeline over --from `begin` … --to `end` (naive times
+    in its schedule's timezone), on one Spark session (or `parallel` sessions over one JVM)."""
+    first, last = context.instant(begin, "--from"), context.instant(end, "--to")
+    if first >= last:
+        raise BadInput(Problem(f"--from {begin} must come before --to {end}"))
+    stopping = threading.Event()
+    sessions = Sessions(context.profile, started=lambda: stop_on_signals(stopping))
+    attempts = Attempts(context, SystemClock(), sessions, stopping, say)
+    try:
+        done = backfill(attempts, context.pipeline_path, first, last, parallel)
+    finally:
+        sessions.close()
+    return Backfilled(done, stopping.is_set())
+
+
 def backfill(attempts: Attempts, path: Path, begin: datetime, end: datetime, parallel: int = 1) -> list[Attempted]:
     """Run the intervals of [begin, end] not yet committed; what each attempt came to, in order."""
-    compiled = compile_pipeline(attempts.project, path, attempts.profile, attempts.cli_vars)
+    compiled = attempts.context.for_pipeline(path).compile()
     spec, loaded = compiled.spec, compiled.loaded
     if spec.mode == "streaming":
         raise BadInput(

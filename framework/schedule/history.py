@@ -29,6 +29,7 @@ from typing import Any
 from framework.engine.events import EVENT_SCHEMA
 from framework.engine.results import OutputStatus, RunStatus
 from framework.io.delta.base import DeltaStore
+from framework.project_context import ProjectContext
 from framework.spec.intervals import Interval
 
 #: what a scheduler's attempt came to (the `schedule` event's status)
@@ -196,6 +197,17 @@ def _json(text: str | None) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def run_history(
+    context: ProjectContext, pipeline: str | None, failed_only: bool, limit: int, scratch: bool
+) -> tuple[str, dict[str, list[dict[str, Any]]]]:
+    """`tributary runs`: the run log read, and its rows per pipeline (history_rows)."""
+    from framework.io.delta import local_store
+
+    table = context.events_table(scratch)
+    records = RunLog(local_store(context.profile.storage_options), table).runs([pipeline] if pipeline else None)
+    return table, history_rows(records, failed_only=failed_only, limit=limit)
 
 
 def history_rows(runs: list[RunRecord], failed_only: bool = False, limit: int = 20) -> dict[str, list[dict[str, Any]]]:

@@ -24,8 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from framework.errors import BadInput, Problem
-from framework.profiles import Profile
-from framework.project import Project
+from framework.project_context import ProjectContext
 from framework.schedule.attempt import (
     ALREADY_DONE,
     BUSY,
@@ -48,13 +47,11 @@ BUSY_WAIT = timedelta(seconds=15)
 
 @dataclass
 class Scheduler:
-    project: Project
-    profile: Profile
+    context: ProjectContext  # the project, profile and vars (--var) every run compiles with
     say: Say
     pipelines: list[str] | None = None  # names given on the command line (default: every scheduled pipeline)
     clock: Clock = field(default_factory=SystemClock)
     spark: Any = None  # a SparkSession to run on (tests); default: one started at the first run
-    cli_vars: dict[str, Any] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
     attempted: deque[Attempted] = field(default_factory=lambda: deque(maxlen=100))  # its latest attempts
     _busy: dict[str, datetime] = field(default_factory=dict)
@@ -66,8 +63,8 @@ class Scheduler:
         """Run due pipelines until stopped (`once`: until nothing is due now; `until`: until the
         clock passes it, for tests). Whether every run it made ended ok."""
         previous = stop_on_signals(self.stopping)
-        sessions = Sessions(self.profile, self.spark, started=lambda: stop_on_signals(self.stopping))
-        attempts = Attempts(self.project, self.profile, self.clock, sessions, self.stopping, self.say, self.cli_vars)
+        sessions = Sessions(self.context.profile, self.spark, started=lambda: stop_on_signals(self.stopping))
+        attempts = Attempts(self.context, self.clock, sessions, self.stopping, self.say)
         all_ok = True
         try:
             first = True
@@ -116,7 +113,7 @@ class Scheduler:
         return all_ok
 
     def _outlooks(self, runlog: RunLog, now: datetime, first: bool) -> dict[str, Outlook]:
-        found, problems = scheduled_pipelines(self.project, self.pipelines)
+        found, problems = scheduled_pipelines(self.context.project, self.pipelines)
         self._announce(found, first)
         outlooks: dict[str, Outlook] = {}
         for p in found:

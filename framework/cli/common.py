@@ -1,0 +1,236 @@
+"""What every command module shares: the consoles, the options spelled once, the one error guard,
+and the project context built from the flags.
+
+A command module holds no business logic: it parses flags, builds the project context
+(framework.project_context) and calls one function of the layer below, then renders what came
+back. Printing the user's data is always literal (`shown`, `safe`): a description or a value can
+hold brackets or control characters, and neither may turn into terminal markup.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
+
+import typer
+from rich.console import Console
+
+from framework.errors import BadInput, Problem, TributaryError
+
+if TYPE_CHECKING:
+    from framework.project_context import ProjectContext
+
+T = TypeVar("T")
+
+
+class Terminal:
+    """The consoles commands print on. The warm engine swaps them for its client's while it runs a
+    command line (framework.cli.engine), so commands look them up here at each print."""
+
+    def __init__(self) -> None:
+        # Off a terminal (CI logs, pipes) tables get room instead of 80 columns.
+        self.out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+        self.err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+
+
+term = Terminal()
+
+# -- options spelled once ------------------------------------------------------------------------
+
+PipelineArg = Annotated[str, typer.Argument(help="Pipeline file or name (pipelines/<name>.yaml).")]
+ProfileOpt = Annotated[
+    Optional[str], typer.Option("--profile", "-p", help="Profile in configs/ (default: $TRIBUTARY_PROFILE or local).")
+]
+VarOpt = Annotated[Optional[list[str]], typer.Option("--var", help="Set a var: --var name=value (repeatable).")]
+SelectOpt = Annotated[
+    Optional[str], typer.Option("--select", "-s", help="Steps: a, +a (with upstream), a+ (with downstream), comma list.")
+]
+IntervalOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--interval",
+        help="The time interval START/END the pipeline covers ({{ interval_start }}, {{ interval_end }}); "
+        "naive times are in the schedule's timezone.",
+    ),
+]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+LimitOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--limit",
+        help="Try the pipeline: each source's first N rows (files in path order), in batch, written to the scratch "
+        "warehouse; the real tables are not touched.",
+    ),
+]
+SampleOpt = Annotated[bool, typer.Option("--sample", help="Try the pipeline on each source's first 100 rows (--limit 100).")]
+SAMPLE_ROWS = 100
+EngineOpt = Annotated[
+    bool,
+    typer.Option("--no-engine", help="Start Spark in this process instead of using the warm engine (docs/warm-engine.md)."),
+]
+TableArg = Annotated[
+    str,
+    typer.Argument(
+        help="An output (service_stats, or pipeline.output), a Tributary table (quarantine, late_rows, quality, "
+        "integration_quality, events) or a Delta table's folder."
+    ),
+]
+ScratchOpt = Annotated[bool, typer.Option("--scratch", help="The tables `run --limit` wrote (the scratch warehouse).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the rows as JSON Lines (for scripts).")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print the rows as CSV (for scripts).")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Stop the SQL after this many seconds.")]
+
+
+# -- the project context -------------------------------------------------------------------------
+
+
+def context(
+    pipeline: str | None = None,
+    profile: str | None = None,
+    variables: list[str] | None = None,
+    select: str | None = None,
+    interval: str | None = None,
+    near: str | None = None,
+) -> ProjectContext:
+    """The project context of a command line (framework.project_context); `near`: a file the
+    command names without being about that pipeline (the project is the one holding it)."""
+    from framework.project_context import ProjectContext
+
+    start = Path(near) if near and Path(near).exists() else None
+    return ProjectContext.load(pipeline, profile=profile, variables=variables, select=select, interval=interval, start=start)
+
+
+def try_rows(limit: int | None, sample: bool) -> int | None:
+    """The rows a try reads of each source (None: a real run)."""
+    if limit is not None and sample:
+        raise BadInput(Problem("--limit and --sample both ask for a try: give one"))
+    if limit is not None and limit < 1:
+        raise BadInput(Problem(f"--limit {limit}: a try reads at least 1 row of each source"))
+    return SAMPLE_ROWS if sample else limit
+
+
+# -- printing the user's text ----------------------------------------------------------------------
+
+
+def shown(text: object, lines: bool = True) -> str:
+    """User text or data (a message quoting a value, a log line) as printed: its control characters
+    written out (framework.display.for_terminal). Printed with markup=False, or through `safe`."""
+    from framework.display import for_terminal
+
+    return for_terminal(str(text), lines)
+
+
+def safe(text: object) -> str:
+    """User text inside a markup string: control characters written out, rich's brackets escaped."""
+    from rich.markup import escape
+
+    return escape(shown(text, lines=False))
+
+
+def say(line: object, **style: Any) -> None:
+    """One line of the user's text on stdout, printed literally."""
+    term.out.print(shown(line), markup=False, soft_wrap=True, highlight=False, **style)
+
+
+def note(line: object) -> None:
+    """A dim line on stderr (what the warm engine or a long step is doing)."""
+    term.err.print(shown(line), style="dim", markup=False, soft_wrap=True)
+
+
+def print_warnings(warnings: list[Problem], label: str = "warning") -> None:
+    for warning in warnings:
+        term.err.print(f"  [yellow]{label}:[/] ", end="")
+        term.err.print(shown(warning).replace("\n", "\n  "), markup=False, soft_wrap=True)
+
+
+# -- one guard for every command -------------------------------------------------------------------
+
+
+def guard(debug: bool, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a command body; turn errors into one clear message and the right exit code."""
+    err = term.err
+    try:
+        return fn(*args, **kwargs)
+    except TributaryError as e:
+        if debug:
+            err.print(shown(traceback.format_exc()), markup=False, highlight=False)
+        label = "invalid" if isinstance(e, BadInput) else "run failed"
+        err.print(f"[bold red]{label}:[/]", end="\n" if "\n" in str(e) else " ")
+        err.print(shown(e), markup=False, soft_wrap=True)
+        raise typer.Exit(e.exit_code) from None
+    except KeyboardInterrupt:
+        err.print("[red]interrupted[/]; outputs stay at their previous version")
+        raise typer.Exit(130) from None
+    except typer.Exit:
+        raise
+    except Exception as e:  # noqa: BLE001 - the last line of defence
+        if debug:
+            err.print(shown(traceback.format_exc()), markup=False, highlight=False)
+        else:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            err.print("[bold red]run failed:[/]", end=" ")
+            err.print(
+                f"{type(e).__name__}: {shown(first)}\n  (run again with --debug for the traceback)", markup=False, soft_wrap=True
+            )
+        raise typer.Exit(1) from None
+
+
+def guard_spark(debug: bool, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`guard` for a command that may start Spark in this process: the session it started ends with it."""
+    try:
+        return guard(debug, fn, *args, **kwargs)
+    finally:
+        stop_spark()
+
+
+def stop_spark() -> None:
+    if "pyspark" in sys.modules:
+        from contextlib import suppress
+
+        from framework.engine.session import stop_started_session
+
+        with suppress(Exception):  # a JVM that died with the run (said already) cannot be stopped
+            stop_started_session()
+
+
+# -- the warm engine -----------------------------------------------------------------------------
+
+
+def engine_first(ctx: typer.Context, pipeline: str, profile_name: str | None, no_engine: bool, asks: bool) -> None:
+    """A running warm engine takes the command at once (it checks the input as this process would,
+    with its modules already imported); without one, one starts now, so its JVM starts while the
+    input is checked here (bad input is then said without waiting for it). A command that may ask
+    a question (`asks`) asks it here first."""
+    from framework.warm.client import warm_up
+
+    try:
+        prof = context(pipeline, profile_name).profile
+    except TributaryError:
+        return  # said by the command's own checks
+    if not asks:
+        through_engine(ctx, prof, no_engine, start=False)
+    warm_up(prof, no_engine)
+
+
+def through_engine(ctx: typer.Context, prof: Any, no_engine: bool, start: bool = True, **overrides: Any) -> None:
+    """Hand the current command to the warm engine when the profile allows it (`start`: starting one
+    if none runs): its output is printed here and its exit code ends this command (typer.Exit).
+    Returns when the command runs here."""
+    from framework.warm.client import argv_of, hand_over
+
+    code = hand_over(prof, argv_of(ctx, overrides), no_engine, note, start)
+    if code is not None:
+        raise typer.Exit(code)
+
+
+def interactive() -> bool:
+    """Someone can answer a question (stdin is a terminal)."""
+    return sys.stdin.isatty()
+
+
+def written(path: Path) -> None:
+    """Say a file a command wrote: its path alone on a line (scripts read it)."""
+    say(path)

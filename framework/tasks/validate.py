@@ -1,0 +1,87 @@
+"""`tributary validate`: every pipeline checked without a JVM, one result per file.
+
+A pipeline that compiles is also asked whether the scheduler would serve it: how many runs it has
+left to catch up depends on the run history (framework.schedule.due.unserved), read from the
+profile's warehouse without a JVM, and only when it can change the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from framework.compiler import CompiledPipeline
+from framework.errors import BadInput, Problem
+from framework.project_context import ProjectContext
+
+
+@dataclass
+class Checked:
+    """One pipeline file as validate found it: compiled, or the problems that stop it."""
+
+    path: Path
+    shown: str
+    compiled: CompiledPipeline | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.compiled is not None
+
+
+def pipelines_to_check(context: ProjectContext, given: list[str] | None) -> list[Path]:
+    """The files named, else every pipeline under pipelines/."""
+    paths = [context.project.pipeline_path(p) for p in given] if given else context.project.all_pipelines()
+    if not paths:
+        raise BadInput(Problem("no pipelines found", hint="pass a pipeline file or add one under pipelines/"))
+    return paths
+
+
+def validate(context: ProjectContext, paths: list[Path], unreadable_history: Callable[[str], None]) -> list[Checked]:
+    """Each pipeline compiled under the context's profile, vars, selection and interval; a
+    scheduled one also checked against its run history (`unreadable_history` hears of a run log
+    that cannot be read: counted as no history)."""
+    backlog = _Backlog(context, unreadable_history)
+    checked = []
+    for path in paths:
+        one = Checked(path, context.project.relative(path))
+        try:
+            compiled = context.for_pipeline(path).compiled
+            if compiled.spec.schedule is not None:
+                backlog.check(path)
+            one.compiled = compiled
+        except BadInput as e:
+            one.problems = list(e.problems)
+        checked.append(one)
+    return checked
+
+
+class _Backlog:
+    def __init__(self, context: ProjectContext, unreadable: Callable[[str], None]):
+        self.context, self.unreadable, self.now = context, unreadable, datetime.now(UTC)
+
+    def check(self, path: Path) -> None:
+        from framework.schedule.due import unserved
+        from framework.schedule.pipelines import read_schedule
+
+        scheduled = read_schedule(self.context.project, path)
+        if scheduled is None:
+            return
+        problem = unserved(scheduled, lambda: self._history(scheduled.name, scheduled.streaming), self.now)
+        if problem is not None:
+            raise BadInput(problem)
+
+    def _history(self, name: str, streaming: bool) -> dict[Any, Any]:
+        from framework.io.delta import local_store
+        from framework.schedule.history import RunLog
+
+        table = self.context.events_table()
+        try:
+            return RunLog(local_store(self.context.profile.storage_options), table).slots(name, streaming)
+        except Exception as e:  # noqa: BLE001 - e.g. a cloud warehouse out of reach: counted as no history
+            said = f"{type(e).__name__}: {(str(e).strip() or '-').splitlines()[0]}"
+            self.unreadable(f"note: could not read the run history in {table} ({said}); counted as none")
+            return {}
