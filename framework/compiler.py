@@ -39,7 +39,7 @@ from framework.spec.base import closest, did_you_mean
 from framework.spec.expectations import INTEGRATION_COLUMNS, MAX_DROP_EXPECTATIONS
 from framework.spec.intervals import Interval
 from framework.spec.loader import LoadedPipeline, load_pipeline
-from framework.spec.models import DeltaSource, FileSource
+from framework.spec.models import DeltaSource, FileSource, Pipeline
 from framework.spec.steps import StepSpec, template_file
 from framework.sql_policy import SPARK_HINTS
 from framework.sql_policy import expression_refusals as strict_refusals_in_expression
@@ -72,7 +72,7 @@ class CompiledPipeline:
         return any(sql.interval_used for sql in self.sql.values())
 
     @property
-    def spec(self):  # the Pipeline model
+    def spec(self) -> Pipeline:
         return self.loaded.spec
 
     @property

@@ -138,7 +138,9 @@ def with_event_time(frame: SourceFrame, spec: AnySource) -> SourceFrame:
     return frame
 
 
-def _adding_event_time(read_files: Callable[[list[str]], tuple[DataFrame, DataFrame | None]], expression: str):
+def _adding_event_time(
+    read_files: Callable[[list[str]], tuple[DataFrame, DataFrame | None]], expression: str
+) -> Callable[[list[str]], tuple[DataFrame, DataFrame | None]]:
     from pyspark.sql import functions as F
 
     def read(files: list[str]) -> tuple[DataFrame, DataFrame | None]:

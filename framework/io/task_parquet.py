@@ -16,9 +16,9 @@ top level would make the executors import that module).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from framework.io.staging import filesystem
 
@@ -48,13 +48,15 @@ def write_folders(frame: DataFrame, folders: dict[str, Folder]) -> dict[str, int
     return written
 
 
-def _task_writer(targets: dict, job: str):  # the function mapInArrow runs
-    def write(batches):  # an iterator of RecordBatch, both ways
+def _task_writer(targets: dict, job: str) -> Callable[[Iterator[Any]], Iterator[Any]]:  # the function mapInArrow runs
+    def write(batches: Iterator[Any]) -> Iterator[Any]:  # RecordBatches, both ways
         import pyarrow as pa
         import pyarrow.parquet as pq
         from pyspark import TaskContext
 
-        task = TaskContext.get().partitionId()
+        running = TaskContext.get()
+        assert running is not None  # mapInArrow calls this inside a task
+        task = running.partitionId()
         writers: dict = {}
         rows = dict.fromkeys(targets, 0)
         try:

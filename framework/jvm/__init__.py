@@ -22,7 +22,7 @@ import tempfile
 import zipfile
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -87,7 +87,7 @@ def _build(javac: str, target: Path, spark_jars: Path) -> Path:
     return target
 
 
-def _fold_class(spark: SparkSession, name: str):  # a py4j JavaClass or None
+def _fold_class(spark: SparkSession, name: str) -> Any:  # a py4j JavaClass or None
     """Tributary's JVM class `name` in this session, or None when the session has no JVM functions
     (TRIBUTARY_JVM=0, Spark Connect, or a session started without the jar)."""
     from py4j.java_gateway import JavaClass
