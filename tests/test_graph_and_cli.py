@@ -12,7 +12,7 @@ import pytest
 
 from framework.errors import BadInput
 from framework.graph import PipelineGraph
-from tests.conftest import REPO
+from tests.conftest import REPO, write
 
 
 @pytest.fixture
@@ -132,3 +132,29 @@ def test_help_texts_reflow_as_sentences(cli, monkeypatch):
         for paragraph in inspect.getdoc(callback).split("\n\n"):
             joined = " ".join(paragraph.split())
             assert any(joined in line for line in lines), (command, joined, out)
+
+
+def test_a_misspelt_command_is_answered_with_the_closest_names(cli):
+    """Command modules load lazily, yet a typo is still matched against every command."""
+    code, out, err = cli("valdate")
+    assert code == 2
+    assert "Did you mean 'validate'" in out + err
+
+
+def test_validate_plan_and_graph_take_the_flags_run_takes(cli, project):
+    """One project context: --var, --select and --interval mean the same in every command."""
+    write(
+        project / "pipelines" / "flagged.yaml",
+        "name: flagged\nvars: {min_calls: 1}\nsources:\n  calls: {format: json, path: data/samples/service_calls/images}\n"
+        "steps:\n  busy:\n    sql: select * from {{ source('calls') }} where {{ var('min_calls') }} > 0\n"
+        "outputs:\n  busy: {}\n",
+    )
+    for command in ("validate", "compile", "plan", "graph"):
+        code, out, err = cli(command, "pipelines/flagged.yaml", "--var", "min_calls=3", "--select", "busy")
+        assert code == 0, (command, out, err)
+    code, out, err = cli("compile", "pipelines/flagged.yaml", "--var", "min_calls=3", "--interval", "2026-11-01/2026-11-02")
+    assert code == 0 and "where 3 > 0" in out and "interval 2026-11-01" in out, out + err
+    code, out, err = cli("validate", "pipelines/flagged.yaml", "--var", "nope=1")
+    assert code == 2 and "nope" in out + err
+    code, out, err = cli("validate", "pipelines/flagged.yaml", "--select", "nosuchstep")
+    assert code == 2 and "nosuchstep" in out + err

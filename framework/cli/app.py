@@ -60,6 +60,18 @@ class LazyGroup(TyperGroup):
             self.commands[cmd_name] = command
         return self.commands[cmd_name]
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """A misspelt command is answered with the closest names of all commands, loaded or not."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.UsageError as e:
+            from difflib import get_close_matches
+
+            matches = get_close_matches(args[0], list(COMMANDS)) if args else []
+            if matches and "Did you mean" not in e.message:
+                e.message = f"{e.message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in matches)}?"
+            raise
+
 
 def _command_of(module_app: typer.Typer, name: str) -> click.Command:
     """The click command `name` of a command module's Typer app: the app itself when it is a group
