@@ -69,6 +69,7 @@ class Watch:
     profile_name: str | None = None
     variables: list[str] = field(default_factory=list)
     select: str | None = None
+    interval: str | None = None  # --interval START/END, as text: the context reads it in the schedule's timezone
     limit: int | None = None
     show: int = 5
     max_cycles: int | None = None
@@ -145,7 +146,12 @@ class Watch:
         from framework.spec.models import DeltaSource
 
         about = ProjectContext.load(
-            self.pipeline, profile=self.profile_name, variables=self.variables, select=self.select, start=self.project.root
+            self.pipeline,
+            profile=self.profile_name,
+            variables=self.variables,
+            select=self.select,
+            interval=self.interval,
+            start=self.project.root,
         )
         compiled = about.compiled
         if compiled.spec.mode == "streaming" and self.limit is None:

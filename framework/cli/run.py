@@ -10,6 +10,7 @@ import typer
 from framework.cli.common import (
     DebugOpt,
     EngineOpt,
+    IntervalOpt,
     LimitOpt,
     PipelineArg,
     ProfileOpt,
@@ -146,6 +147,7 @@ def watch(
     profile: ProfileOpt = None,
     var: VarOpt = None,
     select: SelectOpt = None,
+    interval: IntervalOpt = None,
     max_runs: Annotated[Optional[int], typer.Option("--max-runs", hidden=True, help="Stop after N cycles (tests).")] = None,
     debug: DebugOpt = False,
 ) -> None:
@@ -161,7 +163,7 @@ def watch(
         # each cycle builds the project context anew (framework.watch): an edit of the profile or
         # the pipeline may fix what is wrong with them now
         project = find_project(Path(pipeline) if Path(pipeline).exists() else None)
-        watching = Watch(project, pipeline, term.out, profile, var or [], select, rows, show, max_runs)
+        watching = Watch(project, pipeline, term.out, profile, var or [], select, interval, rows, show, max_runs)
         watching.check()
         return watching.run()
 

@@ -28,10 +28,12 @@ from framework.functions import loader
 class RunSession:
     """The session one run uses (`spark`), and how to put the engine back after it."""
 
-    def __init__(self, root: Any):
+    def __init__(self, root: Any, between_runs: dict[str, set[str]]):
+        """`between_runs`: what the shared catalog holds when no run runs (catalog_objects, read
+        once when the engine starts: each run leaves it so), what close() keeps."""
         self.root = root
         self.group = f"tributary-engine-{uuid.uuid4().hex[:12]}"
-        self._catalog = _catalog_objects(root)
+        self._catalog = between_runs
         self.spark = root.newSession()
         _make_active(self.spark)
         with contextlib.suppress(Exception):  # its jobs: cancelled (and their threads interrupted) together
@@ -56,7 +58,7 @@ class RunSession:
             spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
             spark.sparkContext.setLocalProperty("spark.job.description", None)
             spark.sparkContext.setLocalProperty("spark.job.interruptOnCancel", None)
-        _drop_new_catalog_objects(self.root, self._catalog)
+        _drop_newcatalog_objects(self.root, self._catalog)
         with contextlib.suppress(Exception):
             self.root.catalog.clearCache()
         _make_active(self.root)
@@ -94,7 +96,7 @@ def _rows(spark: Any, sql: str) -> list[Any]:
         return []
 
 
-def _catalog_objects(spark: Any) -> dict[str, set[str]]:
+def catalog_objects(spark: Any) -> dict[str, set[str]]:
     """What the shared catalog holds: databases, each one's tables and functions, global temp views."""
     found: dict[str, set[str]] = {"": {str(r[0]) for r in _rows(spark, "SHOW DATABASES IN spark_catalog")}}
     for database in found[""]:
@@ -107,8 +109,8 @@ def _catalog_objects(spark: Any) -> dict[str, set[str]]:
     return found
 
 
-def _drop_new_catalog_objects(spark: Any, before: dict[str, set[str]]) -> None:
-    after = _catalog_objects(spark)
+def _drop_newcatalog_objects(spark: Any, before: dict[str, set[str]]) -> None:
+    after = catalog_objects(spark)
     for view in after["global"]:  # no run's global view outlives it (they are for one session's queries)
         with contextlib.suppress(Exception):
             spark.catalog.dropGlobalTempView(view)

@@ -57,7 +57,7 @@ import framework
 import framework.warm
 from framework.engine import leftover_tasks
 from framework.profiles import Profile, SparkSettings
-from framework.warm.isolation import RunSession
+from framework.warm.isolation import RunSession, catalog_objects
 from framework.warm.place import EnginePlace, java_options, source_digest
 from framework.warm.protocol import Channel
 
@@ -152,6 +152,7 @@ class Engine:
         self.stop_reason = ""
         self._lock = threading.Lock()
         self._baseline_conf: dict[str, str] = dict(spark.conf.getAll)
+        self._catalog = catalog_objects(spark)  # what the shared catalog holds between runs
         self.session: RunSession | None = None  # the run's, while it runs
         self.draining: str | None = None  # a run whose cancelled tasks may still run
         self.jvm_stuck = False  # a task would not stop: the JVM is ended with the engine
@@ -202,22 +203,22 @@ class Engine:
         code, died = 1, None
         try:
             try:
-                self.session = RunSession(self.spark)
+                self.session = RunSession(self.spark, self._catalog)
                 code = self._run(request)
             finally:
                 with self._lock:
                     request.done = True
                 _settle()
                 _deferred.clear()
-            died = self._reset_session()
+            died = self._jvm_gone()
         except KeyboardInterrupt:
             code = 130
-            died = self._reset_session()
+            died = self._jvm_gone()
         except BaseException as e:  # noqa: BLE001 - the engine outlives a command's unexpected failure
             traceback.print_exc()
             with contextlib.suppress(OSError):
                 request.channel.send({"t": "err", "d": f"run failed: the warm engine could not run the command: {e}\n"})
-            died = self._reset_session()
+            died = self._jvm_gone()
         finally:
             with self._lock:
                 self.draining = request.label if died is None and (code != 0 or request.interrupted) else None
@@ -227,6 +228,8 @@ class Engine:
             request.channel.send({"t": "exit", "code": code, **({"died": died} if died else {})})
         request.channel.close()
         print(f"{time.strftime('%H:%M:%S')} {request.label}: exit {code} in {time.perf_counter() - began:.2f}s", flush=True)
+        if died is None:  # after the client has its answer: the next run starts once this is done
+            self._reset_session()
         if self.draining is not None:  # a failed or cancelled run's tasks may go on: wait for them
             left = leftover_tasks.wait_until_stopped(self.spark)
             if left:
@@ -320,16 +323,19 @@ class Engine:
 
     # -- between runs ----------------------------------------------------------------------
 
-    def _reset_session(self) -> str | None:
-        """Drop the run's session and put the engine's back as it was before the run; why the
-        engine cannot go on, if so."""
-        spark = self.spark
+    def _jvm_gone(self) -> str | None:
+        """Why the engine cannot go on after a run (its JVM or SparkContext stopped), if so."""
         try:
-            stopped = spark.sparkContext._jsc.sc().isStopped()
+            stopped = self.spark.sparkContext._jsc.sc().isStopped()
         except Exception as e:  # noqa: BLE001 - py4j: the JVM is gone
             return f"its JVM stopped ({type(e).__name__})"
-        if stopped:
-            return "its SparkContext was stopped"
+        return "its SparkContext was stopped" if stopped else None
+
+    def _reset_session(self) -> None:
+        """Drop the run's session and put the engine's back as it was before the run. Done after
+        the client has its exit code: the cleanup is not the user's wait (the next request waits
+        for it, in the queue)."""
+        spark = self.spark
         session, self.session = self.session, None
         if session is not None:
             session.close()
@@ -350,7 +356,6 @@ class Engine:
             if current.get(key) != value:
                 with contextlib.suppress(Exception):
                     spark.conf.set(key, value)
-        return None
 
     # -- the socket ------------------------------------------------------------------------
 
