@@ -478,3 +478,67 @@ def test_a_restore_undoes_a_commit_for_idempotency(tmp_path):
     assert store.transaction_version(table, "tributary/p/o/k") == 0  # Delta keeps the id ...
     assert store.written_by(table, "tributary/p/o/k", latest_only=False) is None  # ... but its rows are gone
     assert not store.holds_run(table, "run-1")
+
+
+# -- after: dependencies between pipelines (issue 35) -------------------------------------------
+
+
+def test_an_interval_waits_until_its_upstream_committed_time_covering_it():
+    from framework.schedule.dependencies import Upstream, covered
+
+    hourly, three_hourly = Cron("0 * * * *"), Cron("0 */3 * * *")
+    hours = list(hourly.intervals(utc(2026, 11, 2, 0), utc(2026, 11, 2, 3)))
+    block = three_hourly.interval_ending(utc(2026, 11, 2, 3))
+    # the rule: the upstream's committed intervals together cover the downstream's
+    assert covered(hours[1], hours) and covered(block, hours)  # the same interval; shorter ones tiling it
+    assert covered(hours[2], [block])  # a longer one holding it
+    assert not covered(block, [hours[0], hours[2]])  # a gap
+    assert not covered(block, [])
+
+    p = ScheduledPipeline(
+        Path("down.yaml"), "down.yaml", "down", "batch", Schedule.model_validate({"cron": "0 */3 * * *", "after": ["up"]})
+    )
+    now = utc(2026, 11, 2, 3, 5)
+    waiting = outlook(p, {}, now, Upstream({"up": hours[:2]}))
+    assert waiting.due == [] and [(d.interval, names) for d, names in waiting.blocked] == [(block, ["up"])]
+    assert waiting.wake == now + timedelta(minutes=1)  # it looks again for a commit made elsewhere
+    ready = outlook(p, {}, now, Upstream({"up": hours}))
+    assert [d.interval for d in ready.due] == [block] and ready.blocked == []
+
+
+AFTER = """\
+name: {name}
+schedule:
+  cron: "@hourly"
+  after: [{after}]
+steps:
+  t: {{sql: "select 1 as one"}}
+outputs:
+  t: {{mode: append, name: {name}_t}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"down": "nope"}, "after: no pipeline is named 'nope'"),
+        ({"down": "service_calls"}, "after: 'service_calls' (pipelines/service_calls.yaml) has no schedule"),
+        ({"down": "up", "up": "down"}, "the pipelines wait for each other in a cycle: down → up → down"),
+    ],
+)
+def test_after_names_pipelines_with_schedules_and_no_cycle(cli, project, files, message):
+    for name, after in files.items():
+        write(project / f"pipelines/{name}.yaml", AFTER.format(name=name, after=after))
+    code, _, err = cli("validate", "pipelines/down.yaml")
+    assert code == 2 and message in err, err
+    assert "pipelines/down.yaml:4:" in err, err  # the line of the name under after:
+
+
+def test_next_says_what_waits_for_what(cli, project):
+    write(project / "pipelines/up.yaml", AFTER.format(name="up", after="").replace("  after: []\n", ""))
+    write(project / "pipelines/down.yaml", AFTER.format(name="down", after="up"))
+    code, _, err = cli("validate", "pipelines/down.yaml", "pipelines/up.yaml")
+    assert code == 0, err
+    code, out, err = cli("next", "down")
+    assert code == 0, err
+    assert "waiting for upstream" in out and "(for up)" in out, out

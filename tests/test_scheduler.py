@@ -466,3 +466,54 @@ def _cpu_seconds(group: int, seconds: float) -> float:
     before = used()
     time.sleep(seconds)
     return used() - before
+
+
+DOWNSTREAM = """\
+name: down
+schedule:
+  cron: "0 */3 * * *"
+  start: 2026-11-02T00:00:00Z
+  end: 2026-11-02T03:00:00Z
+  after: [up]
+sources:
+  up_rows: {format: delta, table: rows}
+steps:
+  totals:
+    sql: >
+      select {{ interval_start }} as interval_start, count(*) as calls from {{ source('up_rows') }}
+      where ts >= {{ interval_start }} and ts < {{ interval_end }}
+outputs:
+  totals: {mode: append}
+"""
+
+
+def test_after_an_upstream_whose_hour_fails_the_downstream_runs_once_its_retry_committed(spark, project):
+    """Issue 35: `after:`. A three-hour interval waits for the three hours of its upstream (covering,
+    by shorter intervals), one of which fails first and commits at its retry."""
+    data = project / "data/calls"
+    good = [utc(2026, 11, 2, 0, 10) + timedelta(minutes=20 * i) for i in range(9)]  # 00:10 .. 02:50
+    calls(data, "good.json", good)
+    calls(data, "bad.json", [utc(2026, 11, 2, 1, 30)], response_ms=-1)  # fails 01:00-02:00 until removed
+    schedule = """\
+  cron: "0 * * * *"
+  start: 2026-11-02T00:00:00Z
+  end: 2026-11-02T03:00:00Z
+  retries: {count: 1, delay: 10min}"""
+    sql = "case when response_ms < 0 then raise_error('negative response time') else response_ms end"
+    write(project / "pipelines/up.yaml", pipeline("up", schedule, extra_sql=sql))
+    write(project / "pipelines/down.yaml", DOWNSTREAM)
+    fixed = utc(2026, 11, 2, 3, 8)
+    clock = FastClock(utc(2026, 11, 2, 3, 5), [(fixed, lambda: (data / "bad.json").unlink())])
+    say: list[str] = []
+    scheduler(project, spark, clock, say, ["down", "up"]).serve(until=utc(2026, 11, 2, 4))
+
+    log = RunLog(*_log(project))
+    up = {i.start.hour: s for i, s in log.slots("up").items()}
+    assert [r.outcome for r in up[1].runs] == [FAILED, OK], say
+    [down] = log.slots("down").values()
+    assert [r.outcome for r in down.runs] == [OK], say  # it waited: no failed attempt, no try used
+    started = datetime.fromisoformat(down.runs[0].attempt["started_at"])
+    assert started >= up[1].runs[1].finished_at  # after the upstream's retry committed
+    assert any("down 2026-11-02 00:00" in line and "waits for up" in line for line in say), say
+    [total] = delta_rows(project / "warehouse/totals")
+    assert total["calls"] == len(good)  # it saw all three hours

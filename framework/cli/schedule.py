@@ -1,5 +1,10 @@
 """Commands for scheduled pipelines: scheduler (serve the schedules), next (what fires when),
-backfill (every interval of a range, once)."""
+backfill (every interval of a range, once).
+
+`backfill` and `scheduler --once` run in the warm engine, as `run` does (one JVM for the schedule:
+a backfill's first interval does not start a JVM of its own while an engine runs). The foreground
+`scheduler` keeps its own session for as long as it serves: in the engine it would hold it from one
+fire to the next, and every `tributary run` by hand would wait behind it."""
 
 from __future__ import annotations
 
@@ -8,7 +13,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from framework.cli.common import DebugOpt, PipelineArg, ProfileOpt, VarOpt, context, guard, guard_spark, say, shown, term
+from framework.cli.common import (
+    DebugOpt,
+    EngineOpt,
+    PipelineArg,
+    ProfileOpt,
+    VarOpt,
+    context,
+    engine_first,
+    guard,
+    guard_spark,
+    say,
+    shown,
+    term,
+    through_engine,
+)
 from framework.errors import RunFailed
 
 app = typer.Typer()
@@ -21,6 +40,7 @@ def _log(line: str) -> None:
 
 @app.command()
 def scheduler(
+    ctx: typer.Context,
     pipelines: Annotated[
         Optional[list[str]], typer.Argument(help="Pipelines to serve (default: every one with a schedule).")
     ] = None,
@@ -29,16 +49,20 @@ def scheduler(
     ] = False,
     profile: ProfileOpt = None,
     var: VarOpt = None,
+    no_engine: EngineOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Run pipelines by their schedule: in the foreground, one run at a time on one Spark session,
     retrying failed runs; SIGTERM/Ctrl-C abandons the run under way and stops (the next start runs
-    it again). --once runs what is due and exits."""
+    it again). --once runs what is due and exits (in the warm engine, when the profile uses one)."""
 
     def body() -> None:
         from framework.schedule.scheduler import Scheduler
 
-        serving = Scheduler(context(None, profile, var, near=pipelines[0] if pipelines else None), _log, pipelines or None)
+        about = context(None, profile, var, near=pipelines[0] if pipelines else None)
+        if once:
+            through_engine(ctx, about.profile, no_engine)
+        serving = Scheduler(about, _log, pipelines or None)
         if not serving.serve(once=once) and once:
             raise typer.Exit(1)  # a run failed (its retries, if any, are due at a later start)
 
@@ -73,6 +97,7 @@ def next_cmd(
 
 @app.command()
 def backfill(
+    ctx: typer.Context,
     pipeline: PipelineArg,
     begin: Annotated[
         str, typer.Option("--from", help="Start of the first interval (a date or time; naive: the schedule's timezone).")
@@ -83,15 +108,21 @@ def backfill(
     ] = 1,
     profile: ProfileOpt = None,
     var: VarOpt = None,
+    no_engine: EngineOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Run every interval of the pipeline's schedule within --from … --to once, in order, skipping
-    the intervals already committed (a backfill run again writes nothing twice). Exit 1 if one failed."""
+    the intervals already committed (a backfill run again writes nothing twice), in the warm engine
+    when the profile uses one. Exit 1 if one failed."""
 
     def body() -> None:
-        from framework.schedule.backfill import backfill_range
+        from framework.schedule.backfill import backfill_range, check_range
 
-        done = backfill_range(context(pipeline, profile, var), begin, end, parallel, _log)
+        engine_first(ctx, pipeline, profile, no_engine, asks=False)
+        about = context(pipeline, profile, var)
+        check_range(about, begin, end, parallel)  # bad input is said before an engine is waited for
+        through_engine(ctx, about.profile, no_engine)
+        done = backfill_range(about, begin, end, parallel, _log)
         failed = done.failed
         say(f"backfill: {len(done.done) - len(failed)} interval(s) ok, {len(failed)} failed")
         if done.stopped:
