@@ -542,3 +542,25 @@ def test_next_says_what_waits_for_what(cli, project):
     code, out, err = cli("next", "down")
     assert code == 0, err
     assert "waiting for upstream" in out and "(for up)" in out, out
+
+
+def test_graph_all_draws_the_pipelines_the_tables_between_them_and_who_waits_for_whom(cli, project, tmp_path):
+    write(project / "pipelines/up.yaml", AFTER.format(name="up", after="").replace("  after: []\n", ""))
+    down = AFTER.format(name="down", after="up").replace(
+        'steps:\n  t: {sql: "select 1 as one"}',
+        "sources:\n  ups: {format: delta, table: up_t}\nsteps:\n  t: {sql: \"select count(*) as n from {{ source('ups') }}\"}",
+    )
+    write(project / "pipelines/down.yaml", down)
+    code, out, err = cli("graph", "--all")
+    assert code == 0, err
+    ids = dict(re.findall(r"  (\w+)\[\(?\"([^\"<]+)", out))  # node id -> its label
+    named = {label: node for node, label in ids.items()}
+    assert f"{named['up']} ==> {named['up_t']}" in out and f"{named['up_t']} --> {named['down']}" in out, out
+    assert f"{named['up']} -. after .-> {named['down']}" in out
+    assert f"{named['service_calls']} ==> {named['service_stats']}" in out  # the example's pipelines too
+    picture = tmp_path / "all.svg"
+    code, out, err = cli("graph", "--all", "--svg", str(picture))
+    assert code == 0 and out.strip() == str(picture), err
+    assert "<svg" in picture.read_text() and "up_t" in picture.read_text()
+    code, _, err = cli("graph")
+    assert code == 2 and "give one of them" in err
