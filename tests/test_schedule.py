@@ -564,3 +564,64 @@ def test_graph_all_draws_the_pipelines_the_tables_between_them_and_who_waits_for
     assert "<svg" in picture.read_text() and "up_t" in picture.read_text()
     code, _, err = cli("graph")
     assert code == 2 and "give one of them" in err
+
+
+# -- source freshness (issue 35) ---------------------------------------------------------------
+
+FRESH = """\
+name: fresh
+sources:
+  calls:
+    format: json
+    path: data/fresh_calls
+    schema: "ts TIMESTAMP, n INT"
+    freshness: {warn_after: 1h, error_after: 1d}
+  ticks:
+    format: parquet
+    path: data/ticks
+    event_time: ts
+    freshness: {error_after: 6h}
+steps:
+  t: {sql: "select n from {{ source('calls') }} union all select n from {{ source('ticks') }}"}
+outputs:
+  t: {mode: overwrite}
+"""
+
+
+def test_freshness_warns_and_errors_by_file_time_or_newest_event_time(cli, project):
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    write(project / "pipelines/fresh.yaml", FRESH)
+    calls = write(project / "data/fresh_calls/a.json", '{"ts": "2026-11-02T08:00:00Z", "n": 1}\n')
+    now = datetime.now(UTC)
+    (project / "data/ticks").mkdir(parents=True)
+    newest = now - timedelta(hours=3)  # the file itself is new: the event time is what counts
+    ticks = pa.table({"ts": pa.array([newest - timedelta(hours=1), newest], pa.timestamp("us", tz="UTC")), "n": [1, 2]})
+    pq.write_table(ticks, project / "data/ticks/t.parquet")
+
+    two_hours_ago = (now - timedelta(hours=2)).timestamp()
+    os.utime(calls, (two_hours_ago, two_hours_ago))
+    code, out, err = cli("freshness", "fresh")
+    assert code == 0, out + err  # a warning alone
+    assert re.search(r"calls\s+│\s+warn\s+│\s+2 h", out), out
+    assert re.search(r"ticks\s+│\s+ok\s+│\s+3 h", out) and "newest event time (ts, from Parquet footers)" in out, out
+    assert "0 past error_after, 1 past warn_after" in out
+
+    two_days_ago = (now - timedelta(days=2)).timestamp()
+    os.utime(calls, (two_days_ago, two_days_ago))
+    pq.write_table(
+        ticks.slice(0, 1).set_column(0, "ts", pa.array([now - timedelta(hours=7)], pa.timestamp("us", tz="UTC"))),
+        project / "data/ticks/t.parquet",
+    )
+    code, out, err = cli("freshness", "fresh")
+    assert code == 1, out + err  # as dbt source freshness: an error exits non-zero
+    assert re.search(r"calls\s+│\s+error\s+│\s+2 d", out) and re.search(r"ticks\s+│\s+error\s+│\s+7 h", out), out
+
+    write(
+        project / "pipelines/fresh.yaml", FRESH.replace("{warn_after: 1h, error_after: 1d}", "{warn_after: 2d, error_after: 1d}")
+    )
+    code, _, err = cli("validate", "pipelines/fresh.yaml")
+    assert code == 2 and "warn_after must be shorter than error_after" in err and "fresh.yaml:7:" in err, err

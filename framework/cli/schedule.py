@@ -1,5 +1,5 @@
 """Commands for scheduled pipelines: scheduler (serve the schedules), next (what fires when),
-backfill (every interval of a range, once).
+backfill (every interval of a range, once), freshness (how old each source's newest data is).
 
 `backfill` and `scheduler --once` run in the warm engine, as `run` does (one JVM for the schedule:
 a backfill's first interval does not start a JVM of its own while an engine runs). The foreground
@@ -132,3 +132,48 @@ def backfill(
             raise RunFailed(f"{len(failed)} interval(s) failed, first {failed[0].due.label()}: {failed[0].error}")
 
     guard_spark(debug, body)
+
+
+@app.command()
+def freshness(
+    pipelines: Annotated[Optional[list[str]], typer.Argument(help="Pipelines (default: every one under pipelines/).")] = None,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """How old each source's newest data is, against its freshness: {warn_after, error_after} (no
+    Spark). Exit 1 when a source is past its error_after (as dbt source freshness), 0 otherwise."""
+
+    def body() -> None:
+        from framework.display import rows_table
+        from framework.quality.freshness import ERROR, WARN, duration_text
+        from framework.tasks.freshness import freshness as measure
+        from framework.tasks.validate import pipelines_to_check
+
+        about = context(None, profile, var, near=pipelines[0] if pipelines else None)
+        found = measure(about, pipelines_to_check(about, pipelines))
+        if not found:
+            say("no source declares freshness: add freshness: {warn_after: 1h, error_after: 1d} to a source")
+            return
+        rows = [
+            {
+                "pipeline": p.pipeline,
+                "source": a.source,
+                "status": a.status,
+                "age": duration_text(a.age_s) if a.age_s is not None else "no data",
+                "newest": a.newest.isoformat(timespec="seconds") if a.newest else "–",
+                "measured on": a.measured_on,
+                "warn_after": duration_text(a.warn_after) if a.warn_after else "–",
+                "error_after": duration_text(a.error_after) if a.error_after else "–",
+            }
+            for p in found
+            for a in p.ages
+        ]
+        term.out.print(rows_table("source freshness", rows))
+        errors = sum(r["status"] == ERROR for r in rows)
+        warnings = sum(r["status"] == WARN for r in rows)
+        say(f"{len(rows)} source(s): {errors} past error_after, {warnings} past warn_after")
+        if errors:
+            raise typer.Exit(1)
+
+    guard(debug, body)
