@@ -517,3 +517,48 @@ def test_after_an_upstream_whose_hour_fails_the_downstream_runs_once_its_retry_c
     assert any("down 2026-11-02 00:00" in line and "waits for up" in line for line in say), say
     [total] = delta_rows(project / "warehouse/totals")
     assert total["calls"] == len(good)  # it saw all three hours
+
+
+def test_a_stale_source_fails_its_interval_until_fresh_data_comes_and_a_warning_is_logged(spark, project):
+    """Issue 35: freshness. Past error_after the attempt fails (a retryable failure, the reason in
+    the run log) without starting a run; past warn_after it runs, and the warning is in the run log
+    and the run's report."""
+    import os
+
+    from framework.reporting.html_report import gather_run
+
+    data = project / "data/calls"
+    old = calls(data, "calls.json", [utc(2026, 11, 2, 0, 30)])
+    three_days_before = utc(2026, 10, 30).timestamp()
+    os.utime(old, (three_days_before, three_days_before))
+    schedule = """\
+  cron: "0 0 * * *"
+  start: 2026-11-01T00:00:00Z
+  end: 2026-11-03T00:00:00Z
+  retries: {count: 2, delay: 1h}"""
+    text = pipeline("fresh", schedule).replace(
+        'schema: "' + SCHEMA + '"}',
+        'schema: "' + SCHEMA + '", freshness: {warn_after: 6h, error_after: 1d}}',
+    )
+    write(project / "pipelines/fresh.yaml", text)
+
+    def arrives() -> None:  # the data comes: 20 h before the clock at 03:00 is past warn_after only
+        new = calls(data, "calls.json", [utc(2026, 11, 2, 0, 30)])
+        at = utc(2026, 11, 2, 7).timestamp()
+        os.utime(new, (at, at))
+
+    clock = FastClock(utc(2026, 11, 3, 0, 5), [(utc(2026, 11, 3, 0, 30), arrives)])
+    say: list[str] = []
+    scheduler(project, spark, clock, say, ["fresh"]).serve(until=utc(2026, 11, 3, 3))
+
+    [slot] = [s for i, s in RunLog(*_log(project)).slots("fresh").items() if i.start == utc(2026, 11, 2)]
+    assert [r.outcome for r in slot.runs] == [FAILED, OK], say
+    failed, ok = slot.runs
+    assert (
+        failed.exit == 1 and "stale input: source calls: 4 d" in (failed.error or "") and "past error_after 1 d" in failed.error
+    )
+    assert failed.freshness is not None and failed.freshness.startswith("error")
+    assert ok.freshness is not None and ok.freshness.startswith("warn") and "past warn_after 6 h" in ok.freshness
+    assert any("fresh" in line and "warning: source calls: 18 h" in line for line in say), say
+    report = gather_run(ProjectContext.load(start=project), run_id=ok.run_id)
+    assert any("source calls was past warn_after before this run" in note for note in report.notes), report.notes
