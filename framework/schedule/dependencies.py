@@ -28,12 +28,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import Problem
+from framework.project import Project
+from framework.schedule.pipelines import ScheduledPipeline, pipeline_names, scheduled_pipelines
 from framework.spec.base import did_you_mean
 from framework.spec.intervals import Interval
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the run history reads Delta with Arrow: `validate` imports it only when it reads one
     from framework.schedule.history import Slot
-    from framework.schedule.pipelines import ScheduledPipeline
 
 #: how often a waiting interval looks again for an upstream commit made outside this scheduler (a
 #: backfill, a run by hand); one this scheduler makes is seen at once
@@ -70,6 +71,14 @@ class Upstream:
 
 def _done(slots: dict[Any, Slot]) -> list[Interval]:
     return [i for i, slot in slots.items() if isinstance(i, Interval) and slot.done]
+
+
+def dependency_check(project: Project) -> list[Problem]:
+    """Problems of the project's `after:` lists, for validate (none when no pipeline has one)."""
+    found, _ = scheduled_pipelines(project)
+    if not any(p.schedule.after for p in found):
+        return []
+    return dependency_problems(found, pipeline_names(project))
 
 
 def dependency_problems(pipelines: list[ScheduledPipeline], every_name: dict[str, str]) -> list[Problem]:

@@ -120,13 +120,3 @@ def pipeline_names(project: Project) -> dict[str, str]:
         name = doc.data.get("name") if isinstance(doc.data, dict) else None
         names.setdefault(name if isinstance(name, str) and _NAME.match(name) else path.stem, project.relative(path))
     return names
-
-
-def dependency_check(project: Project) -> list[Problem]:
-    """Problems of the project's `after:` lists (framework.schedule.dependencies), for validate."""
-    from framework.schedule.dependencies import dependency_problems
-
-    found, _ = scheduled_pipelines(project)
-    if not any(p.schedule.after for p in found):
-        return []
-    return dependency_problems(found, pipeline_names(project))

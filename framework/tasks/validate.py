@@ -67,8 +67,9 @@ class _Backlog:
         self._dependencies: list[Problem] | None = None
 
     def check(self, path: Path) -> None:
+        from framework.schedule.dependencies import dependency_check
         from framework.schedule.due import unserved
-        from framework.schedule.pipelines import dependency_check, read_schedule
+        from framework.schedule.pipelines import read_schedule
 
         scheduled = read_schedule(self.context.project, path)
         if scheduled is None:
