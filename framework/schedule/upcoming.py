@@ -58,10 +58,17 @@ def upcoming(context: ProjectContext, names: list[str] | None) -> Upcoming:
                     f"{d.label()} (attempt {d.attempt}) at {d.at.astimezone(cron.zone).isoformat()}" for d in seen.waiting
                 )
                 or "–",
-                "after": ", ".join(p.schedule.after) or "–",
-                "waiting for upstream": _waiting(seen.blocked),
+                **(
+                    {"after": ", ".join(p.schedule.after), "waiting for upstream": _waiting(seen.blocked)}
+                    if p.schedule.after
+                    else {}
+                ),
             }
         )
+    if any("after" in row for row in rows):  # the columns only when some pipeline waits for another
+        rows = [
+            {**row, "after": row.get("after", "–"), "waiting for upstream": row.get("waiting for upstream", "–")} for row in rows
+        ]
     return Upcoming(now, rows, problems, len(found))
 
 
