@@ -478,3 +478,150 @@ def test_a_restore_undoes_a_commit_for_idempotency(tmp_path):
     assert store.transaction_version(table, "tributary/p/o/k") == 0  # Delta keeps the id ...
     assert store.written_by(table, "tributary/p/o/k", latest_only=False) is None  # ... but its rows are gone
     assert not store.holds_run(table, "run-1")
+
+
+# -- after: dependencies between pipelines (issue 35) -------------------------------------------
+
+
+def test_an_interval_waits_until_its_upstream_committed_time_covering_it():
+    from framework.schedule.dependencies import Upstream, covered
+
+    hourly, three_hourly = Cron("0 * * * *"), Cron("0 */3 * * *")
+    hours = list(hourly.intervals(utc(2026, 11, 2, 0), utc(2026, 11, 2, 3)))
+    block = three_hourly.interval_ending(utc(2026, 11, 2, 3))
+    # the rule: the upstream's committed intervals together cover the downstream's
+    assert covered(hours[1], hours) and covered(block, hours)  # the same interval; shorter ones tiling it
+    assert covered(hours[2], [block])  # a longer one holding it
+    assert not covered(block, [hours[0], hours[2]])  # a gap
+    assert not covered(block, [])
+
+    p = ScheduledPipeline(
+        Path("down.yaml"), "down.yaml", "down", "batch", Schedule.model_validate({"cron": "0 */3 * * *", "after": ["up"]})
+    )
+    now = utc(2026, 11, 2, 3, 5)
+    waiting = outlook(p, {}, now, Upstream({"up": hours[:2]}))
+    assert waiting.due == [] and [(d.interval, names) for d, names in waiting.blocked] == [(block, ["up"])]
+    assert waiting.wake == now + timedelta(minutes=1)  # it looks again for a commit made elsewhere
+    ready = outlook(p, {}, now, Upstream({"up": hours}))
+    assert [d.interval for d in ready.due] == [block] and ready.blocked == []
+
+
+AFTER = """\
+name: {name}
+schedule:
+  cron: "@hourly"
+  after: [{after}]
+steps:
+  t: {{sql: "select 1 as one"}}
+outputs:
+  t: {{mode: append, name: {name}_t}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"down": "nope"}, "after: no pipeline is named 'nope'"),
+        ({"down": "service_calls"}, "after: 'service_calls' (pipelines/service_calls.yaml) has no schedule"),
+        ({"down": "up", "up": "down"}, "the pipelines wait for each other in a cycle: down → up → down"),
+    ],
+)
+def test_after_names_pipelines_with_schedules_and_no_cycle(cli, project, files, message):
+    for name, after in files.items():
+        write(project / f"pipelines/{name}.yaml", AFTER.format(name=name, after=after))
+    code, _, err = cli("validate", "pipelines/down.yaml")
+    assert code == 2 and message in err, err
+    assert "pipelines/down.yaml:4:" in err, err  # the line of the name under after:
+
+
+def test_next_says_what_waits_for_what(cli, project):
+    write(project / "pipelines/up.yaml", AFTER.format(name="up", after="").replace("  after: []\n", ""))
+    write(project / "pipelines/down.yaml", AFTER.format(name="down", after="up"))
+    code, _, err = cli("validate", "pipelines/down.yaml", "pipelines/up.yaml")
+    assert code == 0, err
+    code, out, err = cli("next", "down")
+    assert code == 0, err
+    assert "waiting for upstream" in out and "(for up)" in out, out
+
+
+def test_graph_all_draws_the_pipelines_the_tables_between_them_and_who_waits_for_whom(cli, project, tmp_path):
+    write(project / "pipelines/up.yaml", AFTER.format(name="up", after="").replace("  after: []\n", ""))
+    down = AFTER.format(name="down", after="up").replace(
+        'steps:\n  t: {sql: "select 1 as one"}',
+        "sources:\n  ups: {format: delta, table: up_t}\nsteps:\n  t: {sql: \"select count(*) as n from {{ source('ups') }}\"}",
+    )
+    write(project / "pipelines/down.yaml", down)
+    code, out, err = cli("graph", "--all")
+    assert code == 0, err
+    ids = dict(re.findall(r"  (\w+)\[\(?\"([^\"<]+)", out))  # node id -> its label
+    named = {label: node for node, label in ids.items()}
+    assert f"{named['up']} ==> {named['up_t']}" in out and f"{named['up_t']} --> {named['down']}" in out, out
+    assert f"{named['up']} -. after .-> {named['down']}" in out
+    assert f"{named['service_calls']} ==> {named['service_stats']}" in out  # the example's pipelines too
+    picture = tmp_path / "all.svg"
+    code, out, err = cli("graph", "--all", "--svg", str(picture))
+    assert code == 0 and out.strip() == str(picture), err
+    assert "<svg" in picture.read_text() and "up_t" in picture.read_text()
+    code, _, err = cli("graph")
+    assert code == 2 and "give one of them" in err
+
+
+# -- source freshness (issue 35) ---------------------------------------------------------------
+
+FRESH = """\
+name: fresh
+sources:
+  calls:
+    format: json
+    path: data/fresh_calls
+    schema: "ts TIMESTAMP, n INT"
+    freshness: {warn_after: 1h, error_after: 1d}
+  ticks:
+    format: parquet
+    path: data/ticks
+    event_time: ts
+    freshness: {error_after: 6h}
+steps:
+  t: {sql: "select n from {{ source('calls') }} union all select n from {{ source('ticks') }}"}
+outputs:
+  t: {mode: overwrite}
+"""
+
+
+def test_freshness_warns_and_errors_by_file_time_or_newest_event_time(cli, project):
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    write(project / "pipelines/fresh.yaml", FRESH)
+    calls = write(project / "data/fresh_calls/a.json", '{"ts": "2026-11-02T08:00:00Z", "n": 1}\n')
+    now = datetime.now(UTC)
+    (project / "data/ticks").mkdir(parents=True)
+    newest = now - timedelta(hours=3)  # the file itself is new: the event time is what counts
+    ticks = pa.table({"ts": pa.array([newest - timedelta(hours=1), newest], pa.timestamp("us", tz="UTC")), "n": [1, 2]})
+    pq.write_table(ticks, project / "data/ticks/t.parquet")
+
+    two_hours_ago = (now - timedelta(hours=2)).timestamp()
+    os.utime(calls, (two_hours_ago, two_hours_ago))
+    code, out, err = cli("freshness", "fresh")
+    assert code == 0, out + err  # a warning alone
+    assert re.search(r"calls\s+│\s+warn\s+│\s+2 h", out), out
+    assert re.search(r"ticks\s+│\s+ok\s+│\s+3 h", out) and "newest event time (ts, from Parquet footers)" in out, out
+    assert "0 past error_after, 1 past warn_after" in out
+
+    two_days_ago = (now - timedelta(days=2)).timestamp()
+    os.utime(calls, (two_days_ago, two_days_ago))
+    pq.write_table(
+        ticks.slice(0, 1).set_column(0, "ts", pa.array([now - timedelta(hours=7)], pa.timestamp("us", tz="UTC"))),
+        project / "data/ticks/t.parquet",
+    )
+    code, out, err = cli("freshness", "fresh")
+    assert code == 1, out + err  # as dbt source freshness: an error exits non-zero
+    assert re.search(r"calls\s+│\s+error\s+│\s+2 d", out) and re.search(r"ticks\s+│\s+error\s+│\s+7 h", out), out
+
+    write(
+        project / "pipelines/fresh.yaml", FRESH.replace("{warn_after: 1h, error_after: 1d}", "{warn_after: 2d, error_after: 1d}")
+    )
+    code, _, err = cli("validate", "pipelines/fresh.yaml")
+    assert code == 2 and "warn_after must be shorter than error_after" in err and "fresh.yaml:7:" in err, err

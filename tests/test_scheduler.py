@@ -466,3 +466,99 @@ def _cpu_seconds(group: int, seconds: float) -> float:
     before = used()
     time.sleep(seconds)
     return used() - before
+
+
+DOWNSTREAM = """\
+name: down
+schedule:
+  cron: "0 */3 * * *"
+  start: 2026-11-02T00:00:00Z
+  end: 2026-11-02T03:00:00Z
+  after: [up]
+sources:
+  up_rows: {format: delta, table: rows}
+steps:
+  totals:
+    sql: >
+      select {{ interval_start }} as interval_start, count(*) as calls from {{ source('up_rows') }}
+      where ts >= {{ interval_start }} and ts < {{ interval_end }}
+outputs:
+  totals: {mode: append}
+"""
+
+
+def test_after_an_upstream_whose_hour_fails_the_downstream_runs_once_its_retry_committed(spark, project):
+    """Issue 35: `after:`. A three-hour interval waits for the three hours of its upstream (covering,
+    by shorter intervals), one of which fails first and commits at its retry."""
+    data = project / "data/calls"
+    good = [utc(2026, 11, 2, 0, 10) + timedelta(minutes=20 * i) for i in range(9)]  # 00:10 .. 02:50
+    calls(data, "good.json", good)
+    calls(data, "bad.json", [utc(2026, 11, 2, 1, 30)], response_ms=-1)  # fails 01:00-02:00 until removed
+    schedule = """\
+  cron: "0 * * * *"
+  start: 2026-11-02T00:00:00Z
+  end: 2026-11-02T03:00:00Z
+  retries: {count: 1, delay: 10min}"""
+    sql = "case when response_ms < 0 then raise_error('negative response time') else response_ms end"
+    write(project / "pipelines/up.yaml", pipeline("up", schedule, extra_sql=sql))
+    write(project / "pipelines/down.yaml", DOWNSTREAM)
+    fixed = utc(2026, 11, 2, 3, 8)
+    clock = FastClock(utc(2026, 11, 2, 3, 5), [(fixed, lambda: (data / "bad.json").unlink())])
+    say: list[str] = []
+    scheduler(project, spark, clock, say, ["down", "up"]).serve(until=utc(2026, 11, 2, 4))
+
+    log = RunLog(*_log(project))
+    up = {i.start.hour: s for i, s in log.slots("up").items()}
+    assert [r.outcome for r in up[1].runs] == [FAILED, OK], say
+    [down] = log.slots("down").values()
+    assert [r.outcome for r in down.runs] == [OK], say  # it waited: no failed attempt, no try used
+    started = datetime.fromisoformat(down.runs[0].attempt["started_at"])
+    assert started >= up[1].runs[1].finished_at  # after the upstream's retry committed
+    assert any("down 2026-11-02 00:00" in line and "waits for up" in line for line in say), say
+    [total] = delta_rows(project / "warehouse/totals")
+    assert total["calls"] == len(good)  # it saw all three hours
+
+
+def test_a_stale_source_fails_its_interval_until_fresh_data_comes_and_a_warning_is_logged(spark, project):
+    """Issue 35: freshness. Past error_after the attempt fails (a retryable failure, the reason in
+    the run log) without starting a run; past warn_after it runs, and the warning is in the run log
+    and the run's report."""
+    import os
+
+    from framework.reporting.html_report import gather_run
+
+    data = project / "data/calls"
+    old = calls(data, "calls.json", [utc(2026, 11, 2, 0, 30)])
+    three_days_before = utc(2026, 10, 30).timestamp()
+    os.utime(old, (three_days_before, three_days_before))
+    schedule = """\
+  cron: "0 0 * * *"
+  start: 2026-11-01T00:00:00Z
+  end: 2026-11-03T00:00:00Z
+  retries: {count: 2, delay: 1h}"""
+    text = pipeline("fresh", schedule).replace(
+        'schema: "' + SCHEMA + '"}',
+        'schema: "' + SCHEMA + '", freshness: {warn_after: 6h, error_after: 1d}}',
+    )
+    write(project / "pipelines/fresh.yaml", text)
+
+    def arrives() -> None:  # the data comes: 20 h before the clock at 03:00 is past warn_after only
+        new = calls(data, "calls.json", [utc(2026, 11, 2, 0, 30)])
+        at = utc(2026, 11, 2, 7).timestamp()
+        os.utime(new, (at, at))
+
+    clock = FastClock(utc(2026, 11, 3, 0, 5), [(utc(2026, 11, 3, 0, 30), arrives)])
+    say: list[str] = []
+    scheduler(project, spark, clock, say, ["fresh"]).serve(until=utc(2026, 11, 3, 3))
+
+    [slot] = [s for i, s in RunLog(*_log(project)).slots("fresh").items() if i.start == utc(2026, 11, 2)]
+    assert [r.outcome for r in slot.runs] == [FAILED, OK], say
+    failed, ok = slot.runs
+    assert (
+        failed.exit == 1 and "stale input: source calls: 4 d" in (failed.error or "") and "past error_after 1 d" in failed.error
+    )
+    assert failed.freshness is not None and failed.freshness.startswith("error")
+    assert ok.freshness is not None and ok.freshness.startswith("warn") and "past warn_after 6 h" in ok.freshness
+    assert any("fresh" in line and "warning: source calls: 18 h" in line for line in say), say
+    report = gather_run(ProjectContext.load(start=project), run_id=ok.run_id)
+    assert any("source calls was past warn_after before this run" in note for note in report.notes), report.notes

@@ -429,3 +429,57 @@ def test_a_cancelled_run_stuck_in_a_regex_frees_the_engine_for_the_next_run(shar
     assert time.monotonic() - began < 120
     assert _table(b, "quick_out", "id") == [{"id": 1, "twice": 2}, {"id": 2, "twice": 4}]
     assert not _running(engine["pid"])  # its JVM (and the regex) went with it
+
+
+SLOW_DAILY = """\
+name: slow_daily
+schedule: {cron: "0 0 * * *", timezone: UTC}
+sources:
+  calls:
+    format: json
+    path: incoming_daily
+    schema: head_service STRING, response_ms INT
+steps:
+  napped_daily:
+    sql: |
+      select head_service, response_ms, {{ interval_start }} as day,
+             reflect('java.lang.Thread', 'sleep', cast(1500 as bigint)) as napped
+      from {{ source('calls') }}
+outputs:
+  napped_daily: {mode: append}
+"""
+
+
+def test_backfill_and_scheduler_once_run_in_the_warm_engine_and_ctrl_c_abandons_cleanly(warm):
+    """Issue 35: the first interval of a backfill started a JVM of its own while an engine ran."""
+    warm("engine", "start")
+    [engine] = warm.engines()
+    runs = engine["runs"]
+    done = warm("backfill", "calls_per_interval", "--from", "2026-11-02T08:00", "--to", "2026-11-02T08:08")
+    assert done.returncode == 0, done.stderr
+    assert "4 interval(s) ok, 0 failed" in done.stdout and "starting" not in done.stderr
+    [same] = warm.engines()
+    assert same["pid"] == engine["pid"] and same["runs"] == runs + 1  # the engine ran it: no JVM of its own
+
+    once = warm("scheduler", "--once", "calls_per_interval")
+    assert once.returncode == 0, once.stderr
+    assert warm.engines()[0]["runs"] == runs + 2
+
+    write(warm.project / "pipelines/slow_daily.yaml", SLOW_DAILY)
+    write(
+        warm.project / "incoming_daily/calls.json", "".join(f'{{"head_service": "/{i}", "response_ms": {i}}}\n' for i in range(4))
+    )
+    client = warm.start("backfill", "slow_daily", "--from", "2026-11-01", "--to", "2026-11-03")
+    warm.wait_until(lambda engines: engines and (engines[0]["busy"] or "").startswith("backfill"))
+    time.sleep(2.0)  # inside the first interval's napping stage
+    os.killpg(client.pid, signal.SIGINT)
+    out, err = client.communicate(timeout=180)
+    assert client.returncode == 130, out + err
+    assert "abandoned" in out and "stopped" in err
+    [after] = warm.wait_until(lambda engines: engines and engines[0]["busy"] is None)
+    assert after["pid"] == engine["pid"]  # the engine goes on
+    assert delta_version(warm.project / "warehouse/napped_daily") is None  # nothing committed
+    again = warm("backfill", "slow_daily", "--from", "2026-11-01", "--to", "2026-11-03")
+    assert again.returncode == 0, again.stderr
+    assert "2 interval(s) ok" in again.stdout
+    assert len(delta_rows(warm.project / "warehouse/napped_daily")) == 8

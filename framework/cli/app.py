@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scheduler": ("schedule", "Schedule"),
     "next": ("schedule", "Schedule"),
     "backfill": ("schedule", "Schedule"),
+    "freshness": ("schedule", "Schedule"),
     "tune": ("tune", "Tune"),
     "capacity": ("tune", "Tune"),
     "evaluate": ("tune", "Tune"),

@@ -136,7 +136,10 @@ def plan_cmd(
 
 @app.command()
 def graph(
-    pipeline: PipelineArg,
+    pipeline: Annotated[Optional[str], typer.Argument(help="Pipeline file or name (pipelines/<name>.yaml).")] = None,
+    all_pipelines: Annotated[
+        bool, typer.Option("--all", help="The project's pipelines and the tables between them (and after: links).")
+    ] = False,
     svg: Annotated[Optional[Path], typer.Option("--svg", help="Also write the graph as an SVG picture.")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write an HTML page with the picture.")] = None,
     profile: ProfileOpt = None,
@@ -144,21 +147,31 @@ def graph(
     select: SelectOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Print the pipeline DAG as Mermaid text (paste into Markdown); or draw it and print the files written."""
+    """Print the pipeline DAG as Mermaid text (paste into Markdown); or draw it and print the files
+    written. --all: every pipeline, the tables each writes and reads, and which waits for which."""
 
     def body() -> None:
         from framework.display import graph_page
 
-        compiled = context(pipeline, profile, var, select).compiled
+        if all_pipelines == (pipeline is not None):
+            raise BadInput(Problem("graph draws one pipeline or, with --all, the project's: give one of them"))
+        if all_pipelines:
+            from framework.schedule.lineage import lineage
+
+            drawn = lineage(context(None, profile, var))
+            name, description = "pipelines", "The project's pipelines and the tables between them."
+        else:
+            compiled = context(pipeline, profile, var, select).compiled
+            drawn, name, description = compiled.graph, compiled.name, compiled.spec.description  # type: ignore[assignment]
         if not svg and not html:
-            term.out.print(compiled.graph.to_mermaid(), end="", markup=False)
+            term.out.print(drawn.to_mermaid(), end="", markup=False)
             return
-        picture = compiled.graph.to_svg()
+        picture = drawn.to_svg()
         if svg:
             svg.write_text(picture, encoding="utf-8")
             say(svg)
         if html:
-            html.write_text(graph_page(compiled.name, compiled.spec.description, picture), encoding="utf-8")
+            html.write_text(graph_page(name, description, picture), encoding="utf-8")
             say(html)
 
     guard(debug, body)

@@ -1,5 +1,10 @@
 """Commands for scheduled pipelines: scheduler (serve the schedules), next (what fires when),
-backfill (every interval of a range, once)."""
+backfill (every interval of a range, once), freshness (how old each source's newest data is).
+
+`backfill` and `scheduler --once` run in the warm engine, as `run` does (one JVM for the schedule:
+a backfill's first interval does not start a JVM of its own while an engine runs). The foreground
+`scheduler` keeps its own session for as long as it serves: in the engine it would hold it from one
+fire to the next, and every `tributary run` by hand would wait behind it."""
 
 from __future__ import annotations
 
@@ -8,7 +13,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from framework.cli.common import DebugOpt, PipelineArg, ProfileOpt, VarOpt, context, guard, guard_spark, say, shown, term
+from framework.cli.common import (
+    DebugOpt,
+    EngineOpt,
+    PipelineArg,
+    ProfileOpt,
+    VarOpt,
+    context,
+    engine_first,
+    guard,
+    guard_spark,
+    say,
+    shown,
+    term,
+    through_engine,
+)
 from framework.errors import RunFailed
 
 app = typer.Typer()
@@ -21,6 +40,7 @@ def _log(line: str) -> None:
 
 @app.command()
 def scheduler(
+    ctx: typer.Context,
     pipelines: Annotated[
         Optional[list[str]], typer.Argument(help="Pipelines to serve (default: every one with a schedule).")
     ] = None,
@@ -29,16 +49,20 @@ def scheduler(
     ] = False,
     profile: ProfileOpt = None,
     var: VarOpt = None,
+    no_engine: EngineOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Run pipelines by their schedule: in the foreground, one run at a time on one Spark session,
     retrying failed runs; SIGTERM/Ctrl-C abandons the run under way and stops (the next start runs
-    it again). --once runs what is due and exits."""
+    it again). --once runs what is due and exits (in the warm engine, when the profile uses one)."""
 
     def body() -> None:
         from framework.schedule.scheduler import Scheduler
 
-        serving = Scheduler(context(None, profile, var, near=pipelines[0] if pipelines else None), _log, pipelines or None)
+        about = context(None, profile, var, near=pipelines[0] if pipelines else None)
+        if once:
+            through_engine(ctx, about.profile, no_engine)
+        serving = Scheduler(about, _log, pipelines or None)
         if not serving.serve(once=once) and once:
             raise typer.Exit(1)  # a run failed (its retries, if any, are due at a later start)
 
@@ -73,6 +97,7 @@ def next_cmd(
 
 @app.command()
 def backfill(
+    ctx: typer.Context,
     pipeline: PipelineArg,
     begin: Annotated[
         str, typer.Option("--from", help="Start of the first interval (a date or time; naive: the schedule's timezone).")
@@ -83,15 +108,21 @@ def backfill(
     ] = 1,
     profile: ProfileOpt = None,
     var: VarOpt = None,
+    no_engine: EngineOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Run every interval of the pipeline's schedule within --from … --to once, in order, skipping
-    the intervals already committed (a backfill run again writes nothing twice). Exit 1 if one failed."""
+    the intervals already committed (a backfill run again writes nothing twice), in the warm engine
+    when the profile uses one. Exit 1 if one failed."""
 
     def body() -> None:
-        from framework.schedule.backfill import backfill_range
+        from framework.schedule.backfill import backfill_range, check_range
 
-        done = backfill_range(context(pipeline, profile, var), begin, end, parallel, _log)
+        engine_first(ctx, pipeline, profile, no_engine, asks=False)
+        about = context(pipeline, profile, var)
+        check_range(about, begin, end, parallel)  # bad input is said before an engine is waited for
+        through_engine(ctx, about.profile, no_engine)
+        done = backfill_range(about, begin, end, parallel, _log)
         failed = done.failed
         say(f"backfill: {len(done.done) - len(failed)} interval(s) ok, {len(failed)} failed")
         if done.stopped:
@@ -101,3 +132,48 @@ def backfill(
             raise RunFailed(f"{len(failed)} interval(s) failed, first {failed[0].due.label()}: {failed[0].error}")
 
     guard_spark(debug, body)
+
+
+@app.command()
+def freshness(
+    pipelines: Annotated[Optional[list[str]], typer.Argument(help="Pipelines (default: every one under pipelines/).")] = None,
+    profile: ProfileOpt = None,
+    var: VarOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """How old each source's newest data is, against its freshness: {warn_after, error_after} (no
+    Spark). Exit 1 when a source is past its error_after (as dbt source freshness), 0 otherwise."""
+
+    def body() -> None:
+        from framework.display import rows_table
+        from framework.quality.freshness import ERROR, WARN, duration_text
+        from framework.tasks.freshness import freshness as measure
+        from framework.tasks.validate import pipelines_to_check
+
+        about = context(None, profile, var, near=pipelines[0] if pipelines else None)
+        found = measure(about, pipelines_to_check(about, pipelines))
+        if not found:
+            say("no source declares freshness: add freshness: {warn_after: 1h, error_after: 1d} to a source")
+            return
+        rows = [
+            {
+                "pipeline": p.pipeline,
+                "source": a.source,
+                "status": a.status,
+                "age": duration_text(a.age_s) if a.age_s is not None else "no data",
+                "newest": a.newest.isoformat(timespec="seconds") if a.newest else "–",
+                "measured on": a.measured_on,
+                "warn_after": duration_text(a.warn_after) if a.warn_after else "–",
+                "error_after": duration_text(a.error_after) if a.error_after else "–",
+            }
+            for p in found
+            for a in p.ages
+        ]
+        term.out.print(rows_table("source freshness", rows))
+        errors = sum(r["status"] == ERROR for r in rows)
+        warnings = sum(r["status"] == WARN for r in rows)
+        say(f"{len(rows)} source(s): {errors} past error_after, {warnings} past warn_after")
+        if errors:
+            raise typer.Exit(1)
+
+    guard(debug, body)

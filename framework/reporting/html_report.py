@@ -229,6 +229,10 @@ def _from_events(run_id: str, pipeline: str, events: list[dict[str, Any]]) -> Ru
             report.notes.append(Held(e["rows"], details.get("what", "rows"), details.get("watermark")).line(e["name"]))
         elif kind == "capacity":
             report.capacity.append(Figures.from_dict(details))
+        elif kind == "freshness":  # the scheduler's check of the sources before the run
+            for source in details.get("sources") or []:
+                if source.get("status") != "ok":
+                    report.notes.append(_freshness_note(source))
         elif kind == "late_rows":
             report.notes.append(f"{e['rows']:,} late row(s) from {e['name']}, older than the watermark (_tributary/late_rows)")
         elif kind == "recovered":
@@ -238,6 +242,13 @@ def _from_events(run_id: str, pipeline: str, events: list[dict[str, Any]]) -> Ru
     if report.duration_s is None and report.started and report.ended:
         report.duration_s = (report.ended - report.started).total_seconds()
     return report
+
+
+def _freshness_note(source: dict[str, Any]) -> str:
+    """A stale source as the report says it (framework.quality.freshness logged it)."""
+    said = "past error_after" if source.get("status") == "error" else "past warn_after"
+    age = f"{source['age_s'] / 3600:,.1f} h old" if source.get("age_s") is not None else "no data"
+    return f"source {source.get('source')} was {said} before this run: {age} ({source.get('measured_on')} {source.get('newest') or '–'})"
 
 
 def _rows(store: DeltaStore, table: str, where: str, order: str | None = None) -> list[dict[str, Any]]:

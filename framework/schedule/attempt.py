@@ -17,7 +17,11 @@ leaves is undone by the pipeline's next run (framework.engine.recovery). A subpr
 could be killed outright, but would start a JVM for every run.
 
 Under the lock, the attempt first asks the run log again whether its interval is done: another
-scheduler (a second crontab line) may have run it meanwhile. A pipeline whose spec no longer
+scheduler (a second crontab line) may have run it meanwhile. Then, before any Spark, it checks
+the freshness its sources declare (framework.quality.freshness): a source past its error_after
+fails the attempt with exit 1 and the stale source as its error (a try used, retried after the
+retry wait: the data may still come); past warn_after, it says so and runs. Either way each
+declared source's age is logged as the run's `freshness` event (`runs`, the HTML report). A pipeline whose spec no longer
 validates fails with exit 2, logged like any run (run_start, run_end, and the attempt's
 `schedule` event), and uses up a try.
 """
@@ -47,6 +51,7 @@ from framework.io.locations import EVENTS_TABLE, Warehouse
 from framework.profiles import Profile
 from framework.project import Project
 from framework.project_context import ProjectContext
+from framework.quality.freshness import ERROR, WARN, SourceAge, pipeline_ages, worst
 from framework.schedule import alerts
 from framework.schedule.clock import Clock
 from framework.schedule.due import Due
@@ -57,6 +62,10 @@ if TYPE_CHECKING:
 
 #: what an attempt came to when it made no run
 BUSY, ALREADY_DONE = "busy", "already done"
+
+
+class StaleInput(Exception):
+    """A source is past its freshness error_after: the attempt fails before it starts Spark."""
 
 
 class Say(Protocol):
@@ -169,6 +178,7 @@ class Attempted:
     seconds: float = 0.0
     alert: dict[str, Any] | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    freshness: list[SourceAge] = field(default_factory=list)  # the declared sources' ages before the run
 
     @property
     def ran(self) -> bool:
@@ -237,6 +247,15 @@ class Attempts:
         try:
             about = self.context.for_pipeline(pipeline.path)
             compiled = about.compile(interval=due.interval)
+            done.freshness = pipeline_ages(
+                self.project, self.warehouse, compiled.spec, self.clock.now(), self.profile.storage_options or None
+            )
+            for age in done.freshness:
+                if age.status == WARN:
+                    self.say(f"{pipeline.name} {due.label()}: warning: {age.line}")
+            stale = [age for age in done.freshness if age.status == ERROR]
+            if stale:
+                raise StaleInput("stale input: " + "; ".join(age.line for age in stale))
             session = spark or self.sessions.get()
             with Abandon(session, schedule.timeout, self.stopping) as watch:
                 try:
@@ -262,6 +281,8 @@ class Attempts:
             elif spark is None and (reason is not None or done.outcome != OK) and leftover_tasks.wait_until_stopped(session):
                 self.say(f"{pipeline.name}: a cancelled Spark task would not stop; starting a new Spark session for the next run")
                 self.sessions.end_stuck()
+        except StaleInput as e:  # a failure like any other: retried, the data may come
+            done.outcome, done.exit_code, done.error = FAILED, 1, str(e)
         except BadInput as e:  # the spec no longer validates, or the run could not start (a source is missing)
             done.outcome, done.exit_code, done.error = INVALID, e.exit_code, one_line(e)
         except Exception as e:  # noqa: BLE001 - whatever went wrong, the scheduler logs it and goes on
@@ -318,6 +339,13 @@ class Attempts:
         events = EventLog(
             local_store(self.profile.storage_options), self.warehouse.internal(EVENTS_TABLE), done.run_id or "", due.pipeline.name
         )
+        if done.freshness:
+            events.record(
+                "freshness",
+                status=worst(done.freshness),
+                error="; ".join(a.line for a in done.freshness if a.status != "ok") or None,
+                details={"sources": [a.as_dict() for a in done.freshness]},
+            )
         events.record(
             "schedule",
             status=done.outcome,
@@ -364,6 +392,7 @@ def _summary(due: Due, done: Attempted, started: datetime, finished: datetime, t
             for o in (result.outputs if result is not None else [])
             if not o.name.startswith("_")
         ],
+        "freshness": [a.as_dict() for a in done.freshness],
         "host": socket.gethostname(),
         "spark_log": result.log_file if result is not None else None,
     }

@@ -45,6 +45,16 @@ class Backfilled:
         return [d for d in self.done if d.outcome != OK]
 
 
+def check_range(context: ProjectContext, begin: str, end: str, parallel: int) -> tuple[ScheduledPipeline, list[Interval]]:
+    """The backfill's pipeline and its intervals within --from `begin` … --to `end` (naive times
+    in its schedule's timezone), or BadInput; no Spark (the CLI says bad input before it waits for
+    a warm engine)."""
+    first, last = context.instant(begin, "--from"), context.instant(end, "--to")
+    if first >= last:
+        raise BadInput(Problem(f"--from {begin} must come before --to {end}"))
+    return _planned(context, context.pipeline_path, first, last, parallel)
+
+
 def backfill_range(context: ProjectContext, begin: str, end: str, parallel: int, say: Say) -> Backfilled:
     """`tributary backfill`: the context's pipeline over --from `begin` … --to `end` (naive times
     in its schedule's timezone), on one Spark session (or `parallel` sessions over one JVM)."""
@@ -63,7 +73,20 @@ def backfill_range(context: ProjectContext, begin: str, end: str, parallel: int,
 
 def backfill(attempts: Attempts, path: Path, begin: datetime, end: datetime, parallel: int = 1) -> list[Attempted]:
     """Run the intervals of [begin, end] not yet committed; what each attempt came to, in order."""
-    compiled = attempts.context.for_pipeline(path).compile()
+    pipeline, intervals = _planned(attempts.context, path, begin, end, parallel)
+    previous = stop_on_signals(attempts.stopping)
+    try:
+        with attempts.lock(pipeline.name, f"backfill-{os.getpid()}"):
+            return _run(attempts, pipeline, intervals, parallel)
+    finally:
+        restore_signals(previous)
+
+
+def _planned(
+    context: ProjectContext, path: Path, begin: datetime, end: datetime, parallel: int
+) -> tuple[ScheduledPipeline, list[Interval]]:
+    """The pipeline as a scheduled one and the intervals of [begin, end]; BadInput when it cannot be backfilled."""
+    compiled = context.for_pipeline(path).compile()
     spec, loaded = compiled.spec, compiled.loaded
     if spec.mode == "streaming":
         raise BadInput(
@@ -105,13 +128,7 @@ def backfill(attempts: Attempts, path: Path, begin: datetime, end: datetime, par
                 hint="widen the range: --from and --to are the first interval's start and the last one's end",
             )
         )
-    pipeline = ScheduledPipeline(path, loaded.shown_as, spec.name, spec.mode, spec.schedule)
-    previous = stop_on_signals(attempts.stopping)
-    try:
-        with attempts.lock(spec.name, f"backfill-{os.getpid()}"):
-            return _run(attempts, pipeline, intervals, parallel)
-    finally:
-        restore_signals(previous)
+    return ScheduledPipeline(path, loaded.shown_as, spec.name, spec.mode, spec.schedule), intervals
 
 
 def _run(attempts: Attempts, pipeline: ScheduledPipeline, intervals: list[Interval], parallel: int) -> list[Attempted]:

@@ -25,17 +25,22 @@ are followed through the run history rather than walked through the cron (_skipp
 
 A streaming pipeline's only candidate is its latest fire: one available-now run processes
 everything that came since the last one.
+
+A candidate of a pipeline with `after:` whose upstream pipelines have not yet committed its time
+(framework.schedule.dependencies) is not due: it waits (`blocked`), uses up no try, and is looked
+at again when the scheduler next looks (after each run it makes, else within a minute).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import Problem
+from framework.schedule.dependencies import RECHECK, Upstream
 from framework.schedule.pipelines import ScheduledPipeline
 from framework.spec.intervals import MAX_CATCH_UP, Count, Cron, Interval
 
@@ -79,16 +84,19 @@ class Outlook:
     due: list[Due]  # due now, oldest first
     waiting: list[Due]  # retries due later
     next_fire: datetime | None  # the next fire after now (None: past the schedule's end)
+    blocked: list[tuple[Due, list[str]]] = field(default_factory=list)  # due but for the upstream pipelines named
+    recheck: datetime | None = None  # when to look again for the upstream commits they wait for
 
     @property
     def wake(self) -> datetime | None:
         """When something of the pipeline becomes due next."""
-        times = [d.at for d in self.waiting] + ([self.next_fire] if self.next_fire is not None else [])
+        times = [d.at for d in self.waiting] + [t for t in (self.next_fire, self.recheck) if t is not None]
         return min(times, default=None)
 
 
-def outlook(pipeline: ScheduledPipeline, slots: dict[Any, Slot], now: datetime) -> Outlook:
-    """What is due at `now` and what waits; BadSchedule when more than MAX_CATCH_UP runs are left."""
+def outlook(pipeline: ScheduledPipeline, slots: dict[Any, Slot], now: datetime, upstream: Upstream | None = None) -> Outlook:
+    """What is due at `now` and what waits (`upstream`: what the pipelines it runs after have
+    committed; None: it waits for none); BadSchedule when more than MAX_CATCH_UP runs are left."""
     schedule = pipeline.schedule
     cron, start, end = schedule.parsed(), schedule.start_at(), schedule.end_at()
     horizon = min(now, end) if end is not None else now
@@ -106,23 +114,29 @@ def outlook(pipeline: ScheduledPipeline, slots: dict[Any, Slot], now: datetime) 
         candidates = ((interval, interval.end) for interval in _intervals(pipeline, slots, horizon, tries))
     due: list[Due] = []
     waiting: list[Due] = []
+    blocked: list[tuple[Due, list[str]]] = []
     walked = 0
     for interval, fire in candidates:
         walked += 1
         slot = slots.get(fire if interval is None else interval)
         if _settled(slot, tries):
             continue
-        if len(due) + len(waiting) == MAX_CATCH_UP and interval is not None:
-            raise _too_many(pipeline, min([*due, *waiting], key=lambda d: d.fire), interval, walked, horizon)
+        if len(due) + len(waiting) + len(blocked) == MAX_CATCH_UP and interval is not None:
+            held = [*due, *waiting, *(d for d, _ in blocked)]
+            raise _too_many(pipeline, min(held, key=lambda d: d.fire), interval, walked, horizon)
         failures = slot.failures(_scheduled()) if slot is not None else []
         at = fire
         if failures:
             ended = max((f.finished_at for f in failures if f.finished_at is not None), default=fire)
             at = max(fire, ended + timedelta(seconds=schedule.retries.wait(len(failures))))
         planned = Due(pipeline, interval, fire, len(failures) + 1, at)
-        (due if at <= now else waiting).append(planned)
+        upstream_left = upstream.waiting_for(pipeline, interval) if upstream is not None and interval is not None else []
+        if upstream_left and at <= now:
+            blocked.append((planned, upstream_left))
+        else:
+            (due if at <= now else waiting).append(planned)
     due.sort(key=lambda d: (d.at, d.fire))
-    return Outlook(due, waiting, next_fire)
+    return Outlook(due, waiting, next_fire, blocked, now + RECHECK if blocked else None)
 
 
 def unserved(pipeline: ScheduledPipeline, history: Callable[[], dict[Any, Slot]], now: datetime) -> Problem | None:

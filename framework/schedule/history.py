@@ -40,7 +40,7 @@ FAILURES = frozenset({FAILED, INVALID, TIMED_OUT})
 SCHEDULE, BACKFILL = "schedule", "backfill"
 
 _EPOCH = datetime.fromtimestamp(0, UTC)
-_EVENTS = ("run_start", "run_end", "output_end", "schedule", "capacity")
+_EVENTS = ("run_start", "run_end", "output_end", "schedule", "capacity", "freshness")
 
 
 @dataclass
@@ -61,6 +61,7 @@ class RunRecord:
     attempt: dict[str, Any] | None = None  # its `schedule` event's details (scheduler, backfill)
     outcome: str | None = None  # its `schedule` event's status
     state: list[str] = field(default_factory=list)  # window steps: state predicted → observed
+    freshness: str | None = None  # its sources' freshness before it ran, when one was stale (scheduler)
 
     @property
     def trigger(self) -> str | None:
@@ -184,6 +185,8 @@ def _assemble(rows: list[dict[str, Any]]) -> list[RunRecord]:
             run.error = row["error"] or run.error  # the scheduler's word: timed out, abandoned
             if run.started is None:
                 run.started = row["ts"]
+        elif event == "freshness":
+            run.freshness = f"{row['status']}: {row['error']}" if row["error"] else row["status"]
         elif event == "capacity":
             from framework.integration.capacity import Figures
 
@@ -236,6 +239,7 @@ def history_rows(runs: list[RunRecord], failed_only: bool = False, limit: int = 
                 "rows written": last.rows if last.status != RunStatus.INCOMPLETE else None,
                 "versions": ", ".join(f"{o} v{v}" for o, v in sorted(last.versions.items())) or None,
                 "state predicted → observed": "; ".join(last.state) or None,
+                "freshness": last.freshness,
                 "error": last.error,
                 "run": last.run_id,
             }

@@ -38,10 +38,16 @@ class ScheduledPipeline:
     schedule: Schedule
     line: int | None = None  # of its `schedule:`, for what is said about it
     start_position: tuple[int, int] | None = None  # line, column of its `start:` (a catch-up too long is said there)
+    after_positions: tuple[tuple[int, int] | None, ...] = ()  # line, column of each name under `after:`
 
     @property
     def streaming(self) -> bool:
         return self.mode == "streaming"
+
+    def after_at(self, index: int) -> tuple[int | None, int | None]:
+        """Line and column of the index-th name under `after:` (else of `schedule:`)."""
+        at = self.after_positions[index] if index < len(self.after_positions) else None
+        return at if at is not None else (self.line, None)
 
 
 def read_schedule(project: Project, path: Path) -> ScheduledPipeline | None:
@@ -67,6 +73,7 @@ def read_schedule(project: Project, path: Path) -> ScheduledPipeline | None:
         schedule,
         located[0] if (located := doc.locate(("schedule",))) else None,
         doc.locate(("schedule", "start")),
+        tuple(doc.locate(("schedule", "after", i)) for i in range(len(schedule.after))),
     )
 
 
@@ -99,3 +106,17 @@ def scheduled_pipelines(project: Project, names: list[str] | None = None) -> tup
             problems.append(Problem(f"pipeline name '{p.name}' is also used by {seen[p.name].shown}", file=p.shown, line=1))
         seen.setdefault(p.name, p)
     return list(seen.values()), problems
+
+
+def pipeline_names(project: Project) -> dict[str, str]:
+    """Every pipeline under pipelines/ by the name the run log knows it by (its `name:`, else its
+    file's stem), to the file as shown; files that are not YAML mappings are left out."""
+    names: dict[str, str] = {}
+    for path in project.all_pipelines():
+        try:
+            doc = load_yaml_file(path, project.relative(path))
+        except BadInput:
+            continue
+        name = doc.data.get("name") if isinstance(doc.data, dict) else None
+        names.setdefault(name if isinstance(name, str) and _NAME.match(name) else path.stem, project.relative(path))
+    return names

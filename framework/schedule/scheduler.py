@@ -12,6 +12,11 @@ committed) and stops; the next start runs that interval again. SIGKILL at any mo
 well: the interval a killed run left is found unfinished in the run log and the Delta commits.
 `--once` runs what is due now and exits, for a crontab line (overlapping crontab starts meet at
 the run lock).
+
+A pipeline with `schedule: {after: [...]}` runs an interval only once the pipelines it names have
+committed its time (framework.schedule.dependencies); until then the interval waits, said once,
+and is looked at again after each run (an upstream run of this scheduler frees it at once) or
+within a minute (an upstream committed by a backfill or a run by hand).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from framework.schedule.attempt import (
     stop_on_signals,
 )
 from framework.schedule.clock import Clock, SystemClock
+from framework.schedule.dependencies import Upstream, waiting_note
 from framework.schedule.due import BadSchedule, Due, Outlook, outlook
 from framework.schedule.history import OK, RunLog
 from framework.schedule.pipelines import ScheduledPipeline, scheduled_pipelines
@@ -57,6 +63,7 @@ class Scheduler:
     _busy: dict[str, datetime] = field(default_factory=dict)
     _reported: set[str] = field(default_factory=set)
     _announced: set[str] = field(default_factory=set)
+    _waits: set[str] = field(default_factory=set)
     _next: str = ""
 
     def serve(self, once: bool = False, until: datetime | None = None) -> bool:
@@ -116,11 +123,26 @@ class Scheduler:
         found, problems = scheduled_pipelines(self.context.project, self.pipelines)
         self._announce(found, first)
         outlooks: dict[str, Outlook] = {}
+        slots: dict[str, Any] = {}
+
+        def slots_of(name: str, streaming: bool = False) -> Any:
+            if name not in slots:
+                slots[name] = runlog.slots(name, streaming)
+            return slots[name]
+
         for p in found:
             try:
-                outlooks[p.name] = outlook(p, runlog.slots(p.name, p.streaming), now)
+                upstream = Upstream.of(p.schedule.after, slots_of) if p.schedule.after and not p.streaming else None
+                outlooks[p.name] = outlook(p, slots_of(p.name, p.streaming), now, upstream)
             except BadSchedule as e:  # left out; the others are served
                 problems.append(e.problem)
+        for o in outlooks.values():
+            for waits, upstream_left in o.blocked:  # each once, while it waits
+                assert waits.interval is not None
+                note = waiting_note(waits.pipeline, waits.interval, upstream_left)
+                if note not in self._waits:
+                    self._waits.add(note)
+                    self.say(note)
         for problem in problems:  # each once: the file is read again at every wake
             if _said_as(problem) not in self._reported:
                 self._reported.add(_said_as(problem))

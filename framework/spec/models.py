@@ -16,6 +16,25 @@ from framework.spec.steps import any_step_type
 Scalar = Union[str, int, float, bool]
 
 
+class Freshness(SpecModel):
+    """How old a source's newest data may be before a scheduled run warns or fails (dbt's source
+    freshness): measured on its newest event time when it has `event_time` and it can be read
+    without Spark (Parquet footers, Delta), else on its newest file's time (Delta: its last commit)."""
+
+    warn_after: Duration | None = Field(None, gt=0, description="Older than this: a warning (the run goes on), e.g. 1h.")
+    error_after: Duration | None = Field(
+        None, gt=0, description="Older than this: the scheduled run fails (retried like any failure), e.g. 1d."
+    )
+
+    @model_validator(mode="after")
+    def _one_and_ordered(self) -> Freshness:
+        if self.warn_after is None and self.error_after is None:
+            raise ValueError("freshness needs warn_after, error_after or both, e.g. {warn_after: 1h, error_after: 1d}")
+        if self.warn_after is not None and self.error_after is not None and self.warn_after >= self.error_after:
+            raise ValueError("warn_after must be shorter than error_after: a source warns before it fails")
+        return self
+
+
 class _EventTimed(SpecModel):
     """What every source has: its rows' event time and how late they may come."""
 
@@ -24,6 +43,11 @@ class _EventTimed(SpecModel):
         description="Timestamp column giving each row's event time, or a SQL expression over the columns (then it is the column _event_time).",
     )
     watermark: Duration | None = Field(None, description="How late rows may arrive (streaming), e.g. 30s.")
+    freshness: Freshness | None = Field(
+        None,
+        description="How old its newest data may be: {warn_after: 1h, error_after: 1d}; `tributary freshness` and "
+        "the scheduler (before each run) check it.",
+    )
     description: str = ""
 
     @model_validator(mode="after")

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from framework.spec.base import SpecModel, problem_at
+from framework.spec.base import Name, SpecModel, problem_at
 from framework.spec.durations import Duration
 from framework.spec.intervals import EARLIEST, LATEST, MAX_CATCH_UP, Cron, instant, zone
 
@@ -121,6 +121,12 @@ class Schedule(SpecModel):
         "(text: through /bin/sh; a list: the program and its arguments).",
     )
     on_success: Command | None = Field(None, description="Command run after each successful run, its summary as JSON on stdin.")
+    after: list[Name] = Field(
+        default_factory=list,
+        description="Pipelines (by name) whose intervals this one waits for: an interval runs once each of them has "
+        "committed intervals that together cover it (the same interval, a longer one holding it, or shorter ones tiling "
+        "it). Until then the scheduler waits, and `tributary next` says for what.",
+    )
 
     @field_validator("cron")
     @classmethod
@@ -132,6 +138,14 @@ class Schedule(SpecModel):
     @classmethod
     def _known_zone(cls, value: str) -> str:
         zone(value)
+        return value
+
+    @field_validator("after")
+    @classmethod
+    def _each_once(cls, value: list[str]) -> list[str]:
+        twice = sorted({name for name in value if value.count(name) > 1})
+        if twice:
+            raise ValueError(f"after names {', '.join(twice)} more than once")
         return value
 
     @model_validator(mode="after")

@@ -2,7 +2,9 @@
 
 A pipeline that compiles is also asked whether the scheduler would serve it: how many runs it has
 left to catch up depends on the run history (framework.schedule.due.unserved), read from the
-profile's warehouse without a JVM, and only when it can change the answer.
+profile's warehouse without a JVM, and only when it can change the answer; and whether the
+pipelines its `schedule: {after: [...]}` names exist, have batch schedules and wait for no one
+in a cycle (framework.schedule.dependencies).
 """
 
 from __future__ import annotations
@@ -62,14 +64,22 @@ def validate(context: ProjectContext, paths: list[Path], unreadable_history: Cal
 class _Backlog:
     def __init__(self, context: ProjectContext, unreadable: Callable[[str], None]):
         self.context, self.unreadable, self.now = context, unreadable, datetime.now(UTC)
+        self._dependencies: list[Problem] | None = None
 
     def check(self, path: Path) -> None:
+        from framework.schedule.dependencies import dependency_check
         from framework.schedule.due import unserved
         from framework.schedule.pipelines import read_schedule
 
         scheduled = read_schedule(self.context.project, path)
         if scheduled is None:
             return
+        if scheduled.schedule.after:
+            if self._dependencies is None:  # the whole project's, read once
+                self._dependencies = dependency_check(self.context.project)
+            mine = [p for p in self._dependencies if p.file == scheduled.shown]
+            if mine:
+                raise BadInput(*mine)
         problem = unserved(scheduled, lambda: self._history(scheduled.name, scheduled.streaming), self.now)
         if problem is not None:
             raise BadInput(problem)

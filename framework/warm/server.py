@@ -282,7 +282,9 @@ class Engine:
     def _interrupt(self, request: Request) -> None:
         """Ctrl-C for the main thread, as a terminal would send it: Spark's jobs are cancelled from
         here (the main thread may be waiting for one), then the main thread's SIGINT handler runs.
-        Another handler than the engine's (a continuous stream's clean stop) does its own work."""
+        Another handler than the engine's (a continuous stream's clean stop, a backfill's or the
+        scheduler's abandon) does its own work: it gets a real SIGINT, so it runs at once even while
+        the main thread waits for a Spark job (which it then cancels itself)."""
         with self._lock:
             if request.done or request.interrupted:
                 return
@@ -294,7 +296,11 @@ class Engine:
             else:
                 with contextlib.suppress(Exception):
                     self.spark.sparkContext.cancelAllJobs()
-        _thread.interrupt_main()
+            _thread.interrupt_main()
+        else:
+            main = threading.main_thread().ident
+            assert main is not None
+            signal.pthread_kill(main, signal.SIGINT)
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         """KeyboardInterrupt for the run a client cancelled, raised once, never inside a JVM call."""
