@@ -55,13 +55,12 @@ def settle_quarantined(run: RunContext, failed: bool = False) -> None:
     """The checks' `quarantined` figures as what this run committed to the quarantine table.
 
     The checks count the rows they turn away while the run stages; those rows reach the quarantine
-    only with this run's commit of it. A failed run committed nothing; an identical rerun skipped
-    the quarantine ("unchanged": an earlier run's commit holds those rows, under that run's id), so
-    both quarantined 0. A rerun that committed nothing at all names the run whose commit holds the
-    rows it checked (`written_by`) on every result."""
+    only with this run's commit of it. A run that failed before that commit (or whose commits were
+    rolled back) committed nothing; an identical rerun skipped the quarantine ("unchanged": an
+    earlier run's commit holds those rows, under that run's id); both quarantined 0. A run that
+    committed nothing at all names the run whose commit holds the rows it checked (`written_by`)."""
     quarantine = run.result.output(QUARANTINE_OUTPUT)
-    wrote_quarantine = not failed and quarantine is not None and quarantine.status == OutputStatus.WRITTEN
-    if not wrote_quarantine:
+    if quarantine is None or quarantine.status != OutputStatus.WRITTEN:
         for result in run.quality.results:
             if result.quarantined:
                 result.quarantined = 0

@@ -223,7 +223,7 @@ def _latest_that_wrote(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], str]
     nothing (an identical rerun, every output skipped as unchanged) has nothing of its own to show."""
     worth = [n for n, run in enumerate(runs) if run["written"] or run["status"] != RunStatus.OK]
     if not worth:
-        return runs[0], f"the latest run: {runs[0]['run_id']} (none of its {len(runs)} run(s) wrote data)"
+        return runs[0], f"the latest run: {runs[0]['run_id']} (none of its {len(runs)} runs wrote data)"
     run, skipped = runs[worth[0]], runs[: worth[0]]
     if run["written"]:
         why = f"the latest run that wrote data: {run['run_id']}"
