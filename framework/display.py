@@ -261,6 +261,8 @@ def _observed(r: Any) -> str:
             text = f"{r.unexpected_count:,} rows"
         else:
             text = f"{r.unexpected_count:,} of {r.element_count:,} rows ({r.unexpected_percent or 0:.2f}%)"
+        if r.written_by and r.severity == "drop" and r.unexpected_count:  # a rerun that changed nothing
+            return text + f", quarantined by run {r.written_by}"
         return text + (f", {r.quarantined:,} quarantined" if r.quarantined else "")
     if isinstance(r.observed_value, float):
         return f"{r.observed_value:,.4f}".rstrip("0").rstrip(".")

@@ -443,3 +443,34 @@ def test_durations_read_exactly_from_every_arrow_interval_type():
         {"dur": None, "mdn": "PT0S"},
     ]
     assert csv_text(table).splitlines()[1:] == ['"PT1H30M","P1Y2M1D"', '"PT-1.5S","PT-1M-1S"', ',"PT0S"']
+
+
+def test_the_quarantine_reads_per_run_without_a_hand_written_filter(cli, warehouse):
+    def quarantined(run_id: str, reasons: list[str], at: datetime) -> pa.Table:
+        n = len(reasons)
+        return pa.table(
+            {
+                "run_id": [run_id] * n,
+                "pipeline": ["orders"] * n,
+                "source": ["orders"] * n,
+                "record": [json.dumps({"id": i}) for i in range(n)],
+                "reason": reasons,
+                "quarantined_at": pa.array([at] * n, pa.timestamp("us", tz="UTC")),
+            }
+        )
+
+    table = warehouse / "_tributary" / "quarantine"
+    commit(table, quarantined("20261102T080000-aaaaaa", ["no customer"] * 3, datetime(2026, 11, 2, 8, tzinfo=UTC)))
+    commit(table, quarantined("20261102T090000-bbbbbb", ["no customer"] * 2, datetime(2026, 11, 2, 9, tzinfo=UTC)))
+
+    code, out, err = cli("show", "quarantine", "--run", "20261102T080000-aaaaaa", "--limit", "2")
+    assert code == 0, err
+    assert "run 20261102T080000-aaaaaa" in out and "first 2 of 3 rows" in out and "bbbbbb" not in out.split("\n", 1)[1]
+    code, out, err = cli("show", "quarantine", "--latest", "--json")
+    assert code == 0, err
+    assert [json.loads(line)["run_id"] for line in out.splitlines()] == ["20261102T090000-bbbbbb"] * 2
+    code, out, err = cli("show", "quarantine", "--run", "20990101T000000-cccccc")
+    assert code == 0, err
+    assert "0 rows" in out and "runs with rows here: 20261102T090000-bbbbbb, 20261102T080000-aaaaaa" in out
+    code, _, err = cli("show", "service_stats", "--run", "20261102T080000-aaaaaa")
+    assert code == 2 and "--run" in err and "tributary history service_stats" in err

@@ -475,3 +475,29 @@ def test_a_replayed_stream_batch_writes_its_quarantine_rows_once(spark, cli, pro
     assert {o: sorted(map(str, delta_rows(project / "warehouse" / o))) for o in outputs} == outputs
     after = {t: sorted(map(str, delta_rows(internal / t, "record"))) for t in before}
     assert after == before, "a replayed batch wrote its side rows again"
+
+
+def test_a_skipped_reruns_quality_rows(spark, cli, project):
+    """An identical rerun commits nothing: its checks ran (their counts are the data's), but it
+    quarantined nothing, and its quality rows name the run whose commit holds the rows."""
+    _orders(project, ROWS)
+    _pipeline(project)
+    assert cli("run", "orders")[0] == 0
+    code, out, err = cli("run", "orders")
+    assert code == 0, out + err
+    events = delta_rows(project / "warehouse" / "_tributary" / "events")
+    first, rerun = (r["run_id"] for r in sorted((e for e in events if e["event"] == "run_start"), key=lambda e: e["ts"]))
+    outputs = [e for e in events if e["event"] == "output_end" and e["run_id"] == rerun]
+    assert outputs and {e["status"] for e in outputs} == {"skipped"}  # the rerun changed nothing
+
+    quarantine = delta_rows(project / "warehouse" / "_tributary" / "quarantine")
+    assert {r["run_id"] for r in quarantine} == {first} and len(quarantine) == 3
+    quality = delta_rows(project / "warehouse" / "_tributary" / "quality")
+    drops = {(r["run_id"], r["expectation"]): r for r in quality if r["severity"] == "drop"}
+    for expectation in ("expect_column_values_to_not_be_null", "expect_column_values_to_be_between"):
+        assert drops[(first, expectation)]["quarantined"] == 2
+        again = drops[(rerun, expectation)]
+        assert again["unexpected_count"] == 2  # the checks ran, on the same rows
+        assert again["quarantined"] == 0  # ... and quarantined nothing: the first run's commit holds those rows
+    assert {r["run_id"]: r.get("written_by") for r in quality} == {first: None, rerun: first}
+    assert "2 quarantined" not in out.split("quality (Great Expectations)")[-1]  # the run's summary counts none either

@@ -189,6 +189,87 @@ def test_a_run_without_expectations_says_so(ran, tmp_path: Path):
     assert "No expectations declared" in _sections(render_html(report))["quality"]
 
 
+FLIGHTS = """\
+name: flights
+sources:
+  raw:
+    format: json
+    path: incoming
+    schema: id BIGINT, carrier STRING, air_time INT
+steps:
+  flights:
+    sql: select id, carrier, air_time from {{ source('raw') }}
+    expectations:
+      - expect_column_values_to_be_between: {column: air_time, min_value: 20, max_value: 700}
+        severity: drop
+      - expect_column_values_to_not_be_null: {column: carrier}
+        severity: drop
+outputs:
+  flights: {mode: append}
+"""
+
+
+@pytest.fixture(scope="module")
+def reran(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """A run that quarantines 240 rows (200 distinct air_time values, 40 without a carrier), then an
+    identical rerun (every output skipped: unchanged)."""
+    project = tmp_path_factory.mktemp("reran")
+    write(
+        project / "configs" / "local.yaml",
+        "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 2\nwarehouse: ./warehouse\n",
+    )
+    write(project / "pipelines" / "flights.yaml", FLIGHTS)
+    rows = [{"id": i, "carrier": "UA", "air_time": 100 + i} for i in range(100)]
+    rows += [{"id": 1000 + i, "carrier": "AA", "air_time": 701 + i} for i in range(200)]  # 200 distinct values too long
+    rows += [{"id": 2000 + i, "carrier": None, "air_time": 50} for i in range(40)]
+    write(project / "incoming" / "a.json", "".join(json.dumps(r) + "\n" for r in rows))
+    for _ in range(2):
+        code, out, err = tributary(project, "run", "flights")
+        assert code == 0, out + err
+    starts = [e for e in delta_rows(project / "warehouse" / "_tributary" / "events") if e["event"] == "run_start"]
+    first, rerun = (e["run_id"] for e in sorted(starts, key=lambda e: e["ts"]))
+    return project, first, rerun
+
+
+def test_a_run_that_changed_nothing_says_so_and_names_the_run_that_wrote_the_data(reran, tmp_path: Path):
+    project, first, rerun = reran
+    page = tmp_path / "rerun.html"
+    code, out, err = tributary(project, "report", "flights", "--run", rerun, "--out", str(page))
+    assert code == 0, out + err
+    html = page.read_text(encoding="utf-8")
+    summary = _sections(html)["summary"]
+    assert "changed nothing" in summary and first in summary  # names the run whose commit holds the data
+    assert f"tributary report flights --run {first}" in summary
+    cards = html.split("<div class='cards'>")[1].split("<nav>")[0]
+    assert "Quarantined" in cards and ">240<" not in cards and ">0<" in cards
+    quality = _sections(html)["quality"]
+    assert re.search(r">200\b", quality)  # the checks' counts are the data's (200 unexpected) ...
+    assert "written by run" in quality and first in quality  # ... and what they quarantined is the first run's
+
+
+def test_report_without_run_takes_the_latest_run_that_wrote_data_and_says_so(reran):
+    project, first, rerun = reran
+    code, out, err = tributary(project, "report", "flights")
+    assert code == 0, out + err
+    assert (project / "reports" / f"flights-{first}.html").is_file()
+    assert not (project / "reports" / f"flights-{rerun}.html").exists()
+    assert f"the latest run that wrote data: {first}" in out and "1 later run changed nothing" in out
+
+
+def test_the_report_groups_the_quarantine_by_reason_with_counts_and_sample_values(reran, tmp_path: Path):
+    project, first, _ = reran
+    page = tmp_path / "first.html"
+    code, out, err = tributary(project, "report", "flights", "--run", first, "--out", str(page))
+    assert code == 0, out + err
+    quarantine = _sections(page.read_text(encoding="utf-8"))["quarantine"]
+    between = "expect_column_values_to_be_between(column=air_time, min_value=20, max_value=700)"
+    assert quarantine.count(between) <= 3  # one group (its line and its samples' caption), not one per value
+    assert ">200<" in quarantine and ">40<" in quarantine  # each reason's count
+    values = re.findall(r"air_time=(\d+)", quarantine)
+    assert 1 <= len(set(values)) <= 10  # a few sample values, not 200
+    assert "carrier=null" in quarantine
+
+
 # -- helpers -----------------------------------------------------------------------------------
 
 

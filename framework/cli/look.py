@@ -34,6 +34,13 @@ def show(
         Optional[str], typer.Option("--timestamp", help="The table as of this time (ISO 8601; UTC without a zone).")
     ] = None,
     where: Annotated[Optional[str], typer.Option("--where", help="Only rows matching this SQL condition (DuckDB).")] = None,
+    run: Annotated[
+        Optional[str],
+        typer.Option("--run", help="Of Tributary's tables (quarantine, quality, events, ...): only the rows this run wrote."),
+    ] = None,
+    latest: Annotated[
+        bool, typer.Option("--latest", help="Of Tributary's tables: only the rows of the newest run that wrote any there.")
+    ] = False,
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many rows.")] = 20,
     scratch: ScratchOpt = False,
     as_json: JsonOpt = False,
@@ -48,7 +55,15 @@ def show(
         from framework.look import commands
 
         found = commands.show(
-            _catalog(profile, scratch), table, version=version, timestamp=timestamp, where=where, limit=limit, timeout_s=timeout
+            _catalog(profile, scratch),
+            table,
+            version=version,
+            timestamp=timestamp,
+            where=where,
+            limit=limit,
+            timeout_s=timeout,
+            run=run,
+            latest=latest,
         )
         _print_rows(found, as_json, as_csv)
 

@@ -17,7 +17,10 @@ def report(
     pipeline: Annotated[
         Optional[str], typer.Argument(help="Pipeline file or name (default: the latest run of any pipeline).")
     ] = None,
-    run_id: Annotated[Optional[str], typer.Option("--run", help="Run id (see `tributary runs`; default: the latest).")] = None,
+    run_id: Annotated[
+        Optional[str],
+        typer.Option("--run", help="Run id (see `tributary runs`; default: the latest run that wrote data or did not end ok)."),
+    ] = None,
     out_file: Annotated[
         Optional[Path], typer.Option("--out", help="HTML file to write (default: reports/<pipeline>-<run id>.html).")
     ] = None,
@@ -35,6 +38,8 @@ def report(
         path = out_file or about.project.root / "reports" / f"{found.pipeline}-{found.run_id}.html"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render_html(found), encoding="utf-8")
+        if found.chosen:  # no --run: say which run, and why that one
+            say(f"{found.pipeline}: {found.chosen}")
         say(path)
 
     guard(debug, body)

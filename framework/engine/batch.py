@@ -8,7 +8,9 @@ Order of work, so that a failure changes nothing:
    the expectations and the integration figures: a failing `fail` stops the run here; predict
    and observe the state of window steps (framework.engine.state_figures);
 4. commit every output (framework.engine.transaction), then append the integration figures and
-   add the input to the history of steps that learn their window sizes (framework.engine.window_history).
+   add the input to the history of steps that learn their window sizes (framework.engine.window_history);
+5. say what the checks quarantined as what this run committed (`settle_quarantined`): a run that
+   failed, or an identical rerun whose writes were all skipped, quarantined nothing.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from framework.engine.context import RunContext
 from framework.engine.frames import BatchReading, Frames, build_frames
 from framework.engine.output_checks import check_outputs
 from framework.engine.recovery import recover_interrupted_runs
-from framework.engine.results import Progress, StepStatus
+from framework.engine.results import OutputStatus, Progress, StepStatus
 from framework.engine.state_figures import measure_batch
-from framework.engine.transaction import Staged, commit_all, discard, stage_outputs, stage_quarantine
+from framework.engine.transaction import QUARANTINE_OUTPUT, Staged, commit_all, discard, stage_outputs, stage_quarantine
 from framework.engine.window_history import add_run_to_history
 from framework.integration.evaluation import evaluate_step, metrics_rows
 from framework.integration.evaluation import record as record_integration
@@ -40,11 +42,34 @@ def run_batch(run: RunContext) -> None:
         _evaluate_integration(run, frames)
         measure_batch(run, frames, staged)
         commit_all(run, staged)
+        settle_quarantined(run)
         record_integration(run.store, run.internal(INTEGRATION_TABLE), run.result.integration, run.run_id, run.pipeline)
         add_run_to_history(run, frames)
     except BaseException:
         discard(run, staged)
+        settle_quarantined(run, failed=True)
         raise
+
+
+def settle_quarantined(run: RunContext, failed: bool = False) -> None:
+    """The checks' `quarantined` figures as what this run committed to the quarantine table.
+
+    The checks count the rows they turn away while the run stages; those rows reach the quarantine
+    only with this run's commit of it. A run that failed before that commit (or whose commits were
+    rolled back) committed nothing; an identical rerun skipped the quarantine ("unchanged": an
+    earlier run's commit holds those rows, under that run's id); both quarantined 0. A run that
+    committed nothing at all names the run whose commit holds the rows it checked (`written_by`)."""
+    quarantine = run.result.output(QUARANTINE_OUTPUT)
+    if quarantine is None or quarantine.status != OutputStatus.WRITTEN:
+        for result in run.quality.results:
+            if result.quarantined:
+                result.quarantined = 0
+    outputs = run.result.outputs
+    if failed or not outputs or any(o.status != OutputStatus.SKIPPED for o in outputs):
+        return
+    writer = next((o.written_by for o in outputs if o.written_by), None)
+    for result in run.quality.results:
+        result.written_by = writer
 
 
 def _count_step_rows(run: RunContext, frames: Frames) -> None:

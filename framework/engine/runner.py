@@ -50,6 +50,9 @@ from framework.spec.models import DeltaSource
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+#: Columns the quarantine table gained after its first release, added to an older table before a run writes
+QUARANTINE_ADDED_COLUMNS = {"line": "long", "expectation": "string"}
+
 
 def run_pipeline(
     compiled: CompiledPipeline,
@@ -103,8 +106,8 @@ def run_pipeline(
     try:
         with run.cleanup, lock:
             run.on_exit(lambda: _remove_staging(run))
-            # a quarantine written before records carried their line gets the column
-            store.ensure_columns(run.internal(QUARANTINE_TABLE), {"line": "long"})
+            # a quarantine written before records carried their line (or their expectation) gets the column
+            store.ensure_columns(run.internal(QUARANTINE_TABLE), QUARANTINE_ADDED_COLUMNS)
             drive(run)
         result.status, result.exit_code = RunStatus.OK, 0
     except BaseException as e:  # noqa: BLE001 - recorded in the result, then raised again

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from framework.io.stream_sink import SplitRows
-from framework.operators.context import REASON, quarantine_records, quarantine_shape
+from framework.operators.context import EXPECTATION, REASON, quarantine_records, quarantine_shape
 from framework.operators.micro_batch import QUARANTINE
 from framework.quality.gate import MASK
 from framework.quality.results import ExpectationResult
-from framework.quality.suite import drop_mask, failing_conditions, reason_from_mask, threshold_text
+from framework.quality.suite import drop_mask, expectations_from_mask, failing_conditions, reason_from_mask, threshold_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -79,7 +79,9 @@ class BatchCheck:
         """Rows with a drop mask as quarantine records, the reason rebuilt from the mask."""
         from pyspark.sql import functions as F
 
-        reasoned = failing.withColumn(REASON, reason_from_mask(self.specs, F.col(MASK))).drop(MASK)
+        mask = F.col(MASK)
+        failed = {REASON: reason_from_mask(self.specs, mask), EXPECTATION: expectations_from_mask(self.specs, mask)}
+        reasoned = failing.withColumns(failed).drop(MASK)
         return quarantine_records(quarantine_shape(reasoned, self.target), self.run_id, self.pipeline)
 
     def _count(self, tagged: DataFrame) -> None:

@@ -97,7 +97,8 @@ class CheckpointAuditor:
         if quarantine and source.quarantine is not None:
             shaped = bad.select(
                 F.lit(self.run_id).alias("run_id"), F.lit(self.pipeline).alias("pipeline"), F.lit(source.name).alias("source"),
-                "file", "line", "record", "reason", F.current_timestamp().alias("quarantined_at"),
+                "file", "line", "record", "reason", F.lit(None).cast("string").alias("expectation"),
+                F.current_timestamp().alias("quarantined_at"),
             )  # fmt: skip
             source.quarantine(shaped, batch)
             self._count(source.name, "bad", source.quarantine)

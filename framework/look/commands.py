@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from framework.errors import BadInput, Problem
-from framework.look import delta_tables
+from framework.look import delta_tables, per_run
 from framework.look.sql import DEFAULT_TIMEOUT_S, filter_rows, run_query
 from framework.look.tables import Catalog, TableRef
 
@@ -39,12 +39,20 @@ def show(
     where: str | None = None,
     limit: int = 20,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    run: str | None = None,
+    latest: bool = False,
 ) -> Rows:
     """A table's first rows, now or at an older version, optionally those matching `where` (in a
-    child process)."""
+    child process); of one of Tributary's tables, optionally those one run wrote (`run`, or the
+    newest run with rows there: `latest`; framework.look.per_run)."""
     _check_limit(limit)
+    if run is not None and latest:
+        raise BadInput(Problem("--run and --latest both choose a run: give one"))
     if where is None:
-        return show_here(catalog, name, version=version, timestamp=timestamp, limit=limit)
+        return show_here(catalog, name, version=version, timestamp=timestamp, limit=limit, run=run, latest=latest)
+    if run is not None or latest:  # the run's rows matching `where`: one condition for the child
+        chosen = _chosen_run(catalog, name, version, timestamp, run, latest)
+        where = f"{per_run.RUN_COLUMN} = '{(chosen or '').replace(chr(39), chr(39) * 2)}' AND ({where})"
     arguments = dict(catalog=catalog, name=name, version=version, timestamp=timestamp, where=where, limit=limit)
     return _in_child("show_here", timeout_s, **arguments)
 
@@ -59,6 +67,8 @@ def show_here(
     limit: int = 20,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     on_start: Callable[[], None] | None = None,
+    run: str | None = None,
+    latest: bool = False,
 ) -> Rows:
     """`show` in this process."""
     _check_limit(limit)
@@ -67,12 +77,26 @@ def show_here(
     ref = catalog.resolve(name)
     table = delta_tables.open_table(ref, catalog.profile.storage_options, version, timestamp)
     title = f"{name} · {ref.about} · {delta_tables.describe_version(table)}"
+    if run is not None or latest:
+        found = per_run.run_rows(ref, table, run, latest, limit)
+        title += f" · {'the latest ' if latest else ''}run {found.run_id}" if found.run_id else " · no run has rows here"
+        if not found.total and found.other_runs:
+            title += f" · runs with rows here: {', '.join(found.other_runs)}"
+        return Rows(title, found.rows.slice(0, limit), found.rows.num_rows > limit, found.total, ref.location)
     if where is not None:
         answer = filter_rows(delta_tables.dataset(table, ref.location), where, limit, timeout_s, on_start)
         return Rows(f"{title} · where {where}", answer.rows, answer.more, None, ref.location)
     rows = delta_tables.rows(table, ref.location, limit + 1)
     total = delta_tables.row_count(table)
     return Rows(title, rows.slice(0, limit), rows.num_rows > limit, total, ref.location)
+
+
+def _chosen_run(
+    catalog: Catalog, name: str, version: int | None, timestamp: str | None, run: str | None, latest: bool
+) -> str | None:
+    ref = catalog.resolve(name)
+    table = delta_tables.open_table(ref, catalog.profile.storage_options, version, timestamp)
+    return per_run.chosen_run(ref, table, run, latest)
 
 
 def history(catalog: Catalog, name: str, limit: int = 20) -> Rows:

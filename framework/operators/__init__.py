@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from framework.operators.context import REASON, Rejected, StepContext, quarantine_shape
+from framework.operators.context import EXPECTATION, REASON, Rejected, StepContext, quarantine_shape
 from framework.operators.registry import check_complete, kind_of, kinds
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["REASON", "Rejected", "StepContext", "build_step", "kind_of", "kinds", "quarantine_shape"]
+__all__ = ["EXPECTATION", "REASON", "Rejected", "StepContext", "build_step", "kind_of", "kinds", "quarantine_shape"]
 
 
 def build_step(kind: str, context: StepContext) -> DataFrame:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 
 REASON = "__tributary_reason"
+EXPECTATION = "__tributary_expectation"  # the expectation(s) a row failed, without its values
 
 
 @dataclass
@@ -82,11 +83,14 @@ def quarantine_shape(rows: DataFrame, step: str) -> DataFrame:
         (F.col(LINE) if LINE in rows.columns else F.lit(None)).cast("long").alias("line"),
         F.to_json(F.struct(*columns), {"ignoreNullFields": "false"}).alias("record"),
         F.col(REASON).alias("reason"),
+        (F.col(EXPECTATION) if EXPECTATION in rows.columns else F.lit(None)).cast("string").alias("expectation"),
     )
 
 
 def quarantine_records(rows: DataFrame, run_id: str, pipeline: str) -> DataFrame:
-    """Rows shaped as (source, file, line, record, reason) as the quarantine table holds them."""
+    """Rows shaped as (source, file, line, record, reason[, expectation]) as the quarantine table
+    holds them: each row says which run wrote it (run_id), and, when expectations turned it away,
+    which ones without its values (`expectation`, what the report groups by; null otherwise)."""
     from pyspark.sql import functions as F
 
     return rows.select(
@@ -97,5 +101,6 @@ def quarantine_records(rows: DataFrame, run_id: str, pipeline: str) -> DataFrame
         "line",
         "record",
         "reason",
+        (F.col("expectation") if "expectation" in rows.columns else F.lit(None)).cast("string").alias("expectation"),
         F.current_timestamp().alias("quarantined_at"),
     )

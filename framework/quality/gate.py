@@ -22,7 +22,14 @@ from framework.errors import RunFailed
 from framework.observations import has_run
 from framework.quality.observed import ObservedSuite, plan
 from framework.quality.results import ExpectationResult
-from framework.quality.suite import check, drop_mask, failing_conditions, missing_columns, reason_from_mask
+from framework.quality.suite import (
+    check,
+    drop_mask,
+    expectations_from_mask,
+    failing_conditions,
+    missing_columns,
+    reason_from_mask,
+)
 from framework.spec.expectations import ExpectationSpec
 
 if TYPE_CHECKING:
@@ -100,13 +107,18 @@ class QualityGate:
         return tagged
 
     def quarantined(self, target: str, scope: str, rows: DataFrame) -> DataFrame:
-        """Rows with a MASK as quarantine rows: the reason rebuilt from the mask and the row's values."""
+        """Rows with a MASK as quarantine rows: the reason rebuilt from the mask and the row's values,
+        and the expectations alone (what the quarantine is grouped by)."""
         from pyspark.sql import functions as F
 
-        from framework.operators import REASON
+        from framework.operators import EXPECTATION, REASON
 
         pending = next(p for p in self._pending if (p.target, p.scope) == (target, scope))
-        return rows.withColumn(REASON, reason_from_mask(pending.drops, F.col(MASK))).drop(MASK)
+        failed = {
+            REASON: reason_from_mask(pending.drops, F.col(MASK)),
+            EXPECTATION: expectations_from_mask(pending.drops, F.col(MASK)),
+        }
+        return rows.withColumns(failed).drop(MASK)
 
     def observation(self, target: str, scope: str) -> Any:
         """The Observation of an attached frame (its `rejected` metric counts the masked rows)."""

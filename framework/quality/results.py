@@ -2,6 +2,12 @@
 
 Appended whether the run passes or fails (a failing suite is exactly what one wants to read
 afterwards), beside the run log (`_tributary/events`) it shares the run id with.
+
+`quarantined` counts the rows a run committed to the quarantine, never rows it only found: a run
+that failed, or an identical rerun whose writes were all "skipped: unchanged", records 0, and the
+rerun names the run whose commit holds the rows (`written_by`). So summing `quarantined` over runs
+counts each quarantined row once, and the rows an expectation's figure counts are in the
+quarantine under that same run id.
 """
 
 from __future__ import annotations
@@ -36,8 +42,14 @@ QUALITY_SCHEMA = pa.schema(
         ("failing_samples", pa.string()),  # JSON list of a few failing rows (only when it failed)
         ("error", pa.string()),  # an expectation that could not be evaluated
         ("checked_at", pa.timestamp("us", tz="UTC")),
+        # the run whose commit holds the rows checked, when this run committed none (an identical
+        # rerun: its outputs and quarantine were "skipped: unchanged"); null when this run wrote them
+        ("written_by", pa.string()),
     ]
 )
+
+#: Columns the quality table gained after its first release, added to an older table before appending
+ADDED_COLUMNS = {"written_by": "string"}
 
 
 @dataclass
@@ -54,11 +66,12 @@ class ExpectationResult:
     element_count: int | None = None
     unexpected_count: int | None = None
     unexpected_percent: float | None = None
-    quarantined: int | None = None
+    quarantined: int | None = None  # rows this run committed to the quarantine (drop only): 0 if it committed none
     observed_value: Any = None
     threshold: str = ""
     failing_samples: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    written_by: str | None = None  # this run committed nothing: the run whose identical commit holds the rows
 
     @property
     def blocks_run(self) -> bool:
@@ -85,6 +98,7 @@ class ExpectationResult:
             "failing_samples": json.dumps(self.failing_samples, default=str) if self.failing_samples else None,
             "error": self.error,
             "checked_at": checked_at,
+            "written_by": self.written_by,
         }
 
 
@@ -95,4 +109,5 @@ def result_rows(results: list[ExpectationResult], run_id: str, pipeline: str) ->
 
 def record(store: DeltaStore, table: str, results: list[ExpectationResult], run_id: str, pipeline: str) -> None:
     if results:
+        store.ensure_columns(table, ADDED_COLUMNS)
         store.append_rows(table, result_rows(results, run_id, pipeline))

@@ -265,6 +265,15 @@ def reason_from_mask(specs: list[ExpectationSpec], mask: Column) -> Column:
     return F.when(mask.isNotNull(), F.concat_ws("; ", *reasons))
 
 
+def expectations_from_mask(specs: list[ExpectationSpec], mask: Column) -> Column:
+    """The expectations a row failed, from its drop mask, without the row's values: what the
+    quarantine groups its rows by (the reason, with the values, differs row by row)."""
+    from pyspark.sql import functions as F
+
+    labels = [F.when(mask.bitwiseAND(F.lit(1 << k).cast("long")) != 0, F.lit(spec.label)) for k, spec in enumerate(specs)]
+    return F.when(mask.isNotNull(), F.concat_ws("; ", *labels))
+
+
 def _row_json(df: DataFrame) -> Column:
     from pyspark.sql import functions as F
 

@@ -5,6 +5,12 @@ quality log (`_tributary/quality`), integration quality, quarantine — plus the
 into a `RunReport`; `render_html` turns that into a page with inline CSS and an inline SVG: no
 scripts, fonts, images or links to fetch, so it renders offline and can be mailed or archived.
 Every value from the logs is HTML-escaped.
+
+Counts are of what the run wrote. A run that changed nothing (an identical rerun: every output
+"skipped: unchanged") says so and names the run whose commit holds the data; without `--run` the
+report is of the latest run that wrote data (or did not end ok), not of such a rerun. The
+quarantine is grouped by what turned the rows away (the expectations, or the reason), with each
+group's count and its most frequent values: a check over a column of many values is one line.
 """
 
 from __future__ import annotations
@@ -67,10 +73,11 @@ class OutputRow:
 @dataclass
 class QuarantineGroup:
     source: str
-    reason: str
+    reason: str  # what turned the rows away: the expectation(s), without the rows' values, or the reason
     expectation: str | None
     count: int
     samples: list[dict[str, Any]]
+    values: list[tuple[str, int]] = field(default_factory=list)  # the most frequent values the rows failed with
 
 
 @dataclass
@@ -96,6 +103,7 @@ class RunReport:
     graph_svg: str | None = None
     graph_note: str | None = None  # why there is no graph
     warehouse: str = ""
+    chosen: str | None = None  # without --run: which run this is and why, e.g. "the latest run that wrote data: <id>"
     generated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
@@ -110,10 +118,25 @@ class RunReport:
     def failed_expectations(self) -> list[dict[str, Any]]:
         return [q for q in self.quality if not q.get("success")]
 
+    @property
+    def changed_nothing(self) -> bool:
+        """Ended ok with every output (and the quarantine) skipped: an identical run had written them."""
+        return self.status == RunStatus.OK and bool(self.outputs) and all(o.status == OutputStatus.SKIPPED for o in self.outputs)
+
+    @property
+    def written_by(self) -> str | None:
+        """The run whose commits hold what this run skipped as unchanged."""
+        return next((str(o.details["written_by"]) for o in self.outputs if o.details.get("written_by")), None)
+
 
 # -- gathering ---------------------------------------------------------------------------------
 
-_RUNS_SQL = "SELECT run_id, max(pipeline) AS pipeline, min(ts) AS started FROM t GROUP BY run_id ORDER BY started DESC"
+_RUNS_SQL = f"""
+SELECT run_id, max(pipeline) AS pipeline, min(ts) AS started,
+       max(CASE WHEN event = 'run_end' THEN status END) AS status,
+       sum(CASE WHEN event = 'output_end' AND status = '{OutputStatus.WRITTEN}' THEN 1 ELSE 0 END) AS written
+FROM t GROUP BY run_id ORDER BY started DESC
+"""
 
 
 def gather_run(
@@ -130,10 +153,11 @@ def gather_run(
     warehouse = context.warehouse()
     name, pipeline_file = _pipeline_arg(project, pipeline) if pipeline else (None, None)
     events_table = warehouse.internal(EVENTS_TABLE)
-    run = _find_run(store, events_table, run_id, name)
+    run, chosen = _find_run(store, events_table, run_id, name)
     events = store.query(events_table, f"SELECT * FROM t WHERE run_id = {_lit(run['run_id'])}").to_pylist()
     report = _from_events(run["run_id"], run["pipeline"], sorted(events, key=lambda e: e["ts"]))
     report.warehouse = warehouse.root
+    report.chosen = chosen
     where = f"run_id = {_lit(report.run_id)}"
     report.quality = _sorted_quality(_rows(store, warehouse.internal(QUALITY_TABLE), where), report)
     report.integration = _rows(store, warehouse.internal(INTEGRATION_TABLE), where, order="step")
@@ -164,7 +188,8 @@ def _spec_name(path: Path) -> str | None:
     return found.group(1) if found else None
 
 
-def _find_run(store: DeltaStore, table: str, run_id: str | None, pipeline: str | None) -> dict[str, Any]:
+def _find_run(store: DeltaStore, table: str, run_id: str | None, pipeline: str | None) -> tuple[dict[str, Any], str | None]:
+    """The run asked for, or without `run_id` the latest one worth a report, and in words why it."""
     runs = store.query(table, _RUNS_SQL).to_pylist()
     if not runs:
         raise BadInput(Problem(f"no runs yet in {table}", hint="run a pipeline first: tributary run <pipeline>"))
@@ -178,7 +203,7 @@ def _find_run(store: DeltaStore, table: str, run_id: str | None, pipeline: str |
                     hint=f"run it first (tributary run {pipeline}); pipelines with runs: {', '.join(others)}",
                 )
             )
-        return mine[0]
+        return _latest_that_wrote(mine)
     for run in runs:
         if run["run_id"] == run_id:
             if pipeline is not None and run["pipeline"] != pipeline:
@@ -188,9 +213,26 @@ def _find_run(store: DeltaStore, table: str, run_id: str | None, pipeline: str |
                         hint=f"tributary report {run['pipeline']} --run {run_id}",
                     )
                 )
-            return run
+            return run, None
     recent = ", ".join(f"{r['run_id']} ({r['pipeline']})" for r in (mine or runs)[:5])
     raise BadInput(Problem(f"no run '{run_id}' in {table}", hint=f"recent runs: {recent} (all: tributary runs)"))
+
+
+def _latest_that_wrote(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    """The newest run (runs newest first) that wrote data or did not end ok: an ok run that wrote
+    nothing (an identical rerun, every output skipped as unchanged) has nothing of its own to show."""
+    worth = [n for n, run in enumerate(runs) if run["written"] or run["status"] != RunStatus.OK]
+    if not worth:
+        return runs[0], f"the latest run: {runs[0]['run_id']} (none of its {len(runs)} runs wrote data)"
+    run, skipped = runs[worth[0]], runs[: worth[0]]
+    if run["written"]:
+        why = f"the latest run that wrote data: {run['run_id']}"
+    else:
+        why = f"the latest run: {run['run_id']} ({run['status'] or RunStatus.INCOMPLETE})"
+    if skipped:
+        shown = ", ".join(r["run_id"] for r in skipped[:3]) + (", …" if len(skipped) > 3 else "")
+        why += f"; {len(skipped)} later run{'s' if len(skipped) > 1 else ''} changed nothing ({shown})"
+    return run, why
 
 
 def _from_events(run_id: str, pipeline: str, events: list[dict[str, Any]]) -> RunReport:
@@ -274,38 +316,74 @@ def _sorted_quality(rows: list[dict[str, Any]], report: RunReport) -> list[dict[
     )
 
 
+#: A quarantine reason written by an expectation is `<expectation(args)>: <column>=<value> ...` (one
+#: part per failed expectation, joined by "; "); without the values it is what the rows have in common.
+#: Rows written before the quarantine had an `expectation` column are grouped by this.
+_WITHOUT_VALUES = r"regexp_replace(reason, '^(expect_[a-z_]+\(.*?\)): .*$', '\1')"
+
+
 def _quarantine_groups(store: DeltaStore, table: str, where: str) -> list[QuarantineGroup]:
+    """The run's quarantined rows by source and what turned them away: each group's count, its
+    most frequent values and a few sample records (three small queries, whatever the rows)."""
     columns = store.query(table, "SELECT * FROM t LIMIT 0").column_names
     if not columns:
         return []
-    keys = [c for c in ("source", "reason", "expectation") if c in columns]
-    group = ", ".join(keys)
+    cause = f"coalesce(expectation, {_WITHOUT_VALUES})" if "expectation" in columns else _WITHOUT_VALUES
+    rows = f"SELECT *, {cause} AS cause FROM t WHERE {where}"
     counts = store.query(
-        table, f"SELECT {group}, count(*) AS n FROM t WHERE {where} GROUP BY {group} ORDER BY n DESC"
+        table, f"SELECT source, cause, count(*) AS n FROM ({rows}) GROUP BY source, cause ORDER BY n DESC, source, cause"
     ).to_pylist()
     if not counts:
         return []
-    order = "quarantined_at" if "quarantined_at" in columns else group
+    order = "quarantined_at" if "quarantined_at" in columns else "reason"
     samples = store.query(
         table,
-        f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {group} ORDER BY {order}) AS sample_no "
-        f"FROM t WHERE {where}) WHERE sample_no <= {SAMPLE_ROWS}",
+        f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY source, cause ORDER BY {order}) AS sample_no "
+        f"FROM ({rows})) WHERE sample_no <= {SAMPLE_ROWS}",
     ).to_pylist()
-    shown = [c for c in columns if c not in (*keys, "run_id", "pipeline")]
+    values = store.query(
+        table,
+        f"SELECT source, cause, reason, n FROM (SELECT source, cause, reason, n, "
+        f"row_number() OVER (PARTITION BY source, cause ORDER BY n DESC, reason) AS rank FROM "
+        f"(SELECT source, cause, reason, count(*) AS n FROM ({rows}) GROUP BY source, cause, reason)) "
+        f"WHERE rank <= {SAMPLE_ROWS} ORDER BY rank",
+    ).to_pylist()
+    shown = [c for c in columns if c not in ("source", "expectation", "run_id", "pipeline", "sample_no")]
     groups = []
     for c in counts:
-        key = tuple(c[k] for k in keys)
-        rows = sorted((s for s in samples if tuple(s[k] for k in keys) == key), key=lambda s: s["sample_no"])
+        key = (c["source"], c["cause"])
+        picked = sorted((s for s in samples if (s["source"], s["cause"]) == key), key=lambda s: s["sample_no"])
+        cause = c["cause"] or ""
         groups.append(
             QuarantineGroup(
-                source=c.get("source") or "",
-                reason=c.get("reason") or "",
-                expectation=c.get("expectation"),
-                count=c["n"],
-                samples=[{k: s[k] for k in shown} for s in rows],
+                source=c["source"] or "",
+                reason=cause,
+                expectation=cause if cause.startswith("expect_") else None,
+                count=int(c["n"]),
+                samples=[_sample(s, shown, cause) for s in picked],
+                values=[
+                    (_failed_values(v["reason"] or "", cause), int(v["n"]))
+                    for v in values
+                    if (v["source"], v["cause"]) == key and v["reason"] != cause
+                ],
             )
         )
     return groups
+
+
+def _sample(row: dict[str, Any], shown: list[str], cause: str) -> dict[str, Any]:
+    """A quarantined row as a sample: an expectation's reason as the values alone (the group names it)."""
+    sample = {k: row[k] for k in shown if k != "cause"}
+    if cause.startswith("expect_") and sample.get("reason"):
+        sample["reason"] = _failed_values(sample["reason"], cause)
+    return sample
+
+
+def _failed_values(reason: str, cause: str) -> str:
+    """`expect_x(column=a): a=5` without its expectation(s): `a=5`."""
+    for expectation in cause.split("; "):
+        reason = reason.replace(f"{expectation}: ", "")
+    return reason
 
 
 def _pipeline_graph(context: ProjectContext, name: str, path: Path | None) -> tuple[str | None, str | None]:
@@ -417,9 +495,14 @@ def _cards(r: RunReport) -> str:
             "neutral",
         ),
         ("Steps", f"{len(r.steps)}", f"{sum(1 for s in r.steps if tone(s.status) is Tone.PASS)} ok", Tone.NEUTRAL),
-        ("Rows written", f"{r.rows_written:,}", f"to {len(written)} output(s)", "neutral"),
+        (
+            "Rows written",
+            f"{r.rows_written:,}",
+            "changed nothing: skipped as unchanged" if r.changed_nothing else f"to {len(written)} output(s)",
+            "neutral",
+        ),
         quality,
-        ("Quarantined", f"{r.quarantined:,}", "rows set aside", "warn" if r.quarantined else "neutral"),
+        ("Quarantined", f"{r.quarantined:,}", "rows set aside by this run", "warn" if r.quarantined else "neutral"),
     ]
     return (
         "<div class='cards'>"
@@ -456,9 +539,26 @@ def _summary(r: RunReport) -> str:
         body += f"<div class='alert fail'><strong>Error</strong><pre>{_e(r.error)}</pre></div>"
     elif r.status == RunStatus.INCOMPLETE:
         body += "<div class='alert warn'>No <code>run_end</code> was logged: the run is still going or its process died.</div>"
+    if r.changed_nothing:
+        body += f"<div class='alert warn'>{_changed_nothing(r)}</div>"
+    if r.chosen:
+        body += f"<p class='muted small'>Reported without <code>--run</code>: {_e(r.chosen)}.</p>"
     for note in r.notes:
         body += f"<div class='alert warn'>{_e(note)}</div>"
     return _section("summary", "Summary", body)
+
+
+def _changed_nothing(r: RunReport) -> str:
+    text = (
+        "<strong>This run changed nothing.</strong> Every output was skipped as unchanged: an identical run had "
+        "already written it, so no table has a new version and nothing was quarantined by this run."
+    )
+    if r.written_by:
+        text += (
+            f" The data, and its quarantine, were written by run <code>{_e(r.written_by)}</code>: "
+            f"<code>tributary report {_e(r.pipeline)} --run {_e(r.written_by)}</code>."
+        )
+    return text
 
 
 def _steps(r: RunReport) -> str:
@@ -503,6 +603,13 @@ def _quality(r: RunReport) -> str:
     for row in r.quality:
         targets.setdefault(str(row.get("target")), []).append(row)
     parts = [_quality_target(target, rows) for target, rows in targets.items()]
+    writers = sorted({str(q["written_by"]) for q in r.quality if q.get("written_by")})
+    if writers:
+        note = (
+            "These checks ran on rows this run did not write (it changed nothing): their counts are the data's, "
+            f"and the rows they quarantined are those written by run {', '.join(writers)}, in its quarantine."
+        )
+        parts.insert(0, f"<div class='alert warn'>{_e(note)}</div>")
     return _section("quality", "Quality", "\n".join(parts), len(r.quality))
 
 
@@ -704,22 +811,30 @@ def _integration_value(column: str, value: Any, operator: str | None = None) -> 
 
 def _quarantine(r: RunReport) -> str:
     if not r.quarantine:
+        if r.changed_nothing and r.written_by:
+            text = f"This run quarantined nothing: it changed nothing. The quarantine of these rows is run {r.written_by}'s."
+            return _section("quarantine", "Quarantine", _empty(text))
         return _section("quarantine", "Quarantine", _empty("Nothing was quarantined in this run."))
-    has_expectation = any(g.expectation for g in r.quarantine)
-    head = ["Source / step", *(["Expectation"] if has_expectation else []), "Reason", "Rows"]
-    summary = [
-        [_e(g.source), *([_e(g.expectation or "–")] if has_expectation else []), _e(g.reason), _num(g.count)]
-        for g in r.quarantine
-    ]
-    parts = [_table(head, summary, numeric={len(head) - 1})]
+    head = ["Source / step", "Why (expectation or reason)", "Rows", "Most frequent values"]
+    summary = [[_e(g.source), _e(g.reason), _num(g.count), _group_values(g)] for g in r.quarantine]
+    parts = [_table(head, summary, numeric={2})]
     for g in r.quarantine:
         if g.samples:
-            what = f"{g.source} · {g.expectation + ' · ' if g.expectation else ''}{g.reason}"
+            what = f"{g.source} · {g.reason}"
             shown = f"{len(g.samples)} of {g.count:,}"
             parts.append(
                 f"<div class='samples'><div class='caption'>Sample records — {_e(what)} ({shown})</div>{_records(g.samples)}</div>"
             )
     return _section("quarantine", "Quarantine", "\n".join(parts), r.quarantined)
+
+
+def _group_values(g: QuarantineGroup) -> str:
+    if not g.values:
+        return _muted("–")
+    shown = ", ".join(f"<code>{_e(_cut(value, 60))}</code> <span class='muted'>×{n:,}</span>" for value, n in g.values)
+    distinct = sum(n for _, n in g.values)
+    more = f" <span class='muted'>and {g.count - distinct:,} more rows</span>" if g.count > distinct else ""
+    return shown + more
 
 
 def _graph(r: RunReport) -> str:
