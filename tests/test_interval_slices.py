@@ -90,7 +90,11 @@ def test_a_changed_interval_rerun_replaces_its_slice_in_one_commit_and_never_dup
     assert rows_of(project) == {d: (4 if d == DAYS[4] else 3) for d in DAYS[:6]}
 
     # a slice is found by its column: an output row outside the run's interval is refused, nothing committed
-    text = (project / "pipelines/flights.yaml").read_text().replace("where to_date(time_hour) >=", "where true or to_date(time_hour) >=")
+    text = (
+        (project / "pipelines/flights.yaml")
+        .read_text()
+        .replace("where to_date(time_hour) >=", "where true or to_date(time_hour) >=")
+    )
     write(project / "pipelines/flights.yaml", text)
     code, out, err = cli("run", "flights", "--interval", day_interval(DAYS[2]))
     assert code == 1 and "outside the run's interval" in out + err, out + err
@@ -131,12 +135,16 @@ def test_a_templated_source_path_reads_only_its_intervals_file_and_waits_for_a_m
 
 def test_an_unrendered_template_in_a_spec_field_is_bad_input_at_its_line(spark, project, cli):
     write(project / "data/flights_daily/flights_2013-01-01.csv", "time_hour,carrier,dep_delay\n")
-    write(project / "pipelines/typo.yaml", daily("typo", SLICED, path="data/flights_daily/flights_{{ interval_begin.date() }}.csv"))
+    write(
+        project / "pipelines/typo.yaml", daily("typo", SLICED, path="data/flights_daily/flights_{{ interval_begin.date() }}.csv")
+    )
     code, out, err = cli("validate", "pipelines/typo.yaml")
     assert code == 2, out + err
     assert "pipelines/typo.yaml:9" in err and "interval_begin" in err, err
 
-    text = daily("other", SLICED).replace('    schema: "time_hour', '    options: {sep: "{{ var(\'sep\') }}"}\n    schema: "time_hour')
+    text = daily("other", SLICED).replace(
+        '    schema: "time_hour', '    options: {sep: "{{ var(\'sep\') }}"}\n    schema: "time_hour'
+    )
     text = text.replace("    options: {header: true}\n", "")
     write(project / "pipelines/other.yaml", text)
     code, out, err = cli("validate", "pipelines/other.yaml")

@@ -79,8 +79,15 @@ def backfill(
     ],
     end: Annotated[str, typer.Option("--to", help="End of the last interval.")],
     parallel: Annotated[
-        int, typer.Option("--parallel", help="Run up to K intervals at once (outputs that append or merge).")
+        int, typer.Option("--parallel", help="Run up to K intervals at once (outputs sliced by interval, appended or merged).")
     ] = 1,
+    rerun: Annotated[
+        bool,
+        typer.Option(
+            "--rerun",
+            help="Run the committed intervals again too: each replaces its interval's rows (unchanged ones commit nothing).",
+        ),
+    ] = False,
     profile: ProfileOpt = None,
     var: VarOpt = None,
     debug: DebugOpt = False,
@@ -91,7 +98,7 @@ def backfill(
     def body() -> None:
         from framework.schedule.backfill import backfill_range
 
-        done = backfill_range(context(pipeline, profile, var), begin, end, parallel, _log)
+        done = backfill_range(context(pipeline, profile, var), begin, end, parallel, _log, rerun)
         failed = done.failed
         say(f"backfill: {len(done.done) - len(failed)} interval(s) ok, {len(failed)} failed")
         if done.stopped:

@@ -45,7 +45,8 @@ from framework.spec.models import DeltaSource
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from framework.io.delta.base import StagedWrite
+    from framework.io.delta.base import DeltaStore, StagedWrite
+    from framework.plan.model import RunPlan
 
 QUARANTINE_OUTPUT = "_quarantine"
 
@@ -250,15 +251,29 @@ def _run_key(run: RunContext) -> str:
         fingerprint["interval"] = [compiled.interval.start.isoformat(), compiled.interval.end.isoformat()]
     if run.plan.sample is not None:  # a try over other first rows is another run
         fingerprint["limit"] = run.plan.sample.rows
-    for source in sorted(run.plan.sources, key=lambda s: s.name):
-        spec = source.spec
-        if isinstance(spec, DeltaSource):
-            version = spec.version if spec.version is not None else str(spec.timestamp or run.store.version(source.location))
-            fingerprint["inputs"][source.name] = version
-        else:
-            fingerprint["inputs"][source.name] = _file_fingerprint(source.location)
+    fingerprint["inputs"] = input_fingerprint(run.plan, run.store)
+    run.result.inputs_key = inputs_key(fingerprint["inputs"])
     digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
     return f"{compiled.interval.tag}-{digest[:20]}" if compiled.interval is not None else digest[:20]
+
+
+def input_fingerprint(plan: RunPlan, store: DeltaStore) -> dict[str, Any]:
+    """Per source: its files (path, size, modification time) or its Delta version."""
+    found: dict[str, Any] = {}
+    for source in sorted(plan.sources, key=lambda s: s.name):
+        spec = source.spec
+        if isinstance(spec, DeltaSource):
+            found[source.name] = (
+                spec.version if spec.version is not None else str(spec.timestamp or store.version(source.location))
+            )
+        else:
+            found[source.name] = _file_fingerprint(source.location)
+    return found
+
+
+def inputs_key(fingerprint: dict[str, Any]) -> str:
+    """A short hash of an input fingerprint: a committed interval whose inputs hash otherwise now is stale."""
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
 def _match_column(columns: list[str], name: str) -> str:

@@ -59,9 +59,11 @@ def render_source_paths(
         at = ("sources", name, PATH_KEY)
         try:
             template = env.from_string(path)
-            if set(_BOUNDS) & jinja2.meta.find_undeclared_variables(env.parse(path)):
+            if set(_BOUNDS) & jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(path)):
                 if interval is None:
-                    problems.append(loaded.problem(f"source '{name}': path reads the interval, and {no_interval[0]}", at, no_interval[1]))
+                    problems.append(
+                        loaded.problem(f"source '{name}': path reads the interval, and {no_interval[0]}", at, no_interval[1])
+                    )
                     continue
                 by_interval.append(name)
             text = template.render()

@@ -92,7 +92,9 @@ class Slice:
         if isinstance(field.dataType, TimestampType):
             utc = [t.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z" for t in (self.start, self.end)]
             return "TIMESTAMP", utc[0], utc[1]
-        raise ValueError(f"its column '{self.column}' is {field.dataType.simpleString()}: an interval slices a DATE or TIMESTAMP column")
+        raise ValueError(
+            f"its column '{self.column}' is {field.dataType.simpleString()}: an interval slices a DATE or TIMESTAMP column"
+        )
 
     def spark_sql(self, schema: StructType) -> str:
         """The slice as a Spark SQL condition (Delta's replaceWhere)."""
