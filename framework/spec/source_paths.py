@@ -54,7 +54,7 @@ def render_source_paths(
     sources, by_interval = dict(loaded.spec.sources), []
     for name, source in loaded.spec.sources.items():
         path = getattr(source, PATH_KEY, None)
-        if not is_template(path):
+        if not isinstance(path, str) or not is_template(path):
             continue
         at = ("sources", name, PATH_KEY)
         try:
