@@ -148,12 +148,13 @@ def check_interval(compiled: CompiledPipeline) -> None:
     sliced by interval, needs an interval (bad input, exit 2)."""
     sliced = [o for o in compiled.spec.outputs if compiled.spec.sliced_by(o)]
     if (compiled.uses_interval or sliced) and compiled.interval is None:
-        readers = [f"step {name}" for name, sql in compiled.sql.items() if sql.interval_used]
-        readers += [f"source {name}" for name in compiled.interval_sources]
-        readers += [f"output {name} (sliced by interval)" for name in sliced]
+        steps = ", ".join(name for name, sql in compiled.sql.items() if sql.interval_used)
+        readers = [f"step(s) {steps}"] if steps else []
+        readers += [f"source(s) {', '.join(compiled.interval_sources)}"] if compiled.interval_sources else []
+        readers += [f"output(s) {', '.join(sliced)} (sliced by interval)"] if sliced else []
         raise BadInput(
             compiled.loaded.problem(
-                f"{', '.join(readers)} need the run's interval (interval_start / interval_end), and this run has none",
+                f"{'; '.join(readers)} read interval_start / interval_end, and this run has no time interval",
                 ("name",),
                 hint="pass --interval START/END (e.g. --interval 2026-11-01/2026-11-02), "
                 "or add schedule: {cron: ...} to run the schedule's latest interval",
