@@ -40,6 +40,7 @@ from framework.spec.expectations import INTEGRATION_COLUMNS, MAX_DROP_EXPECTATIO
 from framework.spec.intervals import Interval
 from framework.spec.loader import LoadedPipeline, load_pipeline
 from framework.spec.models import DeltaSource, FileSource, Pipeline
+from framework.spec.source_paths import render_source_paths
 from framework.spec.steps import StepSpec, template_file
 from framework.sql_policy import SPARK_HINTS
 from framework.sql_policy import expression_refusals as strict_refusals_in_expression
@@ -65,11 +66,13 @@ class CompiledPipeline:
     schemas: dict[str, Schema] = field(default_factory=dict)  # every source's and step's columns, as far as known
     notes: list[Problem] = field(default_factory=list)  # what validate could not check (a source without a schema)
     interval: Interval | None = None  # the time interval this run covers (batch), part of its run key
+    interval_sources: tuple[str, ...] = ()  # sources whose path reads interval_start / interval_end
+    spec_warnings: list[Problem] = field(default_factory=list)  # e.g. a scheduled pipeline that appends
 
     @property
     def uses_interval(self) -> bool:
-        """Whether a step's SQL reads interval_start / interval_end."""
-        return any(sql.interval_used for sql in self.sql.values())
+        """Whether a step's SQL or a source's path reads interval_start / interval_end."""
+        return bool(self.interval_sources) or any(sql.interval_used for sql in self.sql.values())
 
     @property
     def spec(self) -> Pipeline:
@@ -82,7 +85,7 @@ class CompiledPipeline:
     @property
     def warnings(self) -> list[Problem]:
         """What validate reports without failing (e.g. each raw_sql in a template)."""
-        return [w for sql in self.sql.values() for w in sql.warnings]
+        return [*self.spec_warnings, *(w for sql in self.sql.values() for w in sql.warnings)]
 
     def selected_outputs(self) -> list[str]:
         chosen = set(self.selected)
@@ -103,6 +106,8 @@ def compile_pipeline(
     spec = loaded.spec
     variables = resolve_vars(spec.vars, profile.vars, cli_vars)
     interval, rendered_with, no_interval = _interval(loaded, interval)
+    loaded, interval_sources = render_source_paths(loaded, rendered_with, no_interval, variables)
+    spec = loaded.spec
     renderer = TemplateRenderer(
         project.sql_dir, project.root, set(spec.steps), set(spec.sources), variables, rendered_with, no_interval
     )
@@ -134,6 +139,7 @@ def compile_pipeline(
             _check_expectations(loaded, ("outputs", name), output)
         except BadInput as e:
             problems.extend(e.problems)
+    problems.extend(_slice_problems(loaded))
     problems.extend(_unused_cli_vars(cli_vars, spec.vars, rendered, loaded.vars_used))
     problems.extend(_location_problems(loaded, project, profile))
     if profile.sql_policy == "strict":
@@ -152,8 +158,65 @@ def compile_pipeline(
         _check_streaming_spec(loaded, graph)
     schemas, notes = _check_columns(loaded, graph, rendered, parsed, functions, found)
     return CompiledPipeline(
-        project, loaded, variables, rendered, graph, graph.select(select), functions, found, schemas, notes, interval
+        project,
+        loaded,
+        variables,
+        rendered,
+        graph,
+        graph.select(select),
+        functions,
+        found,
+        schemas,
+        notes,
+        interval,
+        interval_sources,
+        _append_warnings(loaded),
     )
+
+
+def _slice_problems(loaded: LoadedPipeline) -> list[Problem]:
+    """Interval-sliced outputs (framework.spec.models.Output.interval): batch only, and with a
+    column that finds an interval's rows."""
+    spec, problems = loaded.spec, []
+    for name, output in spec.outputs.items():
+        if spec.mode == "streaming" and output.interval is not None:
+            problems.append(
+                loaded.problem(
+                    f"output '{name}': a streaming run has no interval, so its output has no interval slices",
+                    ("outputs", name, "interval"),
+                    hint="drop interval: (a stream appends or merges what is new)",
+                )
+            )
+        elif spec.sliced_by(name) == "":
+            at = ("outputs", name, "interval") if output.interval is not None else ("outputs", name)
+            problems.append(
+                loaded.problem(
+                    f"output '{name}': a run of an interval replaces the output's rows of that interval, and nothing says "
+                    "which rows those are (the sources name no event_time column)",
+                    at,
+                    hint="name the output's DATE or TIMESTAMP column: interval: {column: day}; or say how the output is "
+                    "written instead: mode: append (a log of every run), merge (with keys) or overwrite with interval: false "
+                    "(the whole table)",
+                )
+            )
+    return problems
+
+
+def _append_warnings(loaded: LoadedPipeline) -> list[Problem]:
+    """A scheduled batch pipeline whose output appends: a rerun of an interval adds its rows again."""
+    spec = loaded.spec
+    if spec.schedule is None or spec.mode != "batch":
+        return []
+    return [
+        loaded.problem(
+            f"output '{name}' appends: a rerun of an interval (late data, a fixed bug) adds that interval's rows a second time",
+            ("outputs", name, "mode"),
+            hint="replace each interval's rows instead: interval: {column: <the output's DATE or TIMESTAMP column>} "
+            "(and no mode); keep mode: append for a log meant to keep every run's rows",
+        )
+        for name, output in spec.outputs.items()
+        if output.mode == "append"
+    ]
 
 
 def _check_columns(

@@ -141,7 +141,8 @@ def plan_tables(plan: RunPlan) -> list[Table]:
         checks = f"{len(output.expectations)} expectation(s)" if output.expectations else ""
         if output.split is not None:
             checks += f"{', ' if checks else ''}quarantines rows {output.split.target}'s checks refuse"
-        outputs.add_row(*_row(output.name, output.step, output.mode, layout, checks, output.table))
+        mode = f"{output.mode} interval ({output.slice_by})" if output.slice_by else output.mode
+        outputs.add_row(*_row(output.name, output.step, mode, layout, checks, output.table))
     return [nodes, outputs]
 
 

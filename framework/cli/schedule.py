@@ -104,8 +104,15 @@ def backfill(
     ],
     end: Annotated[str, typer.Option("--to", help="End of the last interval.")],
     parallel: Annotated[
-        int, typer.Option("--parallel", help="Run up to K intervals at once (outputs that append or merge).")
+        int, typer.Option("--parallel", help="Run up to K intervals at once (outputs sliced by interval, appended or merged).")
     ] = 1,
+    rerun: Annotated[
+        bool,
+        typer.Option(
+            "--rerun",
+            help="Run the committed intervals again too: each replaces its interval's rows (unchanged ones commit nothing).",
+        ),
+    ] = False,
     profile: ProfileOpt = None,
     var: VarOpt = None,
     no_engine: EngineOpt = False,
@@ -120,9 +127,9 @@ def backfill(
 
         engine_first(ctx, pipeline, profile, no_engine, asks=False)
         about = context(pipeline, profile, var)
-        check_range(about, begin, end, parallel)  # bad input is said before an engine is waited for
+        check_range(about, begin, end, parallel, rerun)  # bad input is said before an engine is waited for
         through_engine(ctx, about.profile, no_engine)
-        done = backfill_range(about, begin, end, parallel, _log)
+        done = backfill_range(about, begin, end, parallel, _log, rerun)
         failed = done.failed
         say(f"backfill: {len(done.done) - len(failed)} interval(s) ok, {len(failed)} failed")
         if done.stopped:

@@ -111,6 +111,8 @@ def record_result(events: EventLog, result: RunResult) -> None:
     details: dict[str, Any] = {"startup_s": result.startup_s} if result.startup_s is not None else {}
     if result.exit_code is not None:
         details["exit_code"] = result.exit_code
+    if result.inputs_key is not None:
+        details["inputs_key"] = result.inputs_key
     events.record("run_end", status=result.status, duration_s=result.duration_s, error=result.error, details=details or None)
 
 

@@ -148,6 +148,7 @@ class RunResult:
     exit_code: int | None = None  # what `tributary run` exits with: 0 ok, 1 failed, 2 bad input
     limit: int | None = None  # a try (`run --limit`): the rows read of each source
     scratch: str | None = None  # a try: the scratch warehouse it wrote into
+    inputs_key: str | None = None  # batch: a hash of its input files' and tables' fingerprint (stale intervals)
 
     def output(self, name: str) -> OutputResult | None:
         return next((o for o in self.outputs if o.name == name), None)

@@ -77,7 +77,7 @@ def run_pipeline(
     plan = plan_for(compiled, profile, full_refresh, limit)
     if continuous and plan.sample is not None:
         raise BadInput("--limit runs once over the first rows, as one batch; --continuous keeps a stream running: give one")
-    check_inputs_exist(plan, profile)
+    check_inputs_exist(plan, profile, compiled.interval_sources)
     from framework.engine.session import default_log_file, guard, spark_log_file, spark_session
 
     run_id = new_run_id()
@@ -147,12 +147,17 @@ def plan_frames(compiled: CompiledPipeline, profile: Profile, spark: SparkSessio
 
 
 def check_interval(compiled: CompiledPipeline) -> None:
-    """A run whose SQL reads interval_start / interval_end needs an interval (bad input, exit 2)."""
-    if compiled.uses_interval and compiled.interval is None:
+    """A run whose SQL or source paths read interval_start / interval_end, or whose outputs are
+    sliced by interval, needs an interval (bad input, exit 2)."""
+    sliced = [o for o in compiled.spec.outputs if compiled.spec.sliced_by(o)]
+    if (compiled.uses_interval or sliced) and compiled.interval is None:
         steps = ", ".join(name for name, sql in compiled.sql.items() if sql.interval_used)
+        readers = [f"step(s) {steps}"] if steps else []
+        readers += [f"source(s) {', '.join(compiled.interval_sources)}"] if compiled.interval_sources else []
+        readers += [f"output(s) {', '.join(sliced)} (sliced by interval)"] if sliced else []
         raise BadInput(
             compiled.loaded.problem(
-                f"step(s) {steps} read interval_start / interval_end, and this run has no time interval",
+                f"{'; '.join(readers)} read interval_start / interval_end, and this run has no time interval",
                 ("name",),
                 hint="pass --interval START/END (e.g. --interval 2026-11-01/2026-11-02), "
                 "or add schedule: {cron: ...} to run the schedule's latest interval",
@@ -160,9 +165,11 @@ def check_interval(compiled: CompiledPipeline) -> None:
         )
 
 
-def check_inputs_exist(plan: RunPlan, profile: Profile) -> None:
-    """Fail before Spark starts when a local source is missing (bad input, exit 2)."""
-    problems = []
+def check_inputs_exist(plan: RunPlan, profile: Profile, per_interval: tuple[str, ...] = ()) -> None:
+    """Fail before Spark starts when a local source is missing (bad input, exit 2). A source whose
+    path names the interval's files (`per_interval`) may not have landed yet: its run fails, and is
+    retried like any failed run (exit 1, "waiting for ...")."""
+    problems, waiting = [], []
     store = local_store(profile.storage_options)
     for source in plan.sources:
         if isinstance(source.spec, DeltaSource) and (is_uri(source.location) or profile.delta_writer == "spark"):
@@ -170,9 +177,17 @@ def check_inputs_exist(plan: RunPlan, profile: Profile) -> None:
         try:
             check_source_exists(source.name, source.location, source.spec, store)
         except BadInput as e:
-            problems += e.problems
+            if source.name in per_interval:
+                waiting.append(f"{getattr(source.spec, 'path', None) or source.location} (source '{source.name}')")
+            else:
+                problems += e.problems
     if problems:
         raise BadInput(*problems)
+    if waiting:
+        raise RunFailed(
+            f"waiting for {'; '.join(waiting)}: the interval's input has not landed; the scheduler retries the run "
+            "(retries: in the schedule), or run it again when it is there"
+        )
 
 
 def show_rows(store: DeltaStore, table: str, limit: int) -> pa.Table:

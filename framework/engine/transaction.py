@@ -33,19 +33,20 @@ from framework.engine.failures import is_spark_error, spark_failure
 from framework.engine.frames import Frames
 from framework.engine.results import OutputResult, OutputStatus, Progress
 from framework.engine.task_progress import task_progress
-from framework.errors import RunFailed
+from framework.errors import BadInput, Problem, RunFailed
 from framework.io import staging as staging_files
-from framework.io.delta.base import WriteMode
+from framework.io.delta.base import Slice, WriteMode
 from framework.io.locations import QUARANTINE_TABLE, is_uri
 from framework.operators.context import Rejected, quarantine_records, quarantine_shape
-from framework.plan.model import CheckScope
+from framework.plan.model import CheckScope, PlannedOutput
 from framework.quality.gate import MASK
 from framework.spec.models import DeltaSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from framework.io.delta.base import StagedWrite
+    from framework.io.delta.base import DeltaStore, StagedWrite
+    from framework.plan.model import RunPlan
 
 QUARANTINE_OUTPUT = "_quarantine"
 
@@ -58,6 +59,7 @@ class Staged:
     write: StagedWrite
     keys: tuple[str, ...] = ()
     txn_version: int = 0  # overwrite: above any earlier commit of the same id (see the module's docstring)
+    where: Slice | None = None  # an interval-sliced output: the rows its commit replaces
 
 
 def stage_outputs(run: RunContext, frames: Frames) -> list[Staged]:
@@ -70,7 +72,8 @@ def stage_outputs(run: RunContext, frames: Frames) -> list[Staged]:
         result = OutputResult(output.name, output.step, output.table, output.mode, previous_version=store.version(output.table))
         run.result.outputs.append(result)
         result.app_id = f"tributary/{run.pipeline}/{output.name}/{key}"
-        if _already_written(run, result):
+        where = _slice(run, output)
+        if _already_written(run, result, where is not None):
             continue
         run.reporter.update("output", output.name, Progress.COMPUTING)
         began = time.perf_counter()
@@ -95,6 +98,8 @@ def stage_outputs(run: RunContext, frames: Frames) -> list[Staged]:
             source = target if scope is CheckScope.STEP else f"output:{target}"  # as the quarantine names it
             run.rejected.append(Rejected(source, rows, known=write.split_rows))
         result.rows, result.duration_s = write.rows, time.perf_counter() - began
+        if where is not None:
+            _check_slice(frame.sparkSession, write, where, output.name)
         if output.mode == "merge":
             _check_unique_keys(frame.sparkSession, write, list(output.keys), output.name)
         if output.mode == "overwrite" and result.previous_version is not None:
@@ -102,16 +107,56 @@ def stage_outputs(run: RunContext, frames: Frames) -> list[Staged]:
         else:  # above the id's version in the log, if a commit of it was undone since
             done = store.transaction_version(output.table, result.app_id) if result.previous_version is not None else None
             txn_version = 0 if done is None else done + 1
-        staged.append(Staged(result, write, output.keys, txn_version))
+        staged.append(Staged(result, write, output.keys, txn_version, where))
         run.reporter.update("output", output.name, Progress.STAGED, f"{write.rows:,} rows")
     return staged
 
 
-def _already_written(run: RunContext, result: OutputResult) -> bool:
-    """Whether an identical run's commit already holds this output's rows (then it is skipped)."""
+def _slice(run: RunContext, output: PlannedOutput) -> Slice | None:
+    interval = run.compiled.interval
+    if output.slice_by is None or interval is None:
+        return None
+    return Slice(output.slice_by, interval.start, interval.end, interval.timezone)
+
+
+def _check_slice(spark: SparkSession, write: StagedWrite, where: Slice, output: str) -> None:
+    """Every row of a sliced output lies in the run's interval: a row outside it would never be
+    replaced by a rerun of its own interval (and delta-rs would refuse the commit)."""
+    try:
+        condition = where.spark_sql(write.schema)
+    except ValueError as e:
+        raise BadInput(
+            Problem(
+                f"output '{output}' is sliced by interval on '{where.column}', and {e}",
+                hint="interval: {column: ...} names a DATE or TIMESTAMP column of the output (a DATE for whole-day intervals)",
+            )
+        ) from None
+    if not write.files:
+        return
+    reader = spark.read.schema(write.schema)
+    if write.partition_by:
+        reader = reader.option("basePath", write.staging)
+    outside = reader.parquet(write.staging).where(f"NOT coalesce({condition}, false)")
+    count = outside.count()
+    if count:
+        sample = ", ".join(str(row[0]) for row in outside.select(f"`{where.column}`").limit(3).collect())
+        raise RunFailed(
+            f"output '{output}': {count:,} row(s) lie outside the run's interval by '{where.column}' (e.g. {sample}); "
+            f"an interval's run replaces the rows with {condition}, so they would never be replaced; filter the step "
+            "on the interval (e.g. where day >= {{ interval_start.date() }} and day < {{ interval_end.date() }})"
+        )
+
+
+def _already_written(run: RunContext, result: OutputResult, sliced: bool = False) -> bool:
+    """Whether an identical run's commit already holds this output's rows (then it is skipped):
+    for an interval-sliced output, the newest commit of its interval."""
     if result.previous_version is None:
         return False
-    writer = run.store.written_by(result.table, result.app_id, latest_only=result.mode == "overwrite")
+    if sliced:
+        prefix = f"tributary/{run.pipeline}/{result.name}/{run.compiled.interval.tag}-"  # type: ignore[union-attr]
+        writer = run.store.written_by_slice(result.table, result.app_id, prefix)
+    else:
+        writer = run.store.written_by(result.table, result.app_id, latest_only=result.mode == "overwrite")
     if writer is None:
         return False
     result.status, result.version, result.written_by = OutputStatus.SKIPPED, result.previous_version, writer
@@ -170,6 +215,7 @@ def commit_all(run: RunContext, staged: list[Staged]) -> None:
                 result.app_id,
                 item.txn_version,
                 run.run_id,
+                where=item.where,
             )
         except BaseException:
             result.status = OutputStatus.FAILED
@@ -207,15 +253,29 @@ def _run_key(run: RunContext) -> str:
         fingerprint["interval"] = [compiled.interval.start.isoformat(), compiled.interval.end.isoformat()]
     if run.plan.sample is not None:  # a try over other first rows is another run
         fingerprint["limit"] = run.plan.sample.rows
-    for source in sorted(run.plan.sources, key=lambda s: s.name):
-        spec = source.spec
-        if isinstance(spec, DeltaSource):
-            version = spec.version if spec.version is not None else str(spec.timestamp or run.store.version(source.location))
-            fingerprint["inputs"][source.name] = version
-        else:
-            fingerprint["inputs"][source.name] = _file_fingerprint(source.location)
+    fingerprint["inputs"] = input_fingerprint(run.plan, run.store)
+    run.result.inputs_key = inputs_key(fingerprint["inputs"])
     digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
     return f"{compiled.interval.tag}-{digest[:20]}" if compiled.interval is not None else digest[:20]
+
+
+def input_fingerprint(plan: RunPlan, store: DeltaStore) -> dict[str, Any]:
+    """Per source: its files (path, size, modification time) or its Delta version."""
+    found: dict[str, Any] = {}
+    for source in sorted(plan.sources, key=lambda s: s.name):
+        spec = source.spec
+        if isinstance(spec, DeltaSource):
+            found[source.name] = (
+                spec.version if spec.version is not None else str(spec.timestamp or store.version(source.location))
+            )
+        else:
+            found[source.name] = _file_fingerprint(source.location)
+    return found
+
+
+def inputs_key(fingerprint: dict[str, Any]) -> str:
+    """A short hash of an input fingerprint: a committed interval whose inputs hash otherwise now is stale."""
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
 def _match_column(columns: list[str], name: str) -> str:

@@ -108,6 +108,9 @@ class PlannedOutput:
     partition_by: tuple[str, ...]
     expectations: tuple[ExpectationSpec, ...]
     split: QuarantineSplit | None = None
+    #: an interval-sliced output: the column whose values in the run's interval are the rows it
+    #: replaces (mode overwrite then overwrites that slice only, in one commit)
+    slice_by: str | None = None
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,7 @@ def plan_run(
             tuple(output.partition_by),
             tuple(output.expectations),
             split,
+            (spec.sliced_by(name) or None) if sample is None and compiled.interval is not None else None,
         )
         outputs.append(planned_output)
 

@@ -9,8 +9,17 @@ The backfill holds the pipeline's run lock for all its runs: no other run of the
 meanwhile, and its own runs, which share the lock, leave each other alone (framework.engine.runner's
 `concurrent`). With --parallel each worker runs on a session of its own over the shared JVM (views
 and settings belong to a session), and commits to one table take turns (framework.io.delta.delta_rs).
-Outputs that overwrite are refused with --parallel: the table would end as whichever interval
-committed last. A failed interval does not stop the others; running the backfill again runs it.
+Outputs that overwrite the whole table are refused with --parallel: the table would end as
+whichever interval committed last; interval-sliced outputs are disjoint slices, each replaced by
+its own interval's run, so they run in any order. A failed interval does not stop the others;
+running the backfill again runs it.
+
+`--rerun` redoes the committed intervals too, on purpose (late data, a fixed bug): each run
+replaces its interval's slice, and one whose input and code did not change commits nothing (its
+run key is the one its commit carries). It is refused for outputs that append, which would add
+a changed interval's rows a second time. Chosen over a `clear` command that marks intervals for
+the scheduler: a rerun replaces in place, so nothing needs to be marked, the result is there
+when the command ends, and the run log stays the only record (no "cleared" state to reconcile).
 """
 
 from __future__ import annotations
@@ -45,17 +54,19 @@ class Backfilled:
         return [d for d in self.done if d.outcome != OK]
 
 
-def check_range(context: ProjectContext, begin: str, end: str, parallel: int) -> tuple[ScheduledPipeline, list[Interval]]:
+def check_range(
+    context: ProjectContext, begin: str, end: str, parallel: int, rerun: bool = False
+) -> tuple[ScheduledPipeline, list[Interval]]:
     """The backfill's pipeline and its intervals within --from `begin` … --to `end` (naive times
     in its schedule's timezone), or BadInput; no Spark (the CLI says bad input before it waits for
     a warm engine)."""
     first, last = context.instant(begin, "--from"), context.instant(end, "--to")
     if first >= last:
         raise BadInput(Problem(f"--from {begin} must come before --to {end}"))
-    return _planned(context, context.pipeline_path, first, last, parallel)
+    return _planned(context, context.pipeline_path, first, last, parallel, rerun)
 
 
-def backfill_range(context: ProjectContext, begin: str, end: str, parallel: int, say: Say) -> Backfilled:
+def backfill_range(context: ProjectContext, begin: str, end: str, parallel: int, say: Say, rerun: bool = False) -> Backfilled:
     """`tributary backfill`: the context's pipeline over --from `begin` … --to `end` (naive times
     in its schedule's timezone), on one Spark session (or `parallel` sessions over one JVM)."""
     first, last = context.instant(begin, "--from"), context.instant(end, "--to")
@@ -65,25 +76,28 @@ def backfill_range(context: ProjectContext, begin: str, end: str, parallel: int,
     sessions = Sessions(context.profile, started=lambda: stop_on_signals(stopping))
     attempts = Attempts(context, SystemClock(), sessions, stopping, say)
     try:
-        done = backfill(attempts, context.pipeline_path, first, last, parallel)
+        done = backfill(attempts, context.pipeline_path, first, last, parallel, rerun)
     finally:
         sessions.close()
     return Backfilled(done, stopping.is_set())
 
 
-def backfill(attempts: Attempts, path: Path, begin: datetime, end: datetime, parallel: int = 1) -> list[Attempted]:
-    """Run the intervals of [begin, end] not yet committed; what each attempt came to, in order."""
-    pipeline, intervals = _planned(attempts.context, path, begin, end, parallel)
+def backfill(
+    attempts: Attempts, path: Path, begin: datetime, end: datetime, parallel: int = 1, rerun: bool = False
+) -> list[Attempted]:
+    """Run the intervals of [begin, end] not yet committed (`rerun`: all of them); what each
+    attempt came to, in order."""
+    pipeline, intervals = _planned(attempts.context, path, begin, end, parallel, rerun)
     previous = stop_on_signals(attempts.stopping)
     try:
         with attempts.lock(pipeline.name, f"backfill-{os.getpid()}"):
-            return _run(attempts, pipeline, intervals, parallel)
+            return _run(attempts, pipeline, intervals, parallel, rerun)
     finally:
         restore_signals(previous)
 
 
 def _planned(
-    context: ProjectContext, path: Path, begin: datetime, end: datetime, parallel: int
+    context: ProjectContext, path: Path, begin: datetime, end: datetime, parallel: int, rerun: bool
 ) -> tuple[ScheduledPipeline, list[Interval]]:
     """The pipeline as a scheduled one and the intervals of [begin, end]; BadInput when it cannot be backfilled."""
     compiled = context.for_pipeline(path).compile()
@@ -106,14 +120,25 @@ def _planned(
         )
     if parallel < 1:
         raise BadInput(Problem(f"--parallel {parallel}: at least 1"))
-    overwritten = [name for name, output in spec.outputs.items() if output.mode == "overwrite"]
+    overwritten = [name for name, output in spec.outputs.items() if output.mode == "overwrite" and not spec.sliced_by(name)]
     if parallel > 1 and overwritten:
         raise BadInput(
             loaded.problem(
                 f"--parallel: output(s) {', '.join(overwritten)} overwrite their table, so intervals committing out of order "
                 "would leave whichever came last",
                 ("outputs", overwritten[0]),
-                hint="backfill them in order (drop --parallel), or make the outputs append or merge",
+                hint="slice them by interval (interval: {column: day}: each run replaces its own rows), backfill them in "
+                "order (drop --parallel), or make the outputs merge",
+            )
+        )
+    appended = [name for name, output in spec.outputs.items() if output.mode == "append"]
+    if rerun and appended:
+        raise BadInput(
+            loaded.problem(
+                f"--rerun: output(s) {', '.join(appended)} append, so a rerun of an interval whose input changed would add "
+                "its rows a second time",
+                ("outputs", appended[0], "mode"),
+                hint="slice them by interval (interval: {column: day} and no mode): a rerun then replaces the interval's rows",
             )
         )
     cron = spec.schedule.parsed()
@@ -131,20 +156,27 @@ def _planned(
     return ScheduledPipeline(path, loaded.shown_as, spec.name, spec.mode, spec.schedule), intervals
 
 
-def _run(attempts: Attempts, pipeline: ScheduledPipeline, intervals: list[Interval], parallel: int) -> list[Attempted]:
+def _run(
+    attempts: Attempts, pipeline: ScheduledPipeline, intervals: list[Interval], parallel: int, rerun: bool = False
+) -> list[Attempted]:
     slots = attempts.runlog.slots(pipeline.name)
     for interval in intervals:
         if interval in slots and slots[interval].done:
             attempts.close_committed(slots[interval])
     now = attempts.clock.now()
+    committed = sum(1 for i in intervals if i in slots and slots[i].done)
     todo = [
         Due(pipeline, i, i.end, len(slots[i].runs) + 1 if i in slots else 1, now)
         for i in intervals
-        if not (i in slots and slots[i].done)
+        if rerun or not (i in slots and slots[i].done)
     ]
     attempts.say(
         f"{pipeline.name}: {len(intervals)} interval(s) from {intervals[0].label()} to {intervals[-1].label()}; "
-        f"{len(intervals) - len(todo)} already committed, {len(todo)} to run"
+        + (
+            f"{committed} committed, {len(todo)} to rerun (each replaces its slice; an unchanged one commits nothing)"
+            if rerun
+            else f"{committed} already committed, {len(todo)} to run"
+        )
         + (f", {parallel} at a time" if parallel > 1 else "")
     )
     concurrent: set[str] = set()

@@ -62,6 +62,7 @@ class RunRecord:
     outcome: str | None = None  # its `schedule` event's status
     state: list[str] = field(default_factory=list)  # window steps: state predicted → observed
     freshness: str | None = None  # its sources' freshness before it ran, when one was stale (scheduler)
+    inputs_key: str | None = None  # a hash of its inputs' fingerprint (framework.engine.transaction.inputs_key)
 
     @property
     def trigger(self) -> str | None:
@@ -176,6 +177,7 @@ def _assemble(rows: list[dict[str, Any]]) -> list[RunRecord]:
             run.status, run.duration_s, run.error = row["status"], row["duration_s"], row["error"]
             if details.get("exit_code") is not None:
                 run.exit_code = int(details["exit_code"])
+            run.inputs_key = details.get("inputs_key")
         elif event == "output_end" and row["status"] == OutputStatus.WRITTEN:
             run.rows += row["rows"] or 0
             if row["version"] is not None and not str(row["name"]).startswith("_"):
@@ -210,12 +212,48 @@ def run_history(
 
     table = context.events_table(scratch)
     records = RunLog(local_store(context.profile.storage_options), table).runs([pipeline] if pipeline else None)
-    return table, history_rows(records, failed_only=failed_only, limit=limit)
+    stale = set() if scratch else stale_intervals(context, records, limit)
+    return table, history_rows(records, failed_only=failed_only, limit=limit, stale=stale)
 
 
-def history_rows(runs: list[RunRecord], failed_only: bool = False, limit: int = 20) -> dict[str, list[dict[str, Any]]]:
+def stale_intervals(context: ProjectContext, runs: list[RunRecord], limit: int) -> set[tuple[str, Interval]]:
+    """(pipeline, interval) of the newest `limit` committed intervals per scheduled pipeline whose
+    inputs changed since their commit: the fingerprint of the files or tables the interval reads
+    now (its source paths rendered for it) differs from the one its last ok run recorded. No JVM."""
+    from framework.engine.transaction import input_fingerprint, inputs_key
+    from framework.errors import TributaryError
+    from framework.io.delta import local_store
+    from framework.plan import plan_for
+    from framework.schedule.pipelines import scheduled_pipelines
+
+    committed: dict[str, dict[Interval, RunRecord]] = defaultdict(dict)
+    for run in runs:  # oldest first: the last ok run of each interval wins
+        if run.interval is not None and run.status == RunStatus.OK and run.inputs_key:
+            committed[run.pipeline][run.interval] = run
+    if not committed:
+        return set()
+    store = local_store(context.profile.storage_options)
+    found: set[tuple[str, Interval]] = set()
+    pipelines, _ = scheduled_pipelines(context.project, sorted(committed))
+    for pipeline in pipelines:
+        about = context.for_pipeline(pipeline.path)
+        newest = sorted(committed.get(pipeline.name, {}).items(), key=lambda item: item[0].start, reverse=True)[:limit]
+        for interval, run in newest:
+            try:
+                plan = plan_for(about.compile(interval=interval), context.profile)
+            except TributaryError:  # the pipeline does not validate now: `validate` says why
+                break
+            if inputs_key(input_fingerprint(plan, store)) != run.inputs_key:
+                found.add((pipeline.name, interval))
+    return found
+
+
+def history_rows(
+    runs: list[RunRecord], failed_only: bool = False, limit: int = 20, stale: set[tuple[str, Interval]] | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """`tributary runs`: per pipeline, one row per interval (its runs are its attempts) or per run
-    without one, newest first; `failed_only`: the rows whose last attempt did not end ok."""
+    without one, newest first; `failed_only`: the rows whose last attempt did not end ok; `stale`:
+    the committed intervals whose inputs changed since (framework.schedule.history.stale_intervals)."""
     groups: dict[tuple[str, Any], list[RunRecord]] = {}
     for run in runs:
         key: Any = run.interval or run.fire or run.run_id
@@ -233,6 +271,7 @@ def history_rows(runs: list[RunRecord], failed_only: bool = False, limit: int = 
                 "started": last.started.strftime("%Y-%m-%d %H:%M:%S") if last.started else None,
                 "interval": last.interval.label() if last.interval else ("fire " + last.fire.isoformat() if last.fire else None),
                 "status": last.shown_status,
+                "input": "stale" if last.interval and (pipeline, last.interval) in (stale or set()) else None,
                 "attempts": len(attempts),
                 "exit": last.exit,
                 "seconds": round(last.duration_s, 1) if last.duration_s is not None else None,

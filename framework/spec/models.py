@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from framework.spec.base import Count, Name, SpecModel, TableName, Version
 from framework.spec.durations import Duration
@@ -153,6 +153,32 @@ class TextSource(_Files):
 Source = Annotated[Union[FileSource, TextSource, DeltaSource], Field(discriminator="format")]
 
 
+class IntervalSlice(SpecModel):
+    """How a scheduled run's rows are found in an output: those whose `column` lies in the run's
+    interval [interval_start, interval_end). A run of the interval replaces exactly them."""
+
+    column: str | None = Field(
+        None,
+        description="A TIMESTAMP column (compared with the interval's instants) or a DATE column (with its local dates); "
+        "default: the event_time column the pipeline's sources name.",
+    )
+
+
+def _interval_slice(value: Any) -> Any:
+    """`interval: day` is short for `interval: {column: day}`; `interval: true` slices by the sources' event time."""
+    if value is True:
+        return {}
+    if value is False or value is None:
+        return None
+    return {"column": value} if isinstance(value, str) else value
+
+
+def _interval_schema(schema: dict[str, Any]) -> None:
+    """In the JSON Schema, `interval` is a column name, true/false, or the mapping (as the validator reads it)."""
+    ref = next((s["$ref"] for s in schema.pop("anyOf", []) if "$ref" in s), None)
+    schema["anyOf"] = [{"type": "string"}, {"type": "boolean"}, {"type": "null"}, *([{"$ref": ref}] if ref else [])]
+
+
 class Output(SpecModel):
     """A Delta table written from a step."""
 
@@ -166,11 +192,24 @@ class Output(SpecModel):
     mode: Literal["append", "overwrite", "merge"] = "overwrite"
     keys: list[str] = Field(default_factory=list, description="Columns identifying a row (required for merge).")
     partition_by: list[str] = Field(default_factory=list)
+    interval: Annotated[IntervalSlice | None, BeforeValidator(_interval_slice)] = Field(
+        None,
+        description="Scheduled batch pipelines: the output holds one slice per interval, and a run replaces its "
+        "interval's rows (those whose column lies in [interval_start, interval_end)) in one Delta commit: "
+        "{column: day}, or a column name, or true (the sources' event_time column). An output of a scheduled "
+        "pipeline that names no mode is sliced by its sources' event_time column.",
+        json_schema_extra=_interval_schema,
+    )
     description: str = ""
     expectations: Expectations = expectations_field()
 
     @model_validator(mode="after")
     def _consistent(self) -> Output:
+        if self.interval is not None and self.mode != "overwrite":
+            raise ValueError(
+                f"'interval' replaces the run's interval's rows, and mode '{self.mode}' does not replace: "
+                "drop mode (or write mode: overwrite), or drop interval"
+            )
         if self.mode == "merge" and not self.keys:
             raise ValueError("mode 'merge' needs 'keys': the columns that identify a row, e.g. keys: [id]")
         if self.keys and self.mode != "merge":
@@ -206,3 +245,24 @@ class Pipeline(SpecModel):
 
     def output_step(self, output_name: str) -> str:
         return self.outputs[output_name].from_ or output_name
+
+    def sliced_by(self, output_name: str) -> str | None:
+        """The column whose values in a run's interval are the output's slice for it (None: the
+        output is not sliced by interval). An explicit `interval:` says so; in a scheduled batch
+        pipeline an output that names no mode is sliced by its sources' event_time column."""
+        output = self.outputs[output_name]
+        if self.mode != "batch":
+            return None
+        if output.interval is not None:
+            return output.interval.column or self.event_time_column() or ""
+        if self.schedule is None or {"mode", "interval"} & output.model_fields_set:
+            return None
+        return self.event_time_column() or ""
+
+    def event_time_column(self) -> str | None:
+        """The event_time column the sources name, when they name one plain column."""
+        named = {s.event_time for s in self.sources.values() if s.event_time}
+        if len(named) != 1:
+            return None
+        column = named.pop()
+        return column if column.replace("_", "a").isalnum() else None

@@ -16,7 +16,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
+from zoneinfo import ZoneInfo
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -55,6 +57,56 @@ def _applied(history: list[Commit], match: Callable[[Commit], bool]) -> Commit |
         if commit.restored_to is not None:
             undone_below = commit.restored_to if undone_below is None else min(undone_below, commit.restored_to)
     return None
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The rows of one interval in an interval-sliced output: `column` within [start, end).
+
+    A TIMESTAMP column is compared with the interval's instants (UTC), a TIMESTAMP_NTZ column with
+    its wall-clock times in the schedule's timezone, a DATE column with its local dates (then the
+    interval must start and end at midnight)."""
+
+    column: str
+    start: datetime  # UTC
+    end: datetime  # UTC
+    timezone: str = "UTC"
+
+    def bounds(self, schema: StructType) -> tuple[str, str, str]:
+        """(kind, start, end) as literal text for the column's type: kind is DATE or TIMESTAMP."""
+        from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+        field = next((f for f in schema.fields if f.name.lower() == self.column.lower()), None)
+        if field is None:
+            raise ValueError(f"it has no column '{self.column}' (its columns: {', '.join(schema.fieldNames())})")
+        zone = ZoneInfo(self.timezone)
+        start, end = self.start.astimezone(zone), self.end.astimezone(zone)
+        if isinstance(field.dataType, DateType):
+            if any((t.hour, t.minute, t.second, t.microsecond) != (0, 0, 0, 0) for t in (start, end)):
+                raise ValueError(
+                    f"'{self.column}' is a DATE, and this interval ({start.isoformat()} / {end.isoformat()}) is not whole days"
+                )
+            return "DATE", start.date().isoformat(), end.date().isoformat()
+        if isinstance(field.dataType, TimestampNTZType):
+            return "TIMESTAMP_NTZ", start.replace(tzinfo=None).isoformat(), end.replace(tzinfo=None).isoformat()
+        if isinstance(field.dataType, TimestampType):
+            utc = [t.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z" for t in (self.start, self.end)]
+            return "TIMESTAMP", utc[0], utc[1]
+        raise ValueError(
+            f"its column '{self.column}' is {field.dataType.simpleString()}: an interval slices a DATE or TIMESTAMP column"
+        )
+
+    def spark_sql(self, schema: StructType) -> str:
+        """The slice as a Spark SQL condition (Delta's replaceWhere)."""
+        kind, start, end = self.bounds(schema)
+        column = f"`{self.column}`"
+        return f"{column} >= {kind} '{start}' AND {column} < {kind} '{end}'"
+
+    def datafusion_sql(self, schema: StructType) -> str:
+        """The slice as a delta-rs (DataFusion) predicate: string literals cast to the column's type."""
+        _, start, end = self.bounds(schema)
+        column = '"' + self.column.replace('"', '""') + '"'
+        return f"{column} >= '{start}' AND {column} < '{end}'"
 
 
 @dataclass
@@ -190,6 +242,17 @@ class DeltaStore(ABC):
             return None
         return (found.run_id if isinstance(found, Commit) else None) or "an identical run"
 
+    def written_by_slice(self, table: str, app_id: str, slice_prefix: str) -> str | None:
+        """An interval-sliced output: the run whose commit carries `app_id`, when it is the newest
+        commit of that interval (app ids starting `slice_prefix`) that no RESTORE undid. A later
+        rerun of the interval with other input replaced the slice, so an old run never masks it."""
+        if not self.has_transaction(table, app_id):
+            return None
+        found = _applied(self.history(table, HISTORY_LIMIT), lambda c: (c.app_id or "").startswith(slice_prefix))
+        if not isinstance(found, Commit) or found.app_id != app_id:
+            return None
+        return found.run_id or "an identical run"
+
     def holds_run(self, table: str, run_id: str) -> bool:
         """Whether a commit of run `run_id` is in the table's newest commits and no RESTORE undid it."""
         return isinstance(_applied(self.history(table, HISTORY_LIMIT), lambda c: c.run_id == run_id), Commit)
@@ -204,9 +267,11 @@ class DeltaStore(ABC):
         app_id: str,
         txn_version: int = 0,
         run_id: str = "",
+        where: Slice | None = None,
     ) -> CommitResult:
         """Make a staged write visible in its table, atomically, tagged (app_id, txn_version).
-        Skipped when the table already holds that app id at txn_version or later."""
+        Skipped when the table already holds that app id at txn_version or later. `where`: an
+        overwrite replaces only the rows of that slice (in the same one commit)."""
 
     def discard(self, staged: StagedWrite) -> None:
         from framework.io import staging as staging_files

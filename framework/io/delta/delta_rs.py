@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from framework.errors import BadInput, Problem
 from framework.io import staging as staging_files
-from framework.io.delta.base import FILE_RANK, Commit, CommitResult, DeltaStore, StagedWrite, WriteMode
+from framework.io.delta.base import FILE_RANK, Commit, CommitResult, DeltaStore, Slice, StagedWrite, WriteMode
 from framework.io.locations import from_spark_path
 
 if TYPE_CHECKING:
@@ -115,9 +115,10 @@ class DeltaRsStore(DeltaStore):
         app_id: str,
         txn_version: int = 0,
         run_id: str = "",
+        where: Slice | None = None,
     ) -> CommitResult:
         with _writing(staged.table):
-            return self._commit(spark, staged, mode, keys, app_id, txn_version, run_id)
+            return self._commit(spark, staged, mode, keys, app_id, txn_version, run_id, where)
 
     def _commit(
         self,
@@ -128,6 +129,7 @@ class DeltaRsStore(DeltaStore):
         app_id: str,
         txn_version: int,
         run_id: str,
+        where: Slice | None = None,
     ) -> CommitResult:
         from deltalake import CommitProperties, Schema, Transaction
         from deltalake.exceptions import DeltaError
@@ -145,6 +147,8 @@ class DeltaRsStore(DeltaStore):
         )
         if mode == "merge" and dt is not None:
             self._merge(dt, staged, keys, properties)
+        elif where is not None and dt is not None:
+            self._replace_slice(dt, staged, where, properties)
         else:
             schema = Schema.from_arrow(spark_to_arrow(staged.schema))
             staging_files.move_into(staged.staging, staged.files, staged.table)
@@ -180,15 +184,22 @@ class DeltaRsStore(DeltaStore):
         self.discard(staged)
         return CommitResult(self.version(staged.table))
 
-    def _merge(self, dt: DeltaTable, staged: StagedWrite, keys: list[str], properties: Any) -> None:
-        import pyarrow.dataset as ds
+    def _replace_slice(self, dt: DeltaTable, staged: StagedWrite, where: Slice, properties: Any) -> None:
+        """The slice's rows deleted and the staged rows added, in one commit (delta-rs' overwrite
+        with a predicate: Delta's replaceWhere). delta-rs refuses rows outside the slice itself."""
+        from deltalake import write_deltalake
 
-        full = spark_to_arrow(staged.schema)
-        partitioning = None
-        if staged.partition_by:
-            partitioning = ds.partitioning(pa.schema([full.field(c) for c in staged.partition_by]), flavor="hive")
-        fs, root = staging_files.filesystem(staged.staging)
-        source = ds.dataset(root, filesystem=fs, format="parquet", schema=full, partitioning=partitioning)
+        write_deltalake(
+            dt,
+            _staged_dataset(staged).scanner().to_reader(),
+            mode="overwrite",
+            predicate=where.datafusion_sql(staged.schema),
+            partition_by=staged.partition_by or None,
+            commit_properties=properties,
+        )
+
+    def _merge(self, dt: DeltaTable, staged: StagedWrite, keys: list[str], properties: Any) -> None:
+        source = _staged_dataset(staged)
         predicate = " AND ".join(f'(t."{k}" IS NOT DISTINCT FROM s."{k}")' for k in keys)
         (
             dt.merge(
@@ -253,6 +264,18 @@ class DeltaRsStore(DeltaStore):
             return pa.table({})
         result = QueryBuilder().register("t", dt).execute(sql).read_all()
         return _plain_strings(pa.table(result))
+
+
+def _staged_dataset(staged: StagedWrite) -> Any:
+    """The staged Parquet files as an Arrow dataset (a partitioned write's folders as columns)."""
+    import pyarrow.dataset as ds
+
+    full = spark_to_arrow(staged.schema)
+    partitioning = None
+    if staged.partition_by:
+        partitioning = ds.partitioning(pa.schema([full.field(c) for c in staged.partition_by]), flavor="hive")
+    fs, root = staging_files.filesystem(staged.staging)
+    return ds.dataset(root, filesystem=fs, format="parquet", schema=full, partitioning=partitioning)
 
 
 _LOCKS: dict[str, threading.Lock] = {}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from framework.io import staging as staging_files
-from framework.io.delta.base import Commit, CommitResult, DeltaStore, StagedWrite, WriteMode
+from framework.io.delta.base import Commit, CommitResult, DeltaStore, Slice, StagedWrite, WriteMode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -121,6 +121,7 @@ class SparkDeltaStore(DeltaStore):
         app_id: str,
         txn_version: int = 0,
         run_id: str = "",
+        where: Slice | None = None,
     ) -> CommitResult:
         before = self.version(staged.table)
         reader = spark.read.schema(staged.schema)
@@ -155,7 +156,9 @@ class SparkDeltaStore(DeltaStore):
             writer = frame.write.format("delta").option("txnAppId", app_id).option("txnVersion", txn_version)
             writer = writer.option("userMetadata", json.dumps({"tributary.run_id": run_id, "tributary.app_id": app_id}))
             writer = writer.mode("append" if mode == "append" else "overwrite")
-            if mode != "append":
+            if where is not None and before is not None:  # the slice's rows replaced, in one commit
+                writer = writer.option("replaceWhere", where.spark_sql(staged.schema))
+            elif mode != "append":
                 writer = writer.option("overwriteSchema", "true")
             if staged.partition_by:
                 writer = writer.partitionBy(*staged.partition_by)

@@ -1,0 +1,215 @@
+"""Scheduled intervals that can be trusted: each run reads its interval's input (a templated
+source path) and replaces its interval's rows (an interval-sliced output), in one Delta commit;
+`backfill --rerun` redoes committed intervals on purpose, safely in parallel and after a SIGKILL;
+`runs` says which committed intervals are stale because their input changed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import delta_rows, delta_version, write
+
+pytestmark = pytest.mark.spark
+
+DAYS = [date(2013, 1, d) for d in range(1, 11)]
+
+
+def flights(project: Path, day: date, rows: int, dep_delay: int = 5) -> Path:
+    """A day's flights file, as nycflights13 split per day: `rows` flights departing that day (New York time)."""
+    lines = ["time_hour,carrier,dep_delay"]
+    lines += [f"{day.isoformat()} {6 + i:02d}:00:00,UA,{dep_delay + i}" for i in range(rows)]
+    return write(project / f"data/flights_daily/flights_{day.isoformat()}.csv", "\n".join(lines) + "\n")
+
+
+def daily(name: str, output: str, path: str = "data/flights_daily/flights_{{ interval_start.date() }}.csv") -> str:
+    return f"""\
+name: {name}
+schedule:
+  cron: "0 0 * * *"
+  timezone: America/New_York
+  retries: 0
+sources:
+  flights:
+    format: csv
+    path: "{path}"
+    schema: "time_hour STRING, carrier STRING, dep_delay INT"
+    options: {{header: true}}
+steps:
+  per_flight:
+    sql: >
+      select to_date(time_hour) as day, carrier, dep_delay
+      from {{{{ source('flights') }}}}
+      where to_date(time_hour) >= {{{{ interval_start.date() }}}} and to_date(time_hour) < {{{{ interval_end.date() }}}}
+outputs:
+  per_flight:
+{output}
+"""
+
+
+SLICED = "    interval: {column: day}"
+
+
+def day_interval(day: date) -> str:
+    return f"{day.isoformat()}/{date.fromordinal(day.toordinal() + 1).isoformat()}"
+
+
+def rows_of(project: Path, table: str = "per_flight") -> dict[date, int]:
+    found: dict[date, int] = {}
+    for row in delta_rows(project / f"warehouse/{table}"):
+        found[row["day"]] = found.get(row["day"], 0) + 1
+    return found
+
+
+def test_a_changed_interval_rerun_replaces_its_slice_in_one_commit_and_never_duplicates(spark, project, cli):
+    """The bug: one row added to 2013-01-05's file, that interval run again: the day had 6 rows, not 4."""
+    for day in DAYS[:6]:
+        flights(project, day, 3)
+    write(project / "pipelines/flights.yaml", daily("flights", SLICED, path="data/flights_daily"))
+    for day in DAYS[:6]:
+        code, out, err = cli("run", "flights", "--interval", day_interval(day))
+        assert code == 0, out + err
+    assert set(rows_of(project).values()) == {3}
+    before = delta_version(project / "warehouse/per_flight")
+
+    code, out, err = cli("run", "flights", "--interval", day_interval(DAYS[4]))  # identical: commits nothing
+    assert code == 0 and "already written by run" in out, out + err
+    assert delta_version(project / "warehouse/per_flight") == before
+
+    flights(project, DAYS[4], 4)  # late data for 2013-01-05
+    code, out, err = cli("run", "flights", "--interval", day_interval(DAYS[4]))
+    assert code == 0, out + err
+    assert delta_version(project / "warehouse/per_flight") == before + 1  # one commit: the slice replaced
+    assert rows_of(project) == {d: (4 if d == DAYS[4] else 3) for d in DAYS[:6]}
+
+    # a slice is found by its column: an output row outside the run's interval is refused, nothing committed
+    text = (
+        (project / "pipelines/flights.yaml")
+        .read_text()
+        .replace("where to_date(time_hour) >=", "where true or to_date(time_hour) >=")
+    )
+    write(project / "pipelines/flights.yaml", text)
+    code, out, err = cli("run", "flights", "--interval", day_interval(DAYS[2]))
+    assert code == 1 and "outside the run's interval" in out + err, out + err
+    assert delta_version(project / "warehouse/per_flight") == before + 1
+
+
+def test_a_scheduled_output_without_a_mode_is_sliced_by_its_sources_event_time(spark, project, cli):
+    """The default rule: a scheduled pipeline's output that names no mode replaces the interval's
+    rows of the event-time column its sources name."""
+    for day in DAYS[:2]:
+        flights(project, day, 2)
+    text = daily("flights", "    description: per flight", path="data/flights_daily").replace(
+        "    options: {header: true}", "    options: {header: true}\n    event_time: day"
+    )
+    write(project / "pipelines/flights.yaml", text)
+    for day in DAYS[:2]:
+        assert cli("run", "flights", "--interval", day_interval(day))[0] == 0
+    flights(project, DAYS[0], 3)
+    assert cli("run", "flights", "--interval", day_interval(DAYS[0]))[0] == 0
+    assert rows_of(project) == {DAYS[0]: 3, DAYS[1]: 2}  # the old default overwrote the whole table
+
+
+def test_a_templated_source_path_reads_only_its_intervals_file_and_waits_for_a_missing_one(spark, project, cli):
+    for day in DAYS[:3]:
+        flights(project, day, 2 + day.day)
+    write(project / "pipelines/flights.yaml", daily("flights", SLICED))
+    code, out, err = cli("plan", "flights", "--interval", day_interval(DAYS[1]))
+    assert code == 0, out + err
+    assert "flights_2013-01-02.csv" in out.replace("\n", "") and "{{" not in out, out
+    code, out, err = cli("run", "flights", "--interval", day_interval(DAYS[1]))
+    assert code == 0, out + err
+    assert rows_of(project) == {DAYS[1]: 4}
+
+    code, out, err = cli("run", "flights", "--interval", day_interval(DAYS[5]))  # not landed yet: retryable
+    assert code == 1, out + err
+    assert "waiting for data/flights_daily/flights_2013-01-06.csv" in out + err, out + err
+
+
+def test_an_unrendered_template_in_a_spec_field_is_bad_input_at_its_line(spark, project, cli):
+    write(project / "data/flights_daily/flights_2013-01-01.csv", "time_hour,carrier,dep_delay\n")
+    write(
+        project / "pipelines/typo.yaml", daily("typo", SLICED, path="data/flights_daily/flights_{{ interval_begin.date() }}.csv")
+    )
+    code, out, err = cli("validate", "pipelines/typo.yaml")
+    assert code == 2, out + err
+    assert "pipelines/typo.yaml:9" in err and "interval_begin" in err, err
+
+    text = daily("other", SLICED).replace(
+        '    schema: "time_hour', '    options: {sep: "{{ var(\'sep\') }}"}\n    schema: "time_hour'
+    )
+    text = text.replace("    options: {header: true}\n", "")
+    write(project / "pipelines/other.yaml", text)
+    code, out, err = cli("validate", "pipelines/other.yaml")
+    assert code == 2, out + err
+    assert "pipelines/other.yaml:10" in err and "not rendered" in err, err
+
+
+def test_validate_warns_when_a_scheduled_pipeline_appends(project, cli):
+    flights(project, DAYS[0], 1)
+    write(project / "pipelines/flights.yaml", daily("flights", "    mode: append"))
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 0, out + err
+    assert "appends" in out + err and "interval: {column:" in out + err, out + err
+
+
+def _backfill_process(project: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.Popen(
+        [sys.executable, "-m", "framework", "backfill", *args],
+        cwd=project,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def test_a_parallel_rerun_killed_in_the_middle_then_run_again_leaves_each_slice_as_one_clean_run(spark, project, cli):
+    days = DAYS[:3]
+    for day in days:
+        flights(project, day, 2)
+    write(project / "pipelines/flights.yaml", daily("flights", SLICED))
+    span = ("--from", days[0].isoformat(), "--to", date(2013, 1, 4).isoformat())
+    code, out, err = cli("backfill", "flights", *span, "--parallel", "2")
+    assert code == 0, out + err
+    assert rows_of(project) == dict.fromkeys(days, 2)
+    code, out, err = cli("backfill", "flights", *span, "--rerun")  # nothing changed: nothing committed
+    assert code == 0 and "3 to rerun" in out, out + err
+    table = project / "warehouse/per_flight"
+    settled = delta_version(table)
+    assert settled == 2
+
+    for n, day in enumerate(days):  # every day's input changed: a rerun must replace each slice
+        flights(project, day, 3 + n, dep_delay=50)
+    process = _backfill_process(project, "flights", *span, "--rerun", "--parallel", "2")
+    deadline = time.time() + 180
+    while time.time() < deadline and process.poll() is None and (delta_version(table) or 0) < settled + 1:
+        time.sleep(0.02)
+    assert process.poll() is None, "the rerun ended before it could be killed"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert (delta_version(table) or 0) < settled + 3, "killed after every interval committed: no kill in the middle"
+
+    code, out, err = cli("backfill", "flights", *span, "--rerun", "--parallel", "2")
+    assert code == 0, out + err
+    rows = delta_rows(table)
+    for n, day in enumerate(days):
+        got = sorted((r["carrier"], r["dep_delay"]) for r in rows if r["day"] == day)
+        assert got == [("UA", 50 + i) for i in range(3 + n)], (day, got)  # one clean run's rows, once
+    assert len(rows) == 3 + 4 + 5
+
+    code, out, err = cli("runs", "--pipeline", "flights")
+    assert code == 0 and "stale" not in out, out
+    flights(project, days[1], 1)
+    code, out, err = cli("runs", "--pipeline", "flights")
+    assert code == 0, out + err
+    stale = [line for line in out.splitlines() if "stale" in line]
+    assert len(stale) == 1 and "2013-01-02" in stale[0], out
