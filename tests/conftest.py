@@ -119,7 +119,8 @@ def kill_while_committing(
             break
         process = start_run(project, pipeline)
         target = (delta_version(table) or -1) + rng.randint(1, commits)
-        deadline = time.time() + 120
+        # a bound, not a wait: at a load average of 25 a JVM's start and first commit took over 120 s
+        deadline = time.time() + 300
         while time.time() < deadline and process.poll() is None and (delta_version(table) or -1) < target:
             time.sleep(0.02)
         time.sleep(rng.uniform(0, linger))

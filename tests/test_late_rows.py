@@ -12,12 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
-
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 
 from tests.conftest import delta_rows, write
 
@@ -69,18 +65,6 @@ def ids_of(events, state, args):
 """
 
 
-@st.composite
-def deliveries(draw) -> list[list[tuple[int, bool]]]:
-    """Per micro-batch, rows as (second, late?): on time near the batch's own time, or late."""
-    batches = []
-    for i in range(draw(st.integers(2, 4))):
-        rows = [(10 * i + draw(st.integers(0, 9)), False) for _ in range(draw(st.integers(1, 4)))]
-        if i:
-            rows += [(None, True)] * draw(st.integers(0, 3))  # placed below, once the watermark is known
-        batches.append(rows)
-    return batches
-
-
 def land(project: Path, batches: list[list[tuple[int | None, bool]]]) -> set[int]:
     """Write the files; returns the ids of the rows that are late for the batch that reads them."""
     late, newest, next_id = set(), None, 0
@@ -122,12 +106,16 @@ def ids_in(rows: list[dict]) -> set[int]:
     return found
 
 
-@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(batches=deliveries())
-@example(batches=[[(0, False), (3, False)], [(12, False), (None, True)], [(25, False), (None, True), (None, True)]])
-def test_every_late_row_is_in_an_output_or_in_late_rows(spark, cli, project, batches):
-    for folder in ("warehouse", "data/a", "data/b"):
-        shutil.rmtree(project / folder, ignore_errors=True)
+#: per micro-batch, rows as (second, late?): on time near the batch's own time, or late (placed by
+#: `land` below the watermark the batch is read under). Late rows in two successive batches, so
+#: the watermark has moved between them, and twin keys x/y in every batch.
+DELIVERIES = [[(0, False), (3, False)], [(12, False), (None, True)], [(25, False), (None, True), (None, True)]]
+
+
+def test_every_late_row_is_in_an_output_or_in_late_rows(spark, cli, project):
+    """One fixed delivery. (This was a Hypothesis test with max_examples=1 beside this @example:
+    Hypothesis's one generated case is always its simplest, two batches of one on-time row and no
+    late row, so it ran the whole pipeline a second time to prove nothing the fixed case does not.)"""
     write(project / "udfs" / "late_ids.py", UDF)
     text = PIPELINE.format(
         sources="\n".join(SOURCE.format(side=side, kind=kind, delay=DELAY) for kind in KINDS for side in sides(kind)),
@@ -135,7 +123,7 @@ def test_every_late_row_is_in_an_output_or_in_late_rows(spark, cli, project, bat
         outputs="\n".join(f"  {kind}: {{mode: append}}" for kind in KINDS),
     )
     write(project / "pipelines" / "late.yaml", text)
-    late = land(project, batches)
+    late = land(project, DELIVERIES)
     code, out, err = cli("run", "late")
     assert code == 0, out + err
 
