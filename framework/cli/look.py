@@ -122,8 +122,9 @@ def runs(
     debug: DebugOpt = False,
 ) -> None:
     """Run history per pipeline from the run log (<warehouse>/_tributary/events): one row per time
-    interval (its runs are its attempts) or per run without one, newest first. The input column
-    says "stale" where a committed interval's input files or tables changed since its commit
+    interval (its runs are its attempts) or per run without one, newest first.
+
+    The input column says "stale" where a committed interval's input files or tables changed since its commit
     (rerun those: tributary backfill P --from --to --rerun)."""
 
     def body() -> None:
