@@ -127,7 +127,99 @@ def test_close_rules_on_one_keys_events():
     waiting = close_groups(micros, np.array(["a"] * 6), Rule(all_inputs=("a", "b"), timeout_us=100), 50, False)
     assert waiting.groups == [] and waiting.quarantined == [] and waiting.held_from == 0
     given_up = close_groups(micros, np.array(["a"] * 6), Rule(all_inputs=("a", "b"), timeout_us=10), 50, False)
-    assert given_up.quarantined == [(0, 6, "incomplete context: missing b")]
+    # a context is its first event + timeout: later events start the next one
+    assert given_up.quarantined == [(0, 4, "incomplete context: missing b"), (4, 5, "incomplete context: missing b"),
+                                    (5, 6, "incomplete context: missing b")]  # fmt: skip
+
+
+def test_every_marks_a_group_closed_by_every_only_when_event_time_reached_its_intervals_end():
+    """docs/udfs.md: at the end of a batch run's input, a group whose interval event time has not
+    passed closes as `end_of_input`, the group of the newest event as every other such group."""
+    micros = np.array([0, 1, 2, 10, 11, 25])
+    whole = close_groups(micros, None, Rule(every_us=10), mark=25, end_of_input=True)
+    assert whole.groups == [(0, 3, "every"), (3, 5, "every"), (5, 6, "end_of_input")]
+    ended = close_groups(micros[:5], None, Rule(every_us=10), mark=20, end_of_input=True)  # 20 reaches the end of [10, 20)
+    assert ended.groups == [(0, 3, "every"), (3, 5, "every")]
+
+
+def _contexts(events: list[tuple[str, int, str, int]], rule: Rule, mark: int | None, end_of_input: bool, held: dict):
+    """One micro-batch of a context join, key by key as the runner does: (joined id sets,
+    quarantined id sets with the reason, the events each key still holds)."""
+    keys = {k for k, *_ in events} | set(held)
+    joined, quarantined, kept = [], [], {}
+    for key in sorted(keys):
+        mine = sorted(held.get(key, []) + [e for e in events if e[0] == key], key=lambda e: (e[1], e[3]))
+        micros, inputs = np.array([e[1] for e in mine]), np.array([e[2] for e in mine])
+        closed = close_groups(micros, inputs, rule, mark, end_of_input)
+        joined += [(key, frozenset(e[3] for e in mine[a:b]), how) for a, b, how in closed.groups]
+        quarantined += [(key, frozenset(e[3] for e in mine[a:b]), why) for a, b, why in closed.quarantined]
+        if closed.held_from < len(mine):
+            kept[key] = mine[closed.held_from :]
+    return joined, quarantined, kept
+
+
+def _streamed_contexts(parts: list[list[tuple[str, int, str, int]]], rule: Rule, delay: int):
+    joined, quarantined, held, seen = [], [], {}, None
+    for part in parts:
+        seen = max([seen, *(t for _, t, _, _ in part)] if seen is not None else [t for _, t, _, _ in part])
+        out, given_up, held = _contexts(part, rule, seen - delay, False, held)
+        joined, quarantined = joined + out, quarantined + given_up
+    return joined, quarantined, held
+
+
+MINUTE = 60_000_000
+
+
+def test_the_issues_context_join_is_the_same_in_batch_and_in_every_split_of_its_stream():
+    """Inputs a and b, timeout 20m, watermark 1m: a's events for context 1 at 00:00 and context 2 at
+    00:40, then b's for context 1 at 01:00 and context 2 at 00:41. Context 1's inputs have not all
+    come by 00:20: it is quarantined as incomplete in batch as on the stream (b's event starts a
+    context of its own, which waits for a); context 2 is joined."""
+    rule = Rule(all_inputs=("a", "b"), timeout_us=20 * MINUTE)
+    arrival = [("1", 0, "a", 0), ("2", 40 * MINUTE, "a", 1), ("1", 60 * MINUTE, "b", 2), ("2", 41 * MINUTE, "b", 3)]
+    batch, given_up, _ = _contexts(arrival, rule, 60 * MINUTE, True, {})
+    assert batch == [("2", frozenset({1, 3}), "all_inputs")]
+    assert given_up == [("1", frozenset({0}), "incomplete context: missing b"), ("1", frozenset({2}), "incomplete context: missing a")]
+    for cuts in ([], [1], [2], [1, 2]):  # splits in which no event is late (b's at 00:41 comes with or before 01:00)
+        parts = [arrival[a:b] for a, b in zip([0, *cuts], [*cuts, len(arrival)], strict=True)]
+        joined, quarantined, held = _streamed_contexts(parts, rule, delay=MINUTE)
+        assert joined == batch, cuts
+        assert quarantined == [("1", frozenset({0}), "incomplete context: missing b")], cuts
+        assert {k: [e[3] for e in v] for k, v in held.items()} == {"1": [2]}, cuts  # waits for a until 01:20
+    longer = Rule(all_inputs=("a", "b"), timeout_us=70 * MINUTE)  # now 01:00 is within context 1's timeout
+    assert _contexts(arrival, longer, 60 * MINUTE, True, {})[0] == [
+        ("1", frozenset({0, 2}), "all_inputs"), ("2", frozenset({1, 3}), "all_inputs")]  # fmt: skip
+    assert _streamed_contexts([arrival[:2], arrival[2:]], longer, MINUTE)[0] == _contexts(arrival, longer, 60 * MINUTE, True, {})[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), contexts=st.integers(0, 12), batches=st.integers(1, 6), delay=st.integers(0, 5),
+       timeout=st.integers(1, 12))  # fmt: skip
+def test_a_context_join_with_a_timeout_equals_batch_for_any_split(seed, contexts, batches, delay, timeout):
+    """Each input sends at most one event per context (the paper's event: a whole tick list), at
+    random event times, arriving out of order by at most the watermark delay (none late), cut into
+    micro-batches anywhere. The stream joins and quarantines what one batch run does; what it still
+    holds, the end of its input quarantines as the batch run did."""
+    rng = random.Random(seed)
+    rule = Rule(all_inputs=("a", "b", "c"), timeout_us=timeout)
+    made = [(str(ctx), rng.randint(0, 30), i, 0) for ctx in range(contexts) for i in "abc" if rng.random() < 0.8]
+    made = [(k, t, i, n) for n, (k, t, i, _) in enumerate(made)]
+    arrival = sorted(made, key=lambda e: e[1] + rng.uniform(0, delay))
+    cuts = sorted(rng.sample(range(1, len(arrival)), min(batches - 1, max(len(arrival) - 1, 0)))) if arrival else []
+    parts = [arrival[a:b] for a, b in zip([0, *cuts], [*cuts, len(arrival)], strict=True)] if arrival else []
+    newest = max((t for _, t, _, _ in made), default=None)
+    batch, given_up, _ = _contexts(made, rule, newest, True, {})
+    joined, quarantined, held = _streamed_contexts(parts, rule, delay)
+    at_end, ended, rest = _contexts([], rule, newest, True, held)
+    assert rest == {}
+    assert sorted(joined + at_end, key=str) == sorted(batch, key=str)
+    assert sorted(quarantined + ended, key=str) == sorted(given_up, key=str)
+    first = {}
+    for k, t, _, _ in sorted(made, key=lambda e: e[1]):
+        first.setdefault(k, t)
+    for key, ids, _ in batch:  # a joined context's events are within the timeout of its first
+        times = [t for k, t, _, n in made if n in ids]
+        assert max(times) - min(times) <= timeout
 
 
 # -- on Spark, from the CLI --------------------------------------------------------------------------

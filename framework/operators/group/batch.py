@@ -76,12 +76,14 @@ def build_group(context: StepContext) -> DataFrame:
 
 
 def _end_of_time(events: DataFrame, spec: GroupSpec) -> int | None:
-    """How far event time went in a batch run (its newest event), for the timeout rule: a group
-    whose first event + t is before it timed out, as in streaming; the others end with the input.
-    One pass over the input, only for that rule."""
+    """How far event time went in a batch run (its newest event), for the timeout and every rules:
+    a group whose first event + t is before it timed out, a group whose interval ends at or before
+    it closed by `every`, as in streaming; the others end with the input. One pass over the input,
+    only for those rules (a context join ends every context with the input)."""
     from pyspark.sql import functions as F
 
-    if spec.close.timeout is None or spec.close.all_inputs or events.isStreaming:
+    close = spec.close
+    if (close.timeout is None and close.every is None) or close.all_inputs or events.isStreaming:
         return None
     newest = events.agg(F.max(MICROS)).first()
     return newest[0] if newest is not None else None

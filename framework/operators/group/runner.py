@@ -87,25 +87,20 @@ def close_groups(micros: Any, inputs: Any, rule: Rule, mark: int | None, end_of_
     if m == 0:
         return done
     if rule.all_inputs:
-        present = set(inputs.tolist()) if inputs is not None else set()
-        missing = [i for i in rule.all_inputs if i not in present]
-        if not missing:
-            done.groups.append((0, m, "all_inputs"))
-        elif end_of_input or (rule.timeout_us is not None and mark is not None and int(micros[0]) + rule.timeout_us < mark):
-            done.quarantined.append((0, m, f"incomplete context: missing {', '.join(missing)}"))
-        else:
-            done.held_from = 0
-        return done
+        return _contexts(micros, inputs, rule, mark, end_of_input)
     if rule.every_us is not None:
         every = rule.every_us
         bucket = micros // every
         starts = [0, *(np.flatnonzero(bucket[1:] != bucket[:-1]) + 1).tolist()]
         for i, start in enumerate(starts):
             stop = starts[i + 1] if i + 1 < len(starts) else m
-            if not (end_of_input or (mark is not None and (int(bucket[start]) + 1) * every <= mark)):
+            # event time reached the end of the group's interval (at the end of a batch run's
+            # input, the mark is its newest event time); otherwise only the input's end closes it
+            reached = mark is not None and (int(bucket[start]) + 1) * every <= mark
+            if not (end_of_input or reached):
                 done.held_from = start
                 return done
-            done.groups.append((start, stop, "every"))
+            done.groups.append((start, stop, "every" if reached else "end_of_input"))
         return done
     count = rule.count if rule.count is not None else m + 1
     start = 0
@@ -127,6 +122,34 @@ def close_groups(micros: Any, inputs: Any, rule: Rule, mark: int | None, end_of_
             done.held_from = start
             return done
         done.groups.append((start, stop, how))
+        start = stop
+    return done
+
+
+def _contexts(micros: Any, inputs: Any, rule: Rule, mark: int | None, end_of_input: bool) -> Closed:
+    """A context join over one key's events: a context is the events from its first one to the
+    first + timeout (all of them without a timeout). It closes once every input has sent one of
+    them; it is quarantined as incomplete once event time passes its first event + timeout, or at
+    the end of a batch run's input, while an input is still missing. Its later events start the
+    next context."""
+    import numpy as np
+
+    m = len(micros)
+    done = Closed(held_from=m)
+    present_of = inputs.tolist() if inputs is not None else [None] * m
+    start = 0
+    while start < m:
+        first = int(micros[start])
+        stop = m if rule.timeout_us is None else int(np.searchsorted(micros, first + rule.timeout_us, side="right"))
+        present = set(present_of[start:stop])
+        missing = [i for i in rule.all_inputs if i not in present]
+        if not missing:
+            done.groups.append((start, stop, "all_inputs"))
+        elif end_of_input or (rule.timeout_us is not None and mark is not None and first + rule.timeout_us < mark):
+            done.quarantined.append((start, stop, f"incomplete context: missing {', '.join(missing)}"))
+        else:
+            done.held_from = start
+            return done
         start = stop
     return done
 
