@@ -179,7 +179,10 @@ def test_the_issues_context_join_is_the_same_in_batch_and_in_every_split_of_its_
     arrival = [("1", 0, "a", 0), ("2", 40 * MINUTE, "a", 1), ("1", 60 * MINUTE, "b", 2), ("2", 41 * MINUTE, "b", 3)]
     batch, given_up, _ = _contexts(arrival, rule, 60 * MINUTE, True, {})
     assert batch == [("2", frozenset({1, 3}), "all_inputs")]
-    assert given_up == [("1", frozenset({0}), "incomplete context: missing b"), ("1", frozenset({2}), "incomplete context: missing a")]
+    assert given_up == [
+        ("1", frozenset({0}), "incomplete context: missing b"),
+        ("1", frozenset({2}), "incomplete context: missing a"),
+    ]
     for cuts in ([], [1], [2], [1, 2]):  # splits in which no event is late (b's at 00:41 comes with or before 01:00)
         parts = [arrival[a:b] for a, b in zip([0, *cuts], [*cuts, len(arrival)], strict=True)]
         joined, quarantined, held = _streamed_contexts(parts, rule, delay=MINUTE)
@@ -189,7 +192,9 @@ def test_the_issues_context_join_is_the_same_in_batch_and_in_every_split_of_its_
     longer = Rule(all_inputs=("a", "b"), timeout_us=70 * MINUTE)  # now 01:00 is within context 1's timeout
     assert _contexts(arrival, longer, 60 * MINUTE, True, {})[0] == [
         ("1", frozenset({0, 2}), "all_inputs"), ("2", frozenset({1, 3}), "all_inputs")]  # fmt: skip
-    assert _streamed_contexts([arrival[:2], arrival[2:]], longer, MINUTE)[0] == _contexts(arrival, longer, 60 * MINUTE, True, {})[0]
+    assert (
+        _streamed_contexts([arrival[:2], arrival[2:]], longer, MINUTE)[0] == _contexts(arrival, longer, 60 * MINUTE, True, {})[0]
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -220,6 +225,47 @@ def test_a_context_join_with_a_timeout_equals_batch_for_any_split(seed, contexts
     for key, ids, _ in batch:  # a joined context's events are within the timeout of its first
         times = [t for k, t, _, n in made if n in ids]
         assert max(times) - min(times) <= timeout
+
+
+@pytest.mark.parametrize(
+    ("close", "waits"),
+    [
+        ({"count": 3}, "a group waits for 3 events of its key, then is emitted once the watermark passes its last one"),
+        ({"all_inputs": True, "timeout": "20m"},
+         "a context waits for an event from each input it misses; it is quarantined as incomplete once the watermark "
+         "passes its first event + 20m"),
+        ({"count": 3, "timeout": "30s"},
+         "a group is emitted once the watermark passes its first event + 30s, or once it has 3 events and the watermark "
+         "passes its last one"),
+        ({"every": "1h"}, "a group is emitted once the watermark passes the end of its 1h interval"),
+    ],
+)  # fmt: skip
+def test_the_held_events_message_says_what_each_rule_waits_for(tmp_path, close, waits):
+    """The end of a run names what a streaming group step's held events wait for: a partial
+    count-only group waits for events, a context missing an input for that input, not the watermark."""
+    from types import SimpleNamespace
+
+    import pyarrow.parquet as pq
+
+    from framework.operators.group.stream import HELD_TABLE, STATES_TABLE, GroupStream
+    from framework.operators.micro_batch_state import MicroBatchState
+    from framework.spec.steps import CloseRule
+
+    state = MicroBatchState(str(tmp_path / "state"))
+    folder = Path(state.begin(0))
+    for table, rows in (
+        (HELD_TABLE, {KEY: ['{"k":"a"}'] * 2, MICROS: [1, 2]}),
+        (STATES_TABLE, {KEY: ['{"k":"a"}'], STATE: ["1"]}),
+    ):
+        (folder / table).mkdir(parents=True)
+        pq.write_table(pa.table(rows), folder / table / "part-0.parquet")
+    state.complete(0, {"max": 120_000_000, "mark": 60_000_000})
+    spec = SimpleNamespace(group=SimpleNamespace(close=CloseRule(**close)))
+    line = GroupStream("g", spec, str(tmp_path / "state")).held().line("g")  # type: ignore[union-attr]
+    assert line == (
+        "step 'g' still holds 2 events of groups not yet closed (1 keys with state); the watermark is at "
+        f"1970-01-01T00:01:00+00:00: {waits}"
+    )
 
 
 # -- on Spark, from the CLI --------------------------------------------------------------------------
