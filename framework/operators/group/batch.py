@@ -20,7 +20,8 @@ group closes. In streaming the step runs per micro-batch inside its output's sin
 events of open groups and each key's state between batches (framework.operators.group.stream).
 
 Events without a key or an event time are quarantined with the reason; so are the events of a
-context that never completed (`incomplete context: missing <inputs>`).
+context that did not complete within its first event + timeout, or by the end of the input
+(`incomplete context: missing <inputs>`).
 """
 
 from __future__ import annotations

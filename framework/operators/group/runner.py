@@ -20,9 +20,14 @@ its first event + t is before the mark; every: its interval ends at or before th
 groups are a prefix of the key's events, so the first group that is not final and everything after
 it stay held. At the end of a batch run's input (`end_of_input`) every group is final: the last
 one closes as `end_of_input`, unless event time passed its timeout (the mark of a batch run is
-its newest event time). So streaming over any split into micro-batches, then the end of input,
-calls the function on the same groups, in the same order, with the same state, as one batch run. `all_inputs` closes a context as soon as every input has sent an event of it; a
-context that is still missing an input when its timeout passes (or the input ends) is quarantined.
+its newest event time), and `every` closes a group as `every` only when an event reached the end
+of its interval. So streaming over any split into micro-batches, then the end of input, calls the
+function on the same groups, in the same order, with the same state, as one batch run.
+
+`all_inputs`: a context is the key's events from its first one to first + timeout (`_contexts`).
+It closes as soon as every input has sent an event of it; one still missing an input when event
+time passes its first event + timeout (or the input ends) is quarantined, in batch as on streams.
+The stream equals the batch run when each input's events of a context arrive in one micro-batch.
 
 This module runs on executors: it needs numpy, pandas and pyarrow only, and the engine pickles
 it by value, so executors do not import `framework`.
