@@ -205,10 +205,22 @@ def run_summary(result: RunResult) -> Group:
         )
     if result.quarantined:
         counts = ", ".join(f"{n:,} from {s}" for s, n in result.quarantined.items())
-        parts.append(plain(f"quarantined {counts} (malformed or rejected rows): see _tributary/quarantine", "yellow"))
+        parts.append(
+            plain(
+                f"quarantined {counts} (malformed rows by source, rejected rows by the step that refused them, "
+                "a row refused by several steps at each): see _tributary/quarantine",
+                "yellow",
+            )
+        )
     if result.late:
-        counts = ", ".join(f"{n} from {s}" for s, n in result.late.items())
-        parts.append(plain(f"late rows: {counts}, older than the watermark: see _tributary/late_rows", "yellow"))
+        counts = ", ".join(f"{n:,} from {s}" for s, n in result.late.items())
+        parts.append(
+            plain(
+                f"late rows: {counts}, older than the watermark (by the step that met them, a row late at several "
+                "steps at each; by source where the source's watermark found them): see _tributary/late_rows",
+                "yellow",
+            )
+        )
     for holder, held in result.held.items():
         parts.append(plain(held.line(holder), "yellow"))
     if result.integration:

@@ -127,7 +127,142 @@ def test_close_rules_on_one_keys_events():
     waiting = close_groups(micros, np.array(["a"] * 6), Rule(all_inputs=("a", "b"), timeout_us=100), 50, False)
     assert waiting.groups == [] and waiting.quarantined == [] and waiting.held_from == 0
     given_up = close_groups(micros, np.array(["a"] * 6), Rule(all_inputs=("a", "b"), timeout_us=10), 50, False)
-    assert given_up.quarantined == [(0, 6, "incomplete context: missing b")]
+    # a context is its first event + timeout: later events start the next one
+    assert given_up.quarantined == [(0, 4, "incomplete context: missing b"), (4, 5, "incomplete context: missing b"),
+                                    (5, 6, "incomplete context: missing b")]  # fmt: skip
+
+
+def test_every_marks_a_group_closed_by_every_only_when_event_time_reached_its_intervals_end():
+    """docs/udfs.md: at the end of a batch run's input, a group whose interval event time has not
+    passed closes as `end_of_input`, the group of the newest event as every other such group."""
+    micros = np.array([0, 1, 2, 10, 11, 25])
+    whole = close_groups(micros, None, Rule(every_us=10), mark=25, end_of_input=True)
+    assert whole.groups == [(0, 3, "every"), (3, 5, "every"), (5, 6, "end_of_input")]
+    ended = close_groups(micros[:5], None, Rule(every_us=10), mark=20, end_of_input=True)  # 20 reaches the end of [10, 20)
+    assert ended.groups == [(0, 3, "every"), (3, 5, "every")]
+
+
+def _contexts(events: list[tuple[str, int, str, int]], rule: Rule, mark: int | None, end_of_input: bool, held: dict):
+    """One micro-batch of a context join, key by key as the runner does: (joined id sets,
+    quarantined id sets with the reason, the events each key still holds)."""
+    keys = {k for k, *_ in events} | set(held)
+    joined, quarantined, kept = [], [], {}
+    for key in sorted(keys):
+        mine = sorted(held.get(key, []) + [e for e in events if e[0] == key], key=lambda e: (e[1], e[3]))
+        micros, inputs = np.array([e[1] for e in mine]), np.array([e[2] for e in mine])
+        closed = close_groups(micros, inputs, rule, mark, end_of_input)
+        joined += [(key, frozenset(e[3] for e in mine[a:b]), how) for a, b, how in closed.groups]
+        quarantined += [(key, frozenset(e[3] for e in mine[a:b]), why) for a, b, why in closed.quarantined]
+        if closed.held_from < len(mine):
+            kept[key] = mine[closed.held_from :]
+    return joined, quarantined, kept
+
+
+def _streamed_contexts(parts: list[list[tuple[str, int, str, int]]], rule: Rule, delay: int):
+    joined, quarantined, held, seen = [], [], {}, None
+    for part in parts:
+        seen = max([seen, *(t for _, t, _, _ in part)] if seen is not None else [t for _, t, _, _ in part])
+        out, given_up, held = _contexts(part, rule, seen - delay, False, held)
+        joined, quarantined = joined + out, quarantined + given_up
+    return joined, quarantined, held
+
+
+MINUTE = 60_000_000
+
+
+def test_the_issues_context_join_is_the_same_in_batch_and_in_every_split_of_its_stream():
+    """Inputs a and b, timeout 20m, watermark 1m: a's events for context 1 at 00:00 and context 2 at
+    00:40, then b's for context 1 at 01:00 and context 2 at 00:41. Context 1's inputs have not all
+    come by 00:20: it is quarantined as incomplete in batch as on the stream (b's event starts a
+    context of its own, which waits for a); context 2 is joined."""
+    rule = Rule(all_inputs=("a", "b"), timeout_us=20 * MINUTE)
+    arrival = [("1", 0, "a", 0), ("2", 40 * MINUTE, "a", 1), ("1", 60 * MINUTE, "b", 2), ("2", 41 * MINUTE, "b", 3)]
+    batch, given_up, _ = _contexts(arrival, rule, 60 * MINUTE, True, {})
+    assert batch == [("2", frozenset({1, 3}), "all_inputs")]
+    assert given_up == [
+        ("1", frozenset({0}), "incomplete context: missing b"),
+        ("1", frozenset({2}), "incomplete context: missing a"),
+    ]
+    for cuts in ([], [1], [2], [1, 2]):  # splits in which no event is late (b's at 00:41 comes with or before 01:00)
+        parts = [arrival[a:b] for a, b in zip([0, *cuts], [*cuts, len(arrival)], strict=True)]
+        joined, quarantined, held = _streamed_contexts(parts, rule, delay=MINUTE)
+        assert joined == batch, cuts
+        assert quarantined == [("1", frozenset({0}), "incomplete context: missing b")], cuts
+        assert {k: [e[3] for e in v] for k, v in held.items()} == {"1": [2]}, cuts  # waits for a until 01:20
+    longer = Rule(all_inputs=("a", "b"), timeout_us=70 * MINUTE)  # now 01:00 is within context 1's timeout
+    assert _contexts(arrival, longer, 60 * MINUTE, True, {})[0] == [
+        ("1", frozenset({0, 2}), "all_inputs"), ("2", frozenset({1, 3}), "all_inputs")]  # fmt: skip
+    assert (
+        _streamed_contexts([arrival[:2], arrival[2:]], longer, MINUTE)[0] == _contexts(arrival, longer, 60 * MINUTE, True, {})[0]
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), contexts=st.integers(0, 12), batches=st.integers(1, 6), delay=st.integers(0, 5),
+       timeout=st.integers(1, 12))  # fmt: skip
+def test_a_context_join_with_a_timeout_equals_batch_for_any_split(seed, contexts, batches, delay, timeout):
+    """Each input sends at most one event per context (the paper's event: a whole tick list), at
+    random event times, arriving out of order by at most the watermark delay (none late), cut into
+    micro-batches anywhere. The stream joins and quarantines what one batch run does; what it still
+    holds, the end of its input quarantines as the batch run did."""
+    rng = random.Random(seed)
+    rule = Rule(all_inputs=("a", "b", "c"), timeout_us=timeout)
+    made = [(str(ctx), rng.randint(0, 30), i, 0) for ctx in range(contexts) for i in "abc" if rng.random() < 0.8]
+    made = [(k, t, i, n) for n, (k, t, i, _) in enumerate(made)]
+    arrival = sorted(made, key=lambda e: e[1] + rng.uniform(0, delay))
+    cuts = sorted(rng.sample(range(1, len(arrival)), min(batches - 1, max(len(arrival) - 1, 0)))) if arrival else []
+    parts = [arrival[a:b] for a, b in zip([0, *cuts], [*cuts, len(arrival)], strict=True)] if arrival else []
+    newest = max((t for _, t, _, _ in made), default=None)
+    batch, given_up, _ = _contexts(made, rule, newest, True, {})
+    joined, quarantined, held = _streamed_contexts(parts, rule, delay)
+    at_end, ended, rest = _contexts([], rule, newest, True, held)
+    assert rest == {}
+    assert sorted(joined + at_end, key=str) == sorted(batch, key=str)
+    assert sorted(quarantined + ended, key=str) == sorted(given_up, key=str)
+    for _, ids, _ in batch:  # a joined context's events are within the timeout of its first
+        times = [t for _, t, _, n in made if n in ids]
+        assert max(times) - min(times) <= timeout
+
+
+@pytest.mark.parametrize(
+    ("close", "waits"),
+    [
+        ({"count": 3}, "a group waits for 3 events of its key, then is emitted once the watermark passes its last one"),
+        ({"all_inputs": True, "timeout": "20m"},
+         "a context waits for an event from each input it misses; it is quarantined as incomplete once the watermark "
+         "passes its first event + 20m"),
+        ({"count": 3, "timeout": "30s"},
+         "a group is emitted once the watermark passes its first event + 30s, or once it has 3 events and the watermark "
+         "passes its last one"),
+        ({"every": "1h"}, "a group is emitted once the watermark passes the end of its 1h interval"),
+    ],
+)  # fmt: skip
+def test_the_held_events_message_says_what_each_rule_waits_for(tmp_path, close, waits):
+    """The end of a run names what a streaming group step's held events wait for: a partial
+    count-only group waits for events, a context missing an input for that input, not the watermark."""
+    from types import SimpleNamespace
+
+    import pyarrow.parquet as pq
+
+    from framework.operators.group.stream import HELD_TABLE, STATES_TABLE, GroupStream
+    from framework.operators.micro_batch_state import MicroBatchState
+    from framework.spec.steps import CloseRule
+
+    state = MicroBatchState(str(tmp_path / "state"))
+    folder = Path(state.begin(0))
+    for table, rows in (
+        (HELD_TABLE, {KEY: ['{"k":"a"}'] * 2, MICROS: [1, 2]}),
+        (STATES_TABLE, {KEY: ['{"k":"a"}'], STATE: ["1"]}),
+    ):
+        (folder / table).mkdir(parents=True)
+        pq.write_table(pa.table(rows), folder / table / "part-0.parquet")
+    state.complete(0, {"max": 120_000_000, "mark": 60_000_000})
+    spec = SimpleNamespace(group=SimpleNamespace(close=CloseRule(**close)))
+    line = GroupStream("g", spec, str(tmp_path / "state")).held().line("g")  # type: ignore[union-attr]
+    assert line == (
+        "step 'g' still holds 2 events of groups not yet closed (1 keys with state); the watermark is at "
+        f"1970-01-01T00:01:00+00:00: {waits}"
+    )
 
 
 # -- on Spark, from the CLI --------------------------------------------------------------------------
@@ -304,6 +439,112 @@ def test_a_context_closes_when_every_input_has_come_and_an_incomplete_one_is_qua
     quarantined = delta_rows(project / "warehouse" / "_tributary" / "quarantine")
     # streaming: context 2 waited until event time passed its timeout; context 3 is still waiting
     assert [(r["reason"], json.loads(r["record"])["ctx"]) for r in quarantined] == [("incomplete context: missing right", 2)]
+
+
+TWO_STEPS = """
+name: two
+mode: {mode}
+sources:
+  a: {{format: json, path: data/a, schema: "ctx BIGINT, ts TIMESTAMP", event_time: ts, watermark: 1m}}
+  b: {{format: json, path: data/b, schema: "ctx BIGINT, ts TIMESTAMP", event_time: ts, watermark: 1m}}
+steps:
+  joined:
+    group: {{inputs: [a, b], context: ctx, event_time: ts, close: {{all_inputs: true, timeout: 20m}}, function: sides_how}}
+  hourly:
+    group: {{inputs: [a, b], key: [ctx], event_time: ts, close: {{every: 1h}}, function: sides_how}}
+outputs:
+  joined: {{mode: {output_mode}}}
+  hourly: {{mode: {output_mode}}}
+"""
+SIDES_HOW = """
+from framework.functions import group_function
+
+@group_function(returns="inputs string, n bigint, how string")
+def sides_how(events, state, args):
+    return {"inputs": ",".join(sorted(set(events["_input"]))), "n": len(events), "how": state.closed_by}
+"""
+
+
+def _events(project: Path, path: str, rows: list[tuple]) -> None:
+    lines = [json.dumps({"ctx": c, "ts": f"2026-01-01T{h:02d}:{m:02d}:00"}) for c, h, m in rows]
+    write(project / "data" / path, "\n".join(lines) + "\n")
+
+
+def _two(project: Path, mode: str) -> None:
+    write(project / "udfs" / "sides_how.py", SIDES_HOW)
+    output_mode = "append" if mode == "streaming" else "overwrite"
+    write(project / "pipelines" / "two.yaml", TWO_STEPS.format(mode=mode, output_mode=output_mode))
+
+
+def _rows_of(project: Path, table: str) -> list[tuple]:
+    return sorted((r["ctx"], r["inputs"], r["n"], r["how"]) for r in delta_rows(project / "warehouse" / table))
+
+
+def _quarantined(project: Path) -> list[tuple]:
+    rows = delta_rows(project / "warehouse" / "_tributary" / "quarantine")
+    return sorted((r["source"], json.loads(r["record"])["ctx"] or 0, r["reason"]) for r in rows)  # 0: no key
+
+
+def test_batch_context_join_quarantines_a_context_incomplete_by_its_timeout_and_every_ends_with_the_input(spark, cli, project):
+    """The issue's case in one batch run: context 1's b comes an hour after its a (timeout 20m),
+    so both are quarantined as incomplete, as the stream does; context 2 is joined. `every`: a group
+    whose hour event time did not reach closes as end_of_input."""
+    _two(project, "batch")
+    _events(project, "a/1.json", [(1, 0, 0), (None, 0, 10), (2, 0, 40), (3, 1, 5)])
+    _events(project, "b/1.json", [(1, 1, 0), (2, 0, 41)])
+    code, out, err = cli("run", "two")
+    assert code == 0, out + err
+    assert _rows_of(project, "joined") == [(2, "a,b", 2, "all_inputs")]
+    assert _rows_of(project, "hourly") == [
+        (1, "a", 1, "every"), (1, "b", 1, "end_of_input"), (2, "a,b", 2, "every"), (3, "a", 1, "end_of_input")]  # fmt: skip
+    assert _quarantined(project) == [
+        ("hourly", 0, "key column(s) ctx null: the tuple has no instance key"),
+        ("joined", 0, "key column(s) ctx null: the tuple has no instance key"),
+        ("joined", 1, "incomplete context: missing a"),
+        ("joined", 1, "incomplete context: missing b"),
+        ("joined", 3, "incomplete context: missing b"),
+    ]
+
+
+def test_streaming_two_steps_count_refused_rows_per_step_and_say_what_held_rows_wait_for(spark, cli, project):
+    """The same events on a stream, a's first, then b's with one more a and a row late for both
+    steps: outputs and quarantine are the batch run's but for what the stream still holds. A row
+    refused by two steps is recorded at each, and counted per step in the summary, the run log and
+    the report alike."""
+    _two(project, "streaming")
+    _events(project, "a/1.json", [(1, 0, 0), (None, 0, 10), (2, 0, 40)])
+    (project / "data" / "b").mkdir()
+    code, out, err = cli("run", "two")
+    assert code == 0, out + err
+    _events(project, "b/1.json", [(1, 1, 0), (2, 0, 41)])
+    _events(project, "a/2.json", [(3, 1, 5), (4, 0, 5)])  # 00:05 is older than the watermark, 00:39
+    code, out, err = cli("run", "two")
+    assert code == 0, out + err
+    assert _rows_of(project, "joined") == [(2, "a,b", 2, "all_inputs")]
+    assert _rows_of(project, "hourly") == [(1, "a", 1, "every"), (2, "a,b", 2, "every")]
+    assert _quarantined(project) == [
+        ("hourly", 0, "key column(s) ctx null: the tuple has no instance key"),
+        ("joined", 0, "key column(s) ctx null: the tuple has no instance key"),
+        ("joined", 1, "incomplete context: missing b"),
+    ]
+    late = delta_rows(project / "warehouse" / "_tributary" / "late_rows")
+    assert sorted((r["steps"], json.loads(r["record"])["ctx"]) for r in late) == [("hourly", 4), ("joined", 4)]
+    events = delta_rows(project / "warehouse" / "_tributary" / "events")
+    last = max(e["run_id"] for e in events)
+    logged = {
+        (e["event"], e["name"]): e["rows"] for e in events if e["run_id"] == last and e["event"] in ("late_rows", "quarantine")
+    }
+    assert logged == {("late_rows", "joined"): 1, ("late_rows", "hourly"): 1}
+    summary = " ".join(out.split())
+    assert "late rows: 1 from joined, 1 from hourly" in summary
+    assert (
+        "step 'joined' still holds 2 events of groups not yet closed (0 keys with state); the watermark is at "
+        "2026-01-01T01:04:00+00:00: a context waits for an event from each input it misses" in summary
+    )
+    code, out, err = cli("report", "two")
+    assert code == 0, out + err
+    page = Path(out.strip()).read_text()
+    assert "1 late row(s) from joined" in page and "1 late row(s) from hourly" in page
 
 
 def test_sql_templates_call_udfs_and_validate_knows_their_names(spark, cli, project):

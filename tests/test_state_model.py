@@ -43,6 +43,34 @@ def test_a_window_is_open_until_its_nth_tuple_or_its_timeout():
     assert figures["state_bytes_max"] == 500
 
 
+def test_a_streams_observed_open_windows_count_every_tuple_it_holds(tmp_path):
+    """The tuples a streaming SWA step holds at a batch's end are its windows not yet emitted, also
+    those of tuples the watermark has not reached: the observed open windows count them all, so a
+    stream holding tuples never reports 0 open windows (an error of ∞) against its prediction."""
+    from types import SimpleNamespace
+
+    import pyarrow.parquet as pq
+
+    from framework.engine.state_figures import streaming_figures
+    from framework.operators.keyed_windows import MICROS
+    from framework.operators.swa.stream import HELD, SwaStream
+    from framework.spec.steps import SwaSpec
+
+    spec = SwaSpec.model_validate({"input": "calls", "key": "head", "columns": {"head": "page"}, "size": 3,
+                                   "timeout": "10s", "event_time": "ts"})  # fmt: skip
+    mark = 100 * 1_000_000
+    # all at or after the mark: page a's 5 tuples are two windows (3 by count, then 2), b's 1 is one
+    seconds = {"a": [100, 101, 102, 103, 104], "b": [105]}
+    rows = [(page, s * 1_000_000) for page, times in seconds.items() for s in times]
+    (tmp_path / HELD).mkdir()
+    pq.write_table(pa.table({"page": [p for p, _ in rows], MICROS: [m for _, m in rows]}), tmp_path / HELD / "part-0.parquet")
+    operator = SwaStream("views", SimpleNamespace(swa=spec), str(tmp_path / "state"))
+    assert operator._measure(str(tmp_path), len(rows), ["page"], mark) == 3
+    batches = [{"batch": 0, "windows_closed": 4, "lifetime_sum_s": 40.0, "advance_s": 10.0, "open_windows": 3, "state_rows": 6}]
+    figures = streaming_figures("views", "swa", spec, batches)
+    assert figures.observed["open_windows_mean"] == 3 and figures.observed["tuples_held_mean"] == 6
+
+
 def test_the_models_formulas():
     load = InputLoad(
         tuples=10_000, span_s=100, keys=1_000, lifetime_sum_s=20_000, crowded_keys=0, steady_s=90, bytes_per_tuple=135

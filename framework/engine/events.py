@@ -103,7 +103,13 @@ def record_result(events: EventLog, result: RunResult) -> None:
     for figures in result.capacity:
         events.record("capacity", name=figures.step, status="ok", details=figures.as_dict())
     for holder, held in result.held.items():
-        events.record("held", name=holder, status="ok", rows=held.rows, details={"what": held.what, "watermark": held.watermark})
+        events.record(
+            "held",
+            name=holder,
+            status="ok",
+            rows=held.rows,
+            details={"what": held.what, "watermark": held.watermark, "waits": held.waits},
+        )
     for source, count in result.quarantined.items():
         events.record("quarantine", name=source, status="ok", rows=count)
     for source, count in result.late.items():

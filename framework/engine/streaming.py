@@ -392,12 +392,14 @@ class StreamingRun:
                     self.run.reporter.update("output", q.name, q.result.status, f"{q.sink.replayed} replayed batch(es) skipped")
                 side = q.sink.side
                 step = plan.output(q.name).step
-                if QUARANTINE in side and side[QUARANTINE].rows:  # the operator's own, besides the checks' (below)
+                # the operator's own refusals, besides the checks' (below): per step, as its records
+                # name it (a row refused by several steps is recorded, and counted, at each)
+                if QUARANTINE in side and side[QUARANTINE].rows:
                     own = side[QUARANTINE].rows - sum(c.quarantined for c in self.sink_checks.get(q.name, []))
                     if own:
-                        result.quarantined[step] = own
+                        result.quarantined[step] = result.quarantined.get(step, 0) + own
                 if LATE in side and side[LATE].rows:
-                    result.late[", ".join(plan.upstream_sources(step)) or step] = side[LATE].rows
+                    result.late[step] = result.late.get(step, 0) + side[LATE].rows
             elif q.name.startswith("_late_") and q.sink.rows:
                 result.late[q.name.removeprefix("_late_")] = q.sink.rows
         for output, operator in self.operators.items():

@@ -52,11 +52,14 @@ class Held:
 
     rows: int  # the rows kept in the operator's state
     what: str  # what they are, e.g. "tuples in 120 open windows"
-    watermark: str | None  # the watermark they wait on (ISO event time), None before any
+    watermark: str | None  # the stream's watermark (ISO event time), None before any
+    #: what they wait for, said by the kind (a partial count-only group waits for events, a
+    #: context missing an input for that input; most wait for the watermark)
+    waits: str = "they are emitted once the watermark passes them"
 
     def line(self, step: str) -> str:
-        at = f"; the watermark is at {self.watermark}: they are emitted once it passes them" if self.watermark else ""
-        return f"step '{step}' still holds {self.rows:,} {self.what}{at}"
+        at = f"; the watermark is at {self.watermark}" if self.watermark else ""
+        return f"step '{step}' still holds {self.rows:,} {self.what}{at}: {self.waits}"
 
 
 def micros_iso(micros: int | None) -> str | None:

@@ -268,7 +268,8 @@ def _from_events(run_id: str, pipeline: str, events: list[dict[str, Any]]) -> Ru
                 )
             )
         elif kind == "held":
-            report.notes.append(Held(e["rows"], details.get("what", "rows"), details.get("watermark")).line(e["name"]))
+            said = {"waits": details["waits"]} if details.get("waits") else {}  # runs logged before it was said
+            report.notes.append(Held(e["rows"], details.get("what", "rows"), details.get("watermark"), **said).line(e["name"]))
         elif kind == "capacity":
             report.capacity.append(Figures.from_dict(details))
         elif kind == "freshness":  # the scheduler's check of the sources before the run

@@ -20,7 +20,8 @@ group closes. In streaming the step runs per micro-batch inside its output's sin
 events of open groups and each key's state between batches (framework.operators.group.stream).
 
 Events without a key or an event time are quarantined with the reason; so are the events of a
-context that never completed (`incomplete context: missing <inputs>`).
+context that did not complete within its first event + timeout, or by the end of the input
+(`incomplete context: missing <inputs>`).
 """
 
 from __future__ import annotations
@@ -76,12 +77,14 @@ def build_group(context: StepContext) -> DataFrame:
 
 
 def _end_of_time(events: DataFrame, spec: GroupSpec) -> int | None:
-    """How far event time went in a batch run (its newest event), for the timeout rule: a group
-    whose first event + t is before it timed out, as in streaming; the others end with the input.
-    One pass over the input, only for that rule."""
+    """How far event time went in a batch run (its newest event), for the timeout and every rules:
+    a group whose first event + t is before it timed out, a group whose interval ends at or before
+    it closed by `every`, as in streaming; the others end with the input. One pass over the input,
+    only for those rules (a context join ends every context with the input)."""
     from pyspark.sql import functions as F
 
-    if spec.close.timeout is None or spec.close.all_inputs or events.isStreaming:
+    close = spec.close
+    if (close.timeout is None and close.every is None) or close.all_inputs or events.isStreaming:
         return None
     newest = events.agg(F.max(MICROS)).first()
     return newest[0] if newest is not None else None

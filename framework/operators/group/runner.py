@@ -20,9 +20,14 @@ its first event + t is before the mark; every: its interval ends at or before th
 groups are a prefix of the key's events, so the first group that is not final and everything after
 it stay held. At the end of a batch run's input (`end_of_input`) every group is final: the last
 one closes as `end_of_input`, unless event time passed its timeout (the mark of a batch run is
-its newest event time). So streaming over any split into micro-batches, then the end of input,
-calls the function on the same groups, in the same order, with the same state, as one batch run. `all_inputs` closes a context as soon as every input has sent an event of it; a
-context that is still missing an input when its timeout passes (or the input ends) is quarantined.
+its newest event time), and `every` closes a group as `every` only when an event reached the end
+of its interval. So streaming over any split into micro-batches, then the end of input, calls the
+function on the same groups, in the same order, with the same state, as one batch run.
+
+`all_inputs`: a context is the key's events from its first one to first + timeout (`_contexts`).
+It closes as soon as every input has sent an event of it; one still missing an input when event
+time passes its first event + timeout (or the input ends) is quarantined, in batch as on streams.
+The stream equals the batch run when each input's events of a context arrive in one micro-batch.
 
 This module runs on executors: it needs numpy, pandas and pyarrow only, and the engine pickles
 it by value, so executors do not import `framework`.
@@ -87,25 +92,20 @@ def close_groups(micros: Any, inputs: Any, rule: Rule, mark: int | None, end_of_
     if m == 0:
         return done
     if rule.all_inputs:
-        present = set(inputs.tolist()) if inputs is not None else set()
-        missing = [i for i in rule.all_inputs if i not in present]
-        if not missing:
-            done.groups.append((0, m, "all_inputs"))
-        elif end_of_input or (rule.timeout_us is not None and mark is not None and int(micros[0]) + rule.timeout_us < mark):
-            done.quarantined.append((0, m, f"incomplete context: missing {', '.join(missing)}"))
-        else:
-            done.held_from = 0
-        return done
+        return _contexts(micros, inputs, rule, mark, end_of_input)
     if rule.every_us is not None:
         every = rule.every_us
         bucket = micros // every
         starts = [0, *(np.flatnonzero(bucket[1:] != bucket[:-1]) + 1).tolist()]
         for i, start in enumerate(starts):
             stop = starts[i + 1] if i + 1 < len(starts) else m
-            if not (end_of_input or (mark is not None and (int(bucket[start]) + 1) * every <= mark)):
+            # event time reached the end of the group's interval (at the end of a batch run's
+            # input, the mark is its newest event time); otherwise only the input's end closes it
+            reached = mark is not None and (int(bucket[start]) + 1) * every <= mark
+            if not (end_of_input or reached):
                 done.held_from = start
                 return done
-            done.groups.append((start, stop, "every"))
+            done.groups.append((start, stop, "every" if reached else "end_of_input"))
         return done
     count = rule.count if rule.count is not None else m + 1
     start = 0
@@ -127,6 +127,34 @@ def close_groups(micros: Any, inputs: Any, rule: Rule, mark: int | None, end_of_
             done.held_from = start
             return done
         done.groups.append((start, stop, how))
+        start = stop
+    return done
+
+
+def _contexts(micros: Any, inputs: Any, rule: Rule, mark: int | None, end_of_input: bool) -> Closed:
+    """A context join over one key's events: a context is the events from its first one to the
+    first + timeout (all of them without a timeout). It closes once every input has sent one of
+    them; it is quarantined as incomplete once event time passes its first event + timeout, or at
+    the end of a batch run's input, while an input is still missing. Its later events start the
+    next context."""
+    import numpy as np
+
+    m = len(micros)
+    done = Closed(held_from=m)
+    present_of = inputs.tolist() if inputs is not None else [None] * m
+    start = 0
+    while start < m:
+        first = int(micros[start])
+        stop = m if rule.timeout_us is None else int(np.searchsorted(micros, first + rule.timeout_us, side="right"))
+        present = set(present_of[start:stop])
+        missing = [i for i in rule.all_inputs if i not in present]
+        if not missing:
+            done.groups.append((start, stop, "all_inputs"))
+        elif end_of_input or (rule.timeout_us is not None and mark is not None and first + rule.timeout_us < mark):
+            done.quarantined.append((start, stop, f"incomplete context: missing {', '.join(missing)}"))
+        else:
+            done.held_from = start
+            return done
         start = stop
     return done
 

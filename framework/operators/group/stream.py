@@ -114,7 +114,10 @@ class GroupStream(PerBatchOperator):
             return None
         keys = state.rows(folder, STATES_TABLE)  # type: ignore[arg-type]
         return Held(
-            rows, f"events of groups not yet closed ({keys:,} keys with state)", micros_iso(state.meta(folder).get("mark"))
+            rows,
+            f"events of groups not yet closed ({keys:,} keys with state)",
+            micros_iso(state.meta(folder).get("mark")),
+            waits=held_waits(self.spec.group.close),
         )
 
     @staticmethod
@@ -127,6 +130,28 @@ class GroupStream(PerBatchOperator):
         event_time = field_of(late, spec.event_time).name  # type: ignore[union-attr]
         source = ", ".join(self.sources) or ", ".join(spec.inputs)
         return late_records(late.drop(KEY, ROLE), source, (self.step,), event_time, mark, self.run_id, self.pipeline)
+
+
+def held_waits(close: Any) -> str:
+    """What the events a stream holds wait for, by the close rule (framework.operators.group.runner):
+    not always the watermark."""
+    if close.all_inputs:
+        gives_up = f"; it is quarantined as incomplete once the watermark passes its first event + {_span(close.timeout)}"
+        return "a context waits for an event from each input it misses" + (gives_up if close.timeout is not None else "")
+    if close.every is not None:
+        return f"a group is emitted once the watermark passes the end of its {_span(close.every)} interval"
+    if close.timeout is None:
+        return f"a group waits for {close.count:,} events of its key, then is emitted once the watermark passes its last one"
+    counted = f", or once it has {close.count:,} events and the watermark passes its last one" if close.count is not None else ""
+    return f"a group is emitted once the watermark passes its first event + {_span(close.timeout)}{counted}"
+
+
+def _span(seconds: float) -> str:
+    """A duration as the spec writes it: 20m, 30s, 1h, 1.5s."""
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def _output_schema(runner: GroupRunner) -> StructType:

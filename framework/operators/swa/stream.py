@@ -68,7 +68,7 @@ from framework.operators.keyed_windows import (
 )
 from framework.operators.micro_batch import LATE, QUARANTINE, Held, MicroBatchSetup, PerBatchOperator, micros_iso
 from framework.operators.micro_batch_state import OUTPUT, MicroBatchState
-from framework.operators.swa.batch import KEY_HASH, START, assign_windows
+from framework.operators.swa.batch import KEY_HASH, START, assign_windows, fold_windows
 from framework.operators.window_sizes import SIZE_COLUMN, TIMEOUT_COLUMN, Sizes, size_column, timeout_column, with_sizes
 from framework.spec.steps import AUTO
 
@@ -227,16 +227,30 @@ class SwaStream(PerBatchOperator):
 
     def _measure(self, folder: str, state_rows: int, keys: list[str], mark: int | None) -> int:
         """State held after this batch: its tuples (as written), and its open windows, read from
-        the state files without Spark (distinct keys of the held tuples older than the watermark:
-        those are the tuples of the key's open window, so a key has at most one)."""
+        the state files without Spark. Every held tuple is in a window not emitted yet, also one
+        the watermark has not reached (the fold assigns all of them): a key's held tuples continue
+        where its emitted windows stopped, so the SWA rule over them from their first tuple gives
+        its open windows (one per key holding tuples when each key has sizes of its own)."""
+        import numpy as np
         import pyarrow.dataset as ds
 
         windows = 0
-        if mark is not None and state_rows:
+        if state_rows:
             fs, path = filesystem(folder)
-            held = ds.dataset(f"{path}/{HELD}", filesystem=fs, format="parquet")
-            placed = held.to_table(columns=keys, filter=ds.field(MICROS) < mark)
-            windows = placed.group_by(keys).aggregate([]).num_rows
+            held = ds.dataset(f"{path}/{HELD}", filesystem=fs, format="parquet").to_table(columns=[*keys, MICROS])
+            swa = self.spec.swa
+            if swa.learns:
+                windows = held.group_by(keys).aggregate([]).num_rows
+            else:
+                held = held.sort_by([(k, "ascending") for k in keys] + [(MICROS, "ascending")])
+                new_key = np.zeros(held.num_rows, dtype=bool)
+                new_key[0] = True
+                for k in keys:
+                    values = held.column(k).to_numpy(zero_copy_only=False)
+                    new_key[1:] |= values[1:] != values[:-1]
+                micros = held.column(MICROS).to_numpy(zero_copy_only=False).astype(np.int64)
+                _, _, _, position = fold_windows(new_key, micros, int(swa.size), swa.timeout_micros)
+                windows = int((position == 1).sum())
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], state_rows)
         self.figures["open_windows_peak"] = max(self.figures["open_windows_peak"], windows)
         return windows
