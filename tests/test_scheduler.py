@@ -525,7 +525,7 @@ def test_a_stale_source_fails_its_interval_until_fresh_data_comes_and_a_warning_
     and the run's report."""
     import os
 
-    from framework.reporting.html_report import gather_run
+    from framework.reporting import gather_run
 
     data = project / "data/calls"
     old = calls(data, "calls.json", [utc(2026, 11, 2, 0, 30)])
