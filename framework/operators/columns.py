@@ -4,7 +4,7 @@ runs, and on the inputs' schemas when `validate` checks it (framework.schemas)."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from framework.errors import Problem
 from framework.operators.problems import SpecProblem
@@ -14,9 +14,10 @@ from framework.schemas.columns import shown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructField
 
 
-def field_of(df: DataFrame, column: str):  # a StructField or None
+def field_of(df: DataFrame, column: str) -> Any:  # a StructField, or None (callers that checked the column take it as one)
     for field in df.schema.fields:
         if field.name.lower() == column.lower():
             return field
@@ -27,7 +28,7 @@ def quoted(column: str) -> str:
     return "`" + column.replace("`", "``") + "`"
 
 
-def is_timestamp(field) -> bool:  # a StructField
+def is_timestamp(field: StructField) -> bool:
     from pyspark.sql.types import TimestampNTZType, TimestampType
 
     return isinstance(field.dataType, (TimestampType, TimestampNTZType))

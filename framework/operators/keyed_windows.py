@@ -297,7 +297,7 @@ def unit_rows(
     return units.select(*[quoted(k) for k in keys], *FIXED_COLUMNS, *[quoted(n) for n in spec.aggregates], *(hidden or {}))
 
 
-def _aggregate_problem(step: str, spec: KeyedWindowSpec, grouped, fixed, error: Exception) -> BadInput:
+def _aggregate_problem(step: str, spec: KeyedWindowSpec, grouped: Any, fixed: Any, error: Exception) -> BadInput:
     from pyspark.errors import AnalysisException, ParseException
     from pyspark.sql import functions as F
 

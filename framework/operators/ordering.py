@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
 MAX_BUCKETS = 1024
 
@@ -24,7 +25,7 @@ def epoch_micros(ts: Column, ntz: bool) -> Column:
     return F.unix_micros(wall)
 
 
-def orderable(data_type) -> bool:  # a Spark DataType
+def orderable(data_type: DataType) -> bool:
     """Whether Spark can sort by a column of this type (maps and variants cannot)."""
     from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
 

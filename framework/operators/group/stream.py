@@ -37,6 +37,7 @@ from framework.operators.micro_batch import LATE, QUARANTINE, Held, MicroBatchSe
 from framework.operators.micro_batch_state import OUTPUT, MicroBatchState
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
@@ -175,22 +176,22 @@ def _folders(current: str, runner: GroupRunner, events: StructType) -> dict[str,
     event_names = [f.name for f in events.fields if f.name != KEY]
     prefix, key, state_column, reason = EVENT, KEY, STATE, REASON
 
-    def rows_of(table, wanted):  # pyarrow
+    def rows_of(table: pa.Table, wanted: str) -> pa.Table:
         import pyarrow.compute as pc
 
         return table.filter(pc.equal(table.column(role), wanted))
 
-    def output(table):
+    def output(table: pa.Table) -> pa.Table:
         return rows_of(table, OUT).select(out_columns)
 
-    def held(table):
+    def held(table: pa.Table) -> pa.Table:
         picked = rows_of(table, HELD).select([key, *[prefix + n for n in event_names]])
         return picked.rename_columns([key, *event_names])
 
-    def states(table):
+    def states(table: pa.Table) -> pa.Table:
         return rows_of(table, STATE_OUT).select([key, state_column])
 
-    def given_up(table):
+    def given_up(table: pa.Table) -> pa.Table:
         picked = rows_of(table, QUARANTINED).select([*[prefix + n for n in event_names], reason])
         return picked.rename_columns([*event_names, reason])
 

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 
-def build_join(context: StepContext):  # a DataFrame
+def build_join(context: StepContext) -> DataFrame:
     spec = context.spec.join
     left, right = context.inputs[spec.left], context.inputs[spec.right]
     _check_inputs(context, left, right)

@@ -22,12 +22,12 @@ from framework.spec.steps import SqlStep
 from framework.sql_policy import Refusal, SparkPlanCheck, text_refusals
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 _POSITION = re.compile(r"line (\d+),? pos (\d+)")
 
 
-def build_sql(context: StepContext):  # a DataFrame
+def build_sql(context: StepContext) -> DataFrame:
     from pyspark.errors import AnalysisException, ParseException
 
     sql = context.sql

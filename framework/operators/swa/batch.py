@@ -47,13 +47,14 @@ from framework.operators.window_sizes import SIZE_COLUMN, TIMEOUT_COLUMN, size_c
 if TYPE_CHECKING:
     import numpy as np
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.window import WindowSpec
 
     from framework.spec.steps import SwaSpec
 
 START = "__tributary_start"  # event time (micros) of the first tuple of the tuple's window
 
 
-def build_swa(context: StepContext):  # a DataFrame
+def build_swa(context: StepContext) -> DataFrame:
     spec = context.spec.swa
     rows = with_sizes(used_columns(checked_input(context), spec), spec, context.sizes)
     return unit_rows(context.name, spec, assign_windows(rows, spec), [KEY_HASH, UNIT], closed=closed_in_place(spec))
@@ -106,7 +107,7 @@ def assign_windows(rows: DataFrame, spec: SwaSpec, last: bool = True) -> DataFra
     )
 
 
-def _jvm_fold(rows: DataFrame, spec: SwaSpec, window):  # a Column or None
+def _jvm_fold(rows: DataFrame, spec: SwaSpec, window: WindowSpec) -> Column | None:
     """The JVM fold over each key's tuples so far, named as the pandas fold names it (a struct of
     unit, start and position), or None when the session has no JVM functions."""
     from pyspark.sql import Window
@@ -124,7 +125,7 @@ def _jvm_fold(rows: DataFrame, spec: SwaSpec, window):  # a Column or None
     return folded.cast("struct<unit: bigint, start: bigint, position: bigint>")
 
 
-def _each_key_in_order(rows: DataFrame, spec: SwaSpec):  # (DataFrame, WindowSpec)
+def _each_key_in_order(rows: DataFrame, spec: SwaSpec) -> tuple[DataFrame, WindowSpec]:
     """`rows` with KEY_HASH, and each key's tuples in (event time, tiebreak) order.
 
     The key's xxhash64 leads so Spark's sort compares numbers, not the key's strings (which share
@@ -144,7 +145,7 @@ def key_columns(rows: DataFrame, spec: SwaSpec) -> list[Column]:
     return [F.col(quoted(field_of(rows, c).name)) for c in spec.key_columns()]
 
 
-def closed_in_place(spec: SwaSpec):  # an aggregate Column
+def closed_in_place(spec: SwaSpec) -> Column:  # an aggregate
     """How a window closed, from its tuples: its n-th tuple (count); else the key's last window
     ends with the input (end_of_input); else a later tuple came too late for it (timeout)."""
     from pyspark.sql import functions as F
@@ -153,14 +154,14 @@ def closed_in_place(spec: SwaSpec):  # an aggregate Column
     return F.when(F.count(F.lit(1)) >= size, F.lit(COUNT)).when(F.max(F.col(LAST)), F.lit(END_OF_INPUT)).otherwise(F.lit(TIMEOUT))
 
 
-def _fold_udf(size: int | None = None, timeout_us: int | None = None):  # a pandas UDF
+def _fold_udf(size: int | None = None, timeout_us: int | None = None) -> Any:  # a pandas UDF
     """The pandas fold: of (first-of-key, micros) with a fixed size and timeout, or of (first-of-key,
     micros, size, timeout) when each tuple carries its own (`size: auto`)."""
     import numpy as np
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
 
-    def fold(batches):  # typed below, with types pyspark can read at run time
+    def fold(batches: Any) -> Any:  # typed for pyspark below, with types it can read at run time
         carry = np.empty((3, 0), dtype=np.int64)  # the open window's event times, sizes, timeouts
         offset = 0  # that key's unit number to continue from
         for first, micros, *sized in batches:

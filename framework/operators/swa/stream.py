@@ -73,6 +73,7 @@ from framework.operators.window_sizes import SIZE_COLUMN, TIMEOUT_COLUMN, Sizes,
 from framework.spec.steps import AUTO
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, Observation, SparkSession
     from pyspark.sql.types import StructType
 
@@ -283,10 +284,10 @@ def _output_and_held(folder: str) -> dict[str, Folder]:
     columns; the tuples of the others to the state. Picked in the tasks, with pyarrow only."""
     final, held = FINAL, HELD
 
-    def output(windows):  # pyarrow Tables
+    def output(windows: pa.Table) -> pa.Table:
         return windows.filter(windows.column(final)).drop_columns([final, held])
 
-    def held_tuples(windows):  # pyarrow Tables
+    def held_tuples(windows: pa.Table) -> pa.Table:
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -349,7 +350,7 @@ class _SharedSetting:
 _HASH_FALLBACK = _SharedSetting("spark.sql.objectHashAggregate.sortBased.fallbackThreshold")
 
 
-def _windows_hashed_in_memory(spark: SparkSession, size: int):  # a context manager
+def _windows_hashed_in_memory(spark: SparkSession, size: int) -> Any:  # a context manager
     """Spark's aggregation with collect_list and the like (object buffers) keeps 128 groups in
     memory per task, then sorts the rest. A window holds at most `size` tuples, so many windows
     fit: aggregating them all in the hash map measured ~14 % faster on the benchmark's micro-batch."""

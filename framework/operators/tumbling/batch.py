@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 POSITION = "__tributary_position"
 
 
-def build_tumbling(context: StepContext):  # a DataFrame
+def build_tumbling(context: StepContext) -> DataFrame:
     spec = context.spec.tumbling
     return unit_rows(context.name, spec, assign_count_windows(used_columns(checked_input(context), spec), spec), [UNIT])
 

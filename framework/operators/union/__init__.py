@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from framework.errors import BadInput, Problem
 from framework.operators.context import StepContext
 from framework.operators.problems import SpecProblem
@@ -11,10 +13,13 @@ from framework.schemas import Schema
 from framework.schemas.columns import shown
 from framework.spec.steps import UnionStep
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
 SOURCE_COLUMN = "_source"
 
 
-def build_union(context: StepContext):  # a DataFrame
+def build_union(context: StepContext) -> DataFrame:
     from pyspark.sql import functions as F
 
     names = list(context.spec.union)
