@@ -253,7 +253,8 @@ def test_report_without_run_takes_the_latest_run_that_wrote_data_and_says_so(rer
     assert code == 0, out + err
     assert (project / "reports" / f"flights-{first}.html").is_file()
     assert not (project / "reports" / f"flights-{rerun}.html").exists()
-    assert f"the latest run that wrote data: {first}" in out and "1 later run changed nothing" in out
+    assert f"the latest run that wrote data: {first}" in err and "1 later run changed nothing" in err
+    assert out.strip().endswith(f"flights-{first}.html") and len(out.strip().splitlines()) == 1  # stdout: the file alone
 
 
 def test_the_report_groups_the_quarantine_by_reason_with_counts_and_sample_values(reran, tmp_path: Path):

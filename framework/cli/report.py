@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from framework.cli.common import DebugOpt, ProfileOpt, VarOpt, context, guard, say
+from framework.cli.common import DebugOpt, ProfileOpt, VarOpt, context, guard, note, say
 
 app = typer.Typer()
 
@@ -38,8 +38,8 @@ def report(
         path = out_file or about.project.root / "reports" / f"{found.pipeline}-{found.run_id}.html"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render_html(found), encoding="utf-8")
-        if found.chosen:  # no --run: say which run, and why that one
-            say(f"{found.pipeline}: {found.chosen}")
+        if found.chosen:  # no --run: which run, and why that one (on stderr: stdout is the file alone)
+            note(f"{found.pipeline}: {found.chosen}")
         say(path)
 
     guard(debug, body)
