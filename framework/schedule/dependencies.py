@@ -81,6 +81,30 @@ def dependency_check(project: Project) -> list[Problem]:
     return dependency_problems(found, pipeline_names(project))
 
 
+def _said_of(
+    upstream: str, p: ScheduledPipeline, by_name: dict[str, ScheduledPipeline], every_name: dict[str, str]
+) -> tuple[str, str] | None:
+    """What is wrong with one name of `p`'s `after:` list, and the hint; None when nothing is."""
+    if p.streaming:
+        return "a streaming pipeline has no intervals to wait for: after: is for batch schedules", (
+            "drop after:, or make the pipeline batch"
+        )
+    if upstream not in every_name:
+        return f"after: no pipeline is named '{upstream}'", (
+            did_you_mean(upstream, sorted(every_name)) or "name a pipeline under pipelines/ (its name:)"
+        )
+    if upstream not in by_name:
+        return (
+            f"after: '{upstream}' ({every_name[upstream]}) has no schedule, so it commits no intervals to wait for",
+            f"add a schedule: to {every_name[upstream]}, or drop it from after:",
+        )
+    if by_name[upstream].streaming:
+        return f"after: '{upstream}' is a streaming pipeline: its runs commit no intervals to wait for", (
+            "wait only for batch pipelines"
+        )
+    return None
+
+
 def dependency_problems(pipelines: list[ScheduledPipeline], every_name: dict[str, str]) -> list[Problem]:
     """What is wrong with the `after:` lists of `pipelines` (every scheduled pipeline of the
     project), each at the line of the name: `every_name` maps each pipeline name under pipelines/
@@ -89,48 +113,12 @@ def dependency_problems(pipelines: list[ScheduledPipeline], every_name: dict[str
     problems: list[Problem] = []
     for p in pipelines:
         for index, upstream in enumerate(p.schedule.after):
-            at = p.after_at(index)
+            line, col = p.after_at(index)
+            said = _said_of(upstream, p, by_name, every_name)
+            if said is not None:
+                problems.append(Problem(said[0], file=p.shown, line=line, col=col, hint=said[1]))
             if p.streaming:
-                problems.append(
-                    Problem(
-                        "a streaming pipeline has no intervals to wait for: after: is for batch schedules",
-                        file=p.shown,
-                        line=at[0],
-                        col=at[1],
-                        hint="drop after:, or make the pipeline batch",
-                    )
-                )
-                break
-            if upstream not in every_name:
-                problems.append(
-                    Problem(
-                        f"after: no pipeline is named '{upstream}'",
-                        file=p.shown,
-                        line=at[0],
-                        col=at[1],
-                        hint=did_you_mean(upstream, sorted(every_name)) or "name a pipeline under pipelines/ (its name:)",
-                    )
-                )
-            elif upstream not in by_name:
-                problems.append(
-                    Problem(
-                        f"after: '{upstream}' ({every_name[upstream]}) has no schedule, so it commits no intervals to wait for",
-                        file=p.shown,
-                        line=at[0],
-                        col=at[1],
-                        hint=f"add a schedule: to {every_name[upstream]}, or drop it from after:",
-                    )
-                )
-            elif by_name[upstream].streaming:
-                problems.append(
-                    Problem(
-                        f"after: '{upstream}' is a streaming pipeline: its runs commit no intervals to wait for",
-                        file=p.shown,
-                        line=at[0],
-                        col=at[1],
-                        hint="wait only for batch pipelines",
-                    )
-                )
+                break  # said once for the pipeline, not per name
     cycle = _cycle(pipelines)
     if cycle:
         first = by_name[cycle[0]]
