@@ -8,6 +8,11 @@
 - A step that runs per micro-batch (SWA, the count-window join) runs inside its output's sink,
   with its state beside the output's checkpoint (framework.operators.micro_batch); the rows it
   hands back for the quarantine and late-row tables are committed inside the same batch.
+- A per-micro-batch step that other steps read (a chain, framework.plan.model.Chain) runs in a
+  query of its own, whose sink commits each micro-batch's emitted rows once to an internal Delta
+  table under _tributary/chains/; its readers and outputs read that table as a stream with the
+  watermark the chain states. An available-now run finishes each chain's query before starting
+  the queries that read it, so one run carries rows through the whole chain.
 - Checkpoints live under <warehouse>/_tributary/checkpoints/<pipeline>/<output>. The app id
   carries the checkpoint's generation, so after --full-refresh batch ids start again cleanly.
 - Malformed records go to the quarantine table and rows later than their source's watermark to
@@ -39,6 +44,7 @@ from framework.io.sources import event_time_column
 from framework.io.stream_sink import ExactlyOnceDeltaSink
 from framework.operators import kind_of
 from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchOperator, MicroBatchSetup
+from framework.operators.registry import Streaming
 from framework.plan.model import CheckScope
 from framework.quality.gate import MASK
 from framework.spec.durations import spark_interval
@@ -69,6 +75,8 @@ class StreamingRun:
     checks: list[BatchCheck] = field(default_factory=list)  # drop expectations judged per micro-batch
     sink_checks: dict[str, list[BatchCheck]] = field(default_factory=dict)  # output -> those its sink judges
     auditors: dict[str, CheckpointAuditor] = field(default_factory=dict)  # output -> its sources' audit
+    #: steps whose aggregation has no event-time window, written by merge outputs in update mode
+    updating: set[str] = field(default_factory=set)
     began: float = field(default_factory=time.perf_counter)
 
     def execute(self) -> None:
@@ -82,6 +90,7 @@ class StreamingRun:
             self._start_over(frames)
         pin_source_columns(run, frames)
         try:
+            self._start_chains(frames)
             for output in run.plan.outputs:
                 self._start_output(frames, output)
             self._start_audits(frames)
@@ -107,12 +116,19 @@ class StreamingRun:
         assert jvm is not None, "a local or cluster session (Spark Connect has no JVM on this side)"
         checker = getattr(getattr(jvm.org.apache.spark.sql.catalyst.analysis, "UnsupportedOperationChecker$"), "MODULE$")
         append = jvm.org.apache.spark.sql.streaming.OutputMode.Append()
+        update = jvm.org.apache.spark.sql.streaming.OutputMode.Update()
         for step in self.run.plan.steps:
             frame = frames.frames.get(step.name)
             if frame is None or not frame.isStreaming:
                 continue
             try:
-                checker.checkForStreaming(frame._jdf.queryExecution().analyzed(), append)
+                try:
+                    checker.checkForStreaming(frame._jdf.queryExecution().analyzed(), append)
+                except (Py4JJavaError, AnalysisException):
+                    if not self._merged_only(step.name):
+                        raise
+                    checker.checkForStreaming(frame._jdf.queryExecution().analyzed(), update)
+                    self.updating.add(step.name)
             except (Py4JJavaError, AnalysisException) as e:
                 message = e.getMessage() if isinstance(e, AnalysisException) else e.java_exception.getMessage()
                 reason = str(message).split(" SQLSTATE")[0]
@@ -121,9 +137,18 @@ class StreamingRun:
                         f"step '{step.name}' cannot run in streaming: {reason}",
                         ("steps", step.name),
                         hint="aggregate over event-time windows on a source with event_time and watermark, "
-                        "or run the pipeline with mode: batch",
+                        "write it to an output with mode: merge and keys (its changed groups are merged each "
+                        "micro-batch), or run the pipeline with mode: batch",
                     )
                 ) from None
+
+    def _merged_only(self, step: str) -> bool:
+        """Only outputs that merge by key read `step`: an aggregation without an event-time window
+        may run in update mode, each micro-batch merging the groups it changed (as batch's rows)."""
+        plan = self.run.plan
+        outputs = [o for o in plan.outputs if o.step == step]
+        readers = [s for s in plan.steps if step in s.inputs]
+        return bool(outputs) and not readers and all(o.mode == "merge" and o.keys for o in outputs)
 
     def _start_over(self, frames: Frames) -> None:
         """Full refresh: each output gets a new version without rows (its history stays), then the
@@ -146,19 +171,62 @@ class StreamingRun:
 
     # -- outputs -------------------------------------------------------------------------------
 
+    def _start_chains(self, frames: Frames) -> None:
+        """Each chained step's query, in run order: its operator's emitted rows to its internal
+        table, exactly once; its late and refused rows to the side tables, under the step's name.
+        An available-now run waits for each before starting the next, so readers see all of it."""
+        run = self.run
+        for step in run.plan.steps:
+            chain = step.chain
+            if chain is None:
+                continue
+            name = f"_chain_{step.name}"
+            operator = self._operator(frames, step.name, name)
+            assert operator is not None, f"chained step '{step.name}' runs per micro-batch"
+            sink = self._sink(name, chain.table, "append", prepare=operator)
+            sink.side = {
+                side: self._sink(f"_{side}_{name}", run.internal(_SIDE_TABLES[side]), "append") for side in operator.side_tables
+            }
+            run.result.watermarks[step.name] = chain.watermark()
+            run.reporter.update("step", step.name, Progress.STREAMING, f"chained through {chain.table}")
+            self._start(frames.feeds[step.name], name, sink, None)
+            self._start_chain_audit(frames, step.name)
+            if not run.continuous:
+                query = self.queries[-1]
+                query.query.awaitTermination()
+                _raise_if_failed(query)
+
+    def _start_chain_audit(self, frames: Frames, step: str) -> None:
+        """Late rows of a chained step's table for readers Spark runs natively (a per-micro-batch
+        reader records its own): rows behind the chain's watermark, recorded under the step."""
+        run, plan = self.run, self.run.plan
+        chain = plan.step(step).chain
+        assert chain is not None
+        readers = [s for s in plan.steps if step in s.inputs]
+        native = [s.name for s in readers if s.kind.streaming(s.spec) is not Streaming.PER_MICRO_BATCH]
+        if chain.event_time is None or chain.event_time not in frames.columns[step].columns or not native:
+            return
+        name = f"_late_{step}"
+        folder, _ = self._checkpoint(name)
+        monitor = LateRowMonitor(
+            step, tuple(native), chain.event_time, chain.delay_s, join(folder + ".late", "state.json"), run.run_id, run.pipeline
+        )
+        late = self._sink(name, run.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
+        self._start(frames.chained_raw[step], late.name, late, None)
+
     def _start_output(self, frames: Frames, output: PlannedOutput) -> None:
         run = self.run
         result = OutputResult(
             output.name, output.step, output.table, output.mode, previous_version=run.store.version(output.table)
         )
         run.result.outputs.append(result)
-        operator = self._operator(frames, output)
+        operator = self._operator(frames, output.step, output.name)
         checks = self._batch_checks(frames, output)
         prepare = CheckedBatches(checks, operator) if checks else operator
         sink = self._sink(output.name, output.table, output.mode, output.keys, output.partition_by, prepare)
         sides = set(operator.side_tables if operator is not None else ()) | ({QUARANTINE} if checks else set())
         sink.side = {side: self._sink(f"_{side}_{output.name}", run.internal(_SIDE_TABLES[side]), "append") for side in sides}
-        self._start(frames.frames[output.step], output.name, sink, result)
+        self._start(frames.frames[output.step], output.name, sink, result, update=output.step in self.updating)
 
     def _batch_checks(self, frames: Frames, output: PlannedOutput) -> list[BatchCheck]:
         """The drop expectations the output's sink judges on each micro-batch: those of its step
@@ -193,14 +261,17 @@ class StreamingRun:
             sink = self._sink(f"_quarantine_{step}", run.internal(QUARANTINE_TABLE), "append", prepare=RefusedRows(check))
             self._start(rows, sink.name, sink, None)
 
-    def _operator(self, frames: Frames, output: PlannedOutput) -> MicroBatchOperator | None:
-        """The per-micro-batch operator of an output whose step runs in its sink, with its state
-        beside the output's checkpoint."""
-        plan, step = self.run.plan, self.run.plan.step(output.step)
+    def _operator(self, frames: Frames, step_name: str, query: str) -> MicroBatchOperator | None:
+        """The per-micro-batch operator of a query (an output's, or a chain's) whose step runs in
+        its sink, with its state beside the query's checkpoint. An output of a chained step reads
+        the chain's table: no operator."""
+        plan, step = self.run.plan, self.run.plan.step(step_name)
         micro_batch = step.kind.micro_batch
         if step.name not in frames.columns or micro_batch is None:  # not run per micro-batch
             return None
-        folder, _ = self._checkpoint(output.name)
+        if step.chain is not None and query != f"_chain_{step.name}":
+            return None
+        folder, _ = self._checkpoint(query)
         setup = MicroBatchSetup(
             step.name,
             step.spec,
@@ -216,7 +287,7 @@ class StreamingRun:
             sizes=frames.contexts[step.name].sizes,
         )
         operator = micro_batch.operator(setup)
-        self.operators[output.name] = operator
+        self.operators[query] = operator
         return operator
 
     def _parquet_rows(self, node: str) -> bool:
@@ -238,7 +309,13 @@ class StreamingRun:
         return True
 
     def _delay(self, node: str) -> float:
-        """The largest watermark delay of the sources behind `node` (seconds)."""
+        """The largest watermark delay of the sources behind `node` (seconds); a chained step's
+        readers see its chain's."""
+        chain = self.run.plan.chain_of(node)
+        if chain is not None:
+            return chain.delay_s
+        if not self.run.plan.is_source(node) and any(self.run.plan.chain_of(i) for i in self.run.plan.step(node).inputs):
+            return max(self._delay(i) for i in self.run.plan.step(node).inputs)
         sources = self.run.plan.upstream_sources(node)
         return max((self.run.plan.source(s).spec.watermark or 0.0) for s in sources) if sources else 0.0
 
@@ -285,8 +362,12 @@ class StreamingRun:
             ),
         )
 
-    def _start(self, frame: DataFrame, name: str, sink: ExactlyOnceDeltaSink, result: OutputResult | None) -> None:
+    def _start(
+        self, frame: DataFrame, name: str, sink: ExactlyOnceDeltaSink, result: OutputResult | None, update: bool = False
+    ) -> None:
         writer = frame.writeStream.foreachBatch(sink).option("checkpointLocation", sink.checkpoint)
+        if update:  # each micro-batch hands over the groups it changed, merged by the output's keys
+            writer = writer.outputMode("update")
         writer = writer.queryName(f"{self.run.pipeline}__{name}")
         if self.run.continuous:
             writer = writer.trigger(processingTime=spark_interval(self.run.compiled.spec.trigger.processing_time))
@@ -305,9 +386,9 @@ class StreamingRun:
         run, plan = self.run, self.run.plan
         self_audited = {
             source
-            for output, operator in self.operators.items()
+            for operator in self.operators.values()
             if LATE in operator.side_tables
-            for source in plan.upstream_sources(plan.output(output).step)
+            for source in plan.upstream_sources(operator.step)
         }
         for name, source in frames.sources.items():
             planned = plan.source(name)
@@ -397,11 +478,13 @@ class StreamingRun:
                     if own:
                         result.quarantined[step] = own
                 if LATE in side and side[LATE].rows:
-                    result.late[", ".join(plan.upstream_sources(step)) or step] = side[LATE].rows
+                    result.late[self._late_key(step)] = side[LATE].rows
+            elif q.name.startswith("_chain_"):
+                self._collect_chain(q)
             elif q.name.startswith("_late_") and q.sink.rows:
                 result.late[q.name.removeprefix("_late_")] = q.sink.rows
-        for output, operator in self.operators.items():
-            found = result.output(output)
+        for query, operator in self.operators.items():
+            found = result.output(query)
             if found is not None:
                 found.observed.update(operator.figures)
             held = operator.held()
@@ -422,6 +505,23 @@ class StreamingRun:
                 for sink, counts in ((source.quarantine, result.quarantined), (source.late, result.late)):
                     if sink is not None and sink.rows:
                         counts[source.name] = sink.rows
+
+    def _collect_chain(self, q: _Query) -> None:
+        """A chained step's late and refused rows, under its name: each step of a chain says its own."""
+        result, step = self.run.result, q.name.removeprefix("_chain_")
+        side = q.sink.side
+        if QUARANTINE in side and side[QUARANTINE].rows:
+            result.quarantined[step] = result.quarantined.get(step, 0) + side[QUARANTINE].rows
+        if LATE in side and side[LATE].rows:
+            result.late[self._late_key(step)] = side[LATE].rows
+        self.run.reporter.update("step", step, Progress.STREAMING, f"{q.sink.rows:,} rows into its chain table")
+
+    def _late_key(self, step: str) -> str:
+        """Whose late rows a step's operator recorded: its sources' (a step on sources), or the step
+        itself when it is part of a chain (it or a step it reads is chained)."""
+        plan = self.run.plan
+        in_chain = plan.chain_of(step) is not None or any(plan.chain_of(i) for i in plan.step(step).inputs)
+        return step if in_chain else (", ".join(plan.upstream_sources(step)) or step)
 
 
 def run_streaming(run: RunContext) -> None:
