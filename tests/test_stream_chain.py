@@ -24,6 +24,7 @@ sources:
     schema: user STRING, ts TIMESTAMP, ms INT
     event_time: ts
     watermark: 10s
+    max_files_per_trigger: {per_trigger}
 steps:
   sessions:
     swa:
@@ -72,39 +73,70 @@ def _multiset(rows: list[dict], drop: tuple[str, ...] = ()) -> Counter:
     return Counter(json.dumps({k: str(v) for k, v in sorted(r.items()) if k not in drop}) for r in rows)
 
 
-def test_swa_feeds_a_per_minute_sql_aggregation_on_a_stream_as_in_batch(spark, cli, project: Path):
-    files = hit_files(3, files=4, rows=30)
-    write(project / "pipelines/chained.yaml", CHAIN.format(mode="batch"))
-    for i, rows in enumerate(files):
+def _land(project: Path, files: list[list[dict]], first: int = 0) -> None:
+    for i, rows in enumerate(files, first):
         write(project / f"landing/hits/part-{i:03d}.json", "".join(json.dumps(r) + "\n" for r in rows))
-    code, _, err = cli("run", "chained")
-    assert code == 0, err
-    batch_minutes = delta_rows(project / "warehouse/per_minute", "minute")
-    batch_sessions = delta_rows(project / "warehouse/sessions")
-    for table in ("per_minute", "sessions", "_tributary"):
-        import shutil
 
-        shutil.rmtree(project / "warehouse" / table)
+
+def _batch_reference(cli, project: Path, files: list[list[dict]]) -> tuple[list[dict], list[dict]]:
+    """The batch run's sessions and minutes over all files; then the project as if it never ran."""
     import shutil
 
-    shutil.rmtree(project / "landing")
-
-    write(project / "pipelines/chained.yaml", CHAIN.format(mode="streaming"))
-    code, out, err = cli("validate", "chained")
+    write(project / "pipelines/chained.yaml", CHAIN.format(mode="batch", per_trigger=1))
+    _land(project, files)
+    code, _, err = cli("run", "chained")
     assert code == 0, err
-    for i, rows in enumerate(files):  # one file per run: the chain carries its state between runs
-        write(project / f"landing/hits/part-{i:03d}.json", "".join(json.dumps(r) + "\n" for r in rows))
-        code, out, err = cli("run", "chained")
-        assert code == 0, err
+    sessions, minutes = delta_rows(project / "warehouse/sessions"), delta_rows(project / "warehouse/per_minute", "minute")
+    for folder in ("warehouse", "landing"):
+        shutil.rmtree(project / folder)
+    return sessions, minutes
+
+
+def _assert_as_batch(project: Path, files: list[list[dict]], batch_sessions: list[dict], batch_minutes: list[dict]) -> None:
+    """The stream's tables are batch's, but for the flush hits' windows and minutes (maybe held)."""
     stream_sessions = delta_rows(project / "warehouse/sessions")
     stream_minutes = delta_rows(project / "warehouse/per_minute", "minute")
-    # the flush hits' windows and minutes may still be held: all the rest is batch's
     flushed = min(r["window_start"] for r in batch_sessions if r["user"] == "flush")
     expected = _multiset([r for r in batch_sessions if r["user"] != "flush"])
     users = _multiset([r for r in stream_sessions if r["user"] != "flush"])
     assert users == expected, (users - expected, expected - users)
     assert [r for r in stream_minutes if r["minute"] < flushed] == [r for r in batch_minutes if r["minute"] < flushed]
     assert sum(r["tuples"] for r in stream_minutes if r["minute"] < flushed) == sum(len(f) for f in files) - 2
+
+
+def test_swa_feeds_a_per_minute_sql_aggregation_on_a_stream_as_in_batch(spark, cli, project: Path):
+    files = hit_files(3, files=4, rows=30)
+    batch_sessions, batch_minutes = _batch_reference(cli, project, files)
+    write(project / "pipelines/chained.yaml", CHAIN.format(mode="streaming", per_trigger=10))
+    code, out, err = cli("validate", "chained")
+    assert code == 0, err
+    for i, rows in enumerate(files):  # one file per run: the chain carries its state between runs
+        _land(project, [rows], first=i)
+        code, out, err = cli("run", "chained")
+        assert code == 0, err
+    assert "step 'sessions' is chained: the steps reading it see the watermark window_start − 40s" in out
+    _assert_as_batch(project, files, batch_sessions, batch_minutes)
+
+
+def test_a_chain_killed_mid_run_loses_and_duplicates_nothing(spark, cli, project: Path):
+    """SIGKILL real `tributary run` processes while the chain's table or the outputs commit (one
+    file per micro-batch), then run to the end: the tables are batch's, no row lost or twice."""
+    import random
+
+    from tests.conftest import kill_while_committing
+
+    files = hit_files(7, files=8, rows=15)
+    batch_sessions, batch_minutes = _batch_reference(cli, project, files)
+    write(project / "pipelines/chained.yaml", CHAIN.format(mode="streaming", per_trigger=1))
+    _land(project, files)
+    chain_table = project / "warehouse/_tributary/chains/chained/sessions"
+    kills = kill_while_committing(project, "chained", chain_table, random.Random(7), kills=2, attempts=5, commits=3, linger=4.0)
+    assert kills >= 1, "a kill should land while the chain runs"
+    code, _, err = cli("run", "chained")
+    assert code == 0, err
+    _assert_as_batch(project, files, batch_sessions, batch_minutes)
+    chained = delta_rows(chain_table)
+    assert len(_multiset(chained)) == len(chained), "a window committed twice to the chain's table"
 
 
 # -- the trading example: one DAG in both modes, files landing apart ------------------------------------

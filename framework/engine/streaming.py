@@ -142,6 +142,19 @@ class StreamingRun:
                     )
                 ) from None
 
+    def _reads_chain(self, step: str) -> bool:
+        """Whether `step`'s rows come from a chain's table (a Python data source, framework.io.delta_stream)."""
+        plan, todo, seen = self.run.plan, [step], set()
+        while todo:
+            node = todo.pop()
+            if node in seen or plan.is_source(node):
+                continue
+            seen.add(node)
+            if plan.step(node).chain is not None:
+                return True
+            todo.extend(plan.step(node).inputs)
+        return False
+
     def _merged_only(self, step: str) -> bool:
         """Only outputs that merge by key read `step`: an aggregation without an event-time window
         may run in update mode, each micro-batch merging the groups it changed (as batch's rows)."""
@@ -189,7 +202,7 @@ class StreamingRun:
             }
             run.result.watermarks[step.name] = chain.watermark()
             run.reporter.update("step", step.name, Progress.STREAMING, f"chained through {chain.table}")
-            self._start(frames.feeds[step.name], name, sink, None)
+            self._start(frames.feeds[step.name], name, sink, None, settle=any(self._reads_chain(i) for i in step.inputs))
             self._start_chain_audit(frames, step.name)
             if not run.continuous:
                 query = self.queries[-1]
@@ -212,7 +225,7 @@ class StreamingRun:
             step, tuple(native), chain.event_time, chain.delay_s, join(folder + ".late", "state.json"), run.run_id, run.pipeline
         )
         late = self._sink(name, run.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
-        self._start(frames.chained_raw[step], late.name, late, None)
+        self._start(frames.chained_raw[step], late.name, late, None, settle=True)
 
     def _start_output(self, frames: Frames, output: PlannedOutput) -> None:
         run = self.run
@@ -226,7 +239,10 @@ class StreamingRun:
         sink = self._sink(output.name, output.table, output.mode, output.keys, output.partition_by, prepare)
         sides = set(operator.side_tables if operator is not None else ()) | ({QUARANTINE} if checks else set())
         sink.side = {side: self._sink(f"_{side}_{output.name}", run.internal(_SIDE_TABLES[side]), "append") for side in sides}
-        self._start(frames.frames[output.step], output.name, sink, result, update=output.step in self.updating)
+        reads_chain = self._reads_chain(output.step)
+        self._start(
+            frames.frames[output.step], output.name, sink, result, update=output.step in self.updating, settle=reads_chain
+        )
 
     def _batch_checks(self, frames: Frames, output: PlannedOutput) -> list[BatchCheck]:
         """The drop expectations the output's sink judges on each micro-batch: those of its step
@@ -363,7 +379,13 @@ class StreamingRun:
         )
 
     def _start(
-        self, frame: DataFrame, name: str, sink: ExactlyOnceDeltaSink, result: OutputResult | None, update: bool = False
+        self,
+        frame: DataFrame,
+        name: str,
+        sink: ExactlyOnceDeltaSink,
+        result: OutputResult | None,
+        update: bool = False,
+        settle: bool = False,
     ) -> None:
         writer = frame.writeStream.foreachBatch(sink).option("checkpointLocation", sink.checkpoint)
         if update:  # each micro-batch hands over the groups it changed, merged by the output's keys
@@ -374,7 +396,10 @@ class StreamingRun:
         else:
             writer = writer.trigger(availableNow=True)
         self.run.reporter.update("output", name, Progress.STREAMING)
-        self.queries.append(_Query(name, writer.start(), sink, result))
+        started = _Query(name, writer.start(), sink, result)
+        self.queries.append(started)
+        if settle:
+            _settle(started)
 
     # -- quarantine and late rows of the sources -----------------------------------------------
 
@@ -550,6 +575,15 @@ def _startup(queries: list[_Query], started_at: float) -> float | None:
         if stamp:
             firsts.append(datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp())
     return round(min(firsts) - started_at, 1) if firsts else None
+
+
+def _settle(q: _Query, timeout_s: float = 300.0) -> None:
+    """Wait until a query that reads a Python data source has started its source (its first
+    trigger ran, or it ended): Spark starts that source's Python process on the driver and allows
+    it 10 s to connect, which several starting at once on a busy machine can miss."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and q.query.isActive and not q.query.recentProgress:
+        time.sleep(0.2)
 
 
 def _raise_if_failed(q: _Query) -> None:

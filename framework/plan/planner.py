@@ -58,7 +58,7 @@ def plan_run(
     def readers(node: str) -> int:
         return graph.readers_count(node, needed) + sum(step == node for step in written_by.values())
 
-    steps = []
+    steps: list[PlannedStep] = []
     for name in order:
         if name in spec.sources:
             continue
