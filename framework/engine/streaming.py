@@ -43,7 +43,7 @@ from framework.io.locations import CHECKPOINTS_DIR, LATE_ROWS_TABLE, QUARANTINE_
 from framework.io.sources import event_time_column
 from framework.io.stream_sink import ExactlyOnceDeltaSink
 from framework.operators import kind_of
-from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchOperator, MicroBatchSetup
+from framework.operators.micro_batch import LATE, QUARANTINE, Held, MicroBatchOperator, MicroBatchSetup
 from framework.operators.registry import Streaming
 from framework.plan.model import CheckScope
 from framework.quality.gate import MASK
@@ -203,21 +203,24 @@ class StreamingRun:
             run.result.watermarks[step.name] = chain.watermark()
             run.reporter.update("step", step.name, Progress.STREAMING, f"chained through {chain.table}")
             self._start(frames.feeds[step.name], name, sink, None, settle=any(self._reads_chain(i) for i in step.inputs))
-            self._start_chain_audit(frames, step.name)
+            query = self.queries[-1]
             if not run.continuous:
-                query = self.queries[-1]
                 query.query.awaitTermination()
                 _raise_if_failed(query)
+            self._start_chain_audit(frames, step.name)
 
     def _start_chain_audit(self, frames: Frames, step: str) -> None:
         """Late rows of a chained step's table for readers Spark runs natively (a per-micro-batch
-        reader records its own): rows behind the chain's watermark, recorded under the step."""
+        reader records its own): rows behind the chain's watermark, recorded under the step. Only
+        for kinds with no bound on how late they emit: with one, the delay covers it."""
         run, plan = self.run, self.run.plan
         chain = plan.step(step).chain
         assert chain is not None
         readers = [s for s in plan.steps if step in s.inputs]
         native = [s.name for s in readers if s.kind.streaming(s.spec) is not Streaming.PER_MICRO_BATCH]
         if chain.event_time is None or chain.event_time not in frames.columns[step].columns or not native:
+            return
+        if chain.lag_s is not None:  # the delay covers how late the kind emits: nothing can be late
             return
         name = f"_late_{step}"
         folder, _ = self._checkpoint(name)
@@ -420,7 +423,7 @@ class StreamingRun:
             spec = planned.spec
             has_late = spec.watermark is not None and spec.event_time is not None and name not in self_audited
             if source.read_files is not None:
-                owner = next((o.name for o in plan.outputs if name in plan.upstream_sources(o.step)), None)
+                owner = self._file_owner(name)
                 if owner is None or not (source.bad_rows is not None or has_late):
                     continue
                 quarantine = (
@@ -452,8 +455,29 @@ class StreamingRun:
                 late = self._sink(f"_late_{name}", run.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
                 self._start(source.raw, late.name, late, None)  # type: ignore[arg-type]
 
+    def _file_owner(self, source: str) -> str | None:
+        """The first query that reads `source`'s files itself: a chain's query, or an output's
+        (an output of a chained step reads the chain's table, not the files)."""
+        plan = self.run.plan
+        queries = [(f"_chain_{s.name}", s.name, True) for s in plan.steps if s.chain is not None]
+        queries += [(o.name, o.step, False) for o in plan.outputs]
+        for query, step, own_operator in queries:
+            todo, seen = [step], set()
+            while todo:
+                node = todo.pop()
+                if node == source:
+                    return query
+                if node in seen or plan.is_source(node):
+                    continue
+                seen.add(node)
+                planned = plan.step(node)
+                if planned.chain is not None and not (own_operator and node == step):
+                    continue  # read from the chain's table
+                todo.extend(planned.inputs)
+        return None
+
     def _audit(self) -> None:
-        reports = {q.name: q.query for q in self.queries if q.result is not None}
+        reports = {q.name: q.query for q in self.queries}
         for owner, auditor in self.auditors.items():
             query = reports.get(owner)
             auditor.audit(list(query.recentProgress or []) if query is not None else [])
@@ -490,6 +514,11 @@ class StreamingRun:
         for q in self.queries:
             if q.result is not None:
                 q.result.observed = observed_load(q.query, executors)
+                step = plan.output(q.name).step
+                watermarked = self._reads_chain(step) and plan.chain_of(step) is None and step not in self.updating
+                spark_held = _spark_held(q.query) if watermarked else None
+                if spark_held is not None:
+                    result.held[step] = spark_held
                 q.result.duration_s = time.perf_counter() - self.began
                 q.result.rows = q.sink.rows
                 q.result.version = q.sink.version if q.sink.version is not None else q.result.previous_version
@@ -507,7 +536,8 @@ class StreamingRun:
             elif q.name.startswith("_chain_"):
                 self._collect_chain(q)
             elif q.name.startswith("_late_") and q.sink.rows:
-                result.late[q.name.removeprefix("_late_")] = q.sink.rows
+                key = q.name.removeprefix("_late_")
+                result.late[key] = result.late.get(key, 0) + q.sink.rows
         for query, operator in self.operators.items():
             found = result.output(query)
             if found is not None:
@@ -538,7 +568,8 @@ class StreamingRun:
         if QUARANTINE in side and side[QUARANTINE].rows:
             result.quarantined[step] = result.quarantined.get(step, 0) + side[QUARANTINE].rows
         if LATE in side and side[LATE].rows:
-            result.late[self._late_key(step)] = side[LATE].rows
+            key = self._late_key(step)
+            result.late[key] = result.late.get(key, 0) + side[LATE].rows
         self.run.reporter.update("step", step, Progress.STREAMING, f"{q.sink.rows:,} rows into its chain table")
 
     def _late_key(self, step: str) -> str:
@@ -575,6 +606,18 @@ def _startup(queries: list[_Query], started_at: float) -> float | None:
         if stamp:
             firsts.append(datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp())
     return round(min(firsts) - started_at, 1) if firsts else None
+
+
+def _spark_held(query: StreamingQuery) -> Held | None:
+    """What a Spark stateful operator reading a chain still holds at the end (its state rows, e.g.
+    the windows of an event-time aggregation its watermark has not passed), None when nothing."""
+    last = query.lastProgress
+    operators = (_get(last, "stateOperators") or []) if last else []
+    rows = sum(int(_get(op, "numRowsTotal") or 0) for op in operators)
+    if not rows:
+        return None
+    watermark = _get(_get(last, "eventTime") or {}, "watermark")
+    return Held(rows, "groups in its stateful Spark operator (e.g. event-time windows)", str(watermark) if watermark else None)
 
 
 def _settle(q: _Query, timeout_s: float = 300.0) -> None:
