@@ -28,6 +28,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from framework.engine.chain_outputs import OUTPUT_SIDE as _OUTPUT_SIDE
+from framework.engine.chain_outputs import ChainFeedsOutputs
 from framework.engine.context import RunContext
 from framework.engine.frames import Frames, StreamReading, build_frames, missing_columns
 from framework.engine.output_checks import check_outputs
@@ -75,6 +77,8 @@ class StreamingRun:
     checks: list[BatchCheck] = field(default_factory=list)  # drop expectations judged per micro-batch
     sink_checks: dict[str, list[BatchCheck]] = field(default_factory=dict)  # output -> those its sink judges
     auditors: dict[str, CheckpointAuditor] = field(default_factory=dict)  # output -> its sources' audit
+    #: outputs of a chained step that its chain's query writes (framework.engine.chain_outputs)
+    fed: dict[str, tuple[ExactlyOnceDeltaSink, OutputResult]] = field(default_factory=dict)
     #: steps whose aggregation has no event-time window, written by merge outputs in update mode
     updating: set[str] = field(default_factory=set)
     began: float = field(default_factory=time.perf_counter)
@@ -92,7 +96,8 @@ class StreamingRun:
         try:
             self._start_chains(frames)
             for output in run.plan.outputs:
-                self._start_output(frames, output)
+                if output.name not in self.fed:
+                    self._start_output(frames, output)
             self._start_audits(frames)
             self._start_refused(frames)
             self._wait()
@@ -196,10 +201,22 @@ class StreamingRun:
             name = f"_chain_{step.name}"
             operator = self._operator(frames, step.name, name)
             assert operator is not None, f"chained step '{step.name}' runs per micro-batch"
-            sink = self._sink(name, chain.table, "append", prepare=operator)
+            outputs = [o for o in run.plan.outputs if o.step == step.name and not self._batch_checks(frames, o, dry=True)]
+            feeding = ChainFeedsOutputs(operator, tuple(f"{_OUTPUT_SIDE}{o.name}" for o in outputs))
+            sink = self._sink(name, chain.table, "append", prepare=feeding)
             sink.side = {
                 side: self._sink(f"_{side}_{name}", run.internal(_SIDE_TABLES[side]), "append") for side in operator.side_tables
             }
+            for output in outputs:  # written by the chain's query too: no query of their own
+                result = OutputResult(
+                    output.name, output.step, output.table, output.mode, previous_version=run.store.version(output.table)
+                )
+                run.result.outputs.append(result)
+                own = self._sink(
+                    output.name, output.table, output.mode, output.keys, output.partition_by, feeding.rows_for(output.name)
+                )
+                sink.side[f"{_OUTPUT_SIDE}{output.name}"] = own
+                self.fed[output.name] = (own, result)
             run.result.watermarks[step.name] = chain.watermark()
             run.reporter.update("step", step.name, Progress.STREAMING, f"chained through {chain.table}")
             self._start(frames.feeds[step.name], name, sink, None, settle=any(self._reads_chain(i) for i in step.inputs))
@@ -247,7 +264,7 @@ class StreamingRun:
             frames.frames[output.step], output.name, sink, result, update=output.step in self.updating, settle=reads_chain
         )
 
-    def _batch_checks(self, frames: Frames, output: PlannedOutput) -> list[BatchCheck]:
+    def _batch_checks(self, frames: Frames, output: PlannedOutput, dry: bool = False) -> list[BatchCheck]:
         """The drop expectations the output's sink judges on each micro-batch: those of its step
         when the frames do not carry them (framework.engine.frames), then its own."""
         run, step = self.run, self.run.plan.step(output.step)
@@ -258,6 +275,8 @@ class StreamingRun:
             targets.append((("steps", step.name), CheckScope.STEP, step.expectations, first == output.name))
         if any(e.on == "rows" and e.severity == "drop" for e in output.expectations):
             targets.append((("outputs", output.name), CheckScope.OUTPUT, output.expectations, True))
+        if dry:  # only whether there are any
+            return [None] * len(targets)  # type: ignore[list-item]
         checks = []
         for at, scope, expectations, record in targets:
             specs = list(expectations)  # a stream's are all row-level drops (framework.compiler)
@@ -538,6 +557,12 @@ class StreamingRun:
             elif q.name.startswith("_late_") and q.sink.rows:
                 key = q.name.removeprefix("_late_")
                 result.late[key] = result.late.get(key, 0) + q.sink.rows
+        for fed_sink, fed in self.fed.values():
+            fed.duration_s = time.perf_counter() - self.began
+            fed.rows = fed_sink.rows
+            fed.version = fed_sink.version if fed_sink.version is not None else fed.previous_version
+            fed.status = OutputStatus.WRITTEN if fed_sink.rows else OutputStatus.SKIPPED
+            self.run.reporter.update("output", fed.name, fed.status, f"written by the query of chained step '{fed.step}'")
         for query, operator in self.operators.items():
             found = result.output(query)
             if found is not None:
