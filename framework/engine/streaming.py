@@ -420,8 +420,14 @@ class StreamingRun:
         self.run.reporter.update("output", name, Progress.STREAMING)
         started = _Query(name, writer.start(), sink, result)
         self.queries.append(started)
-        if settle:
+        for _ in range(_STARTS if settle else 0):
             _settle(started)
+            error = started.query.exception()
+            if error is None or _PYTHON_SOURCE_LATE not in str(getattr(error, "desc", error)):
+                break
+            # its checkpoint says what it committed: a new start resumes exactly where it stopped
+            self.run.reporter.update("output", name, Progress.STREAMING, "its Python data source started too slowly: again")
+            started.query = writer.start()
 
     # -- quarantine and late rows of the sources -----------------------------------------------
 
@@ -643,6 +649,12 @@ def _spark_held(query: StreamingQuery) -> Held | None:
         return None
     watermark = _get(_get(last, "eventTime") or {}, "watermark")
     return Held(rows, "groups in its stateful Spark operator (e.g. event-time windows)", str(watermark) if watermark else None)
+
+
+#: a query reading a Python data source is started up to this many times when that source's Python
+#: process did not connect back in time (Spark allows it 10 s; a busy machine can take longer)
+_STARTS = 4
+_PYTHON_SOURCE_LATE = "Python worker failed to connect back"
 
 
 def _settle(q: _Query, timeout_s: float = 300.0) -> None:
