@@ -77,8 +77,17 @@ def _multiset(rows: list[dict], drop: tuple[str, ...] = ()) -> Counter:
 
 
 def _land(project: Path, files: list[list[dict]], first: int = 0) -> None:
+    """Land files in event-time order, each with a later modification time: Spark's file source
+    reads a source's files in modification-time order, and files written within the same
+    millisecond in any order (one file per micro-batch, a later file read first makes the rows of
+    the earlier one late)."""
+    import os
+    import time
+
+    landed = time.time() - 3600
     for i, rows in enumerate(files, first):
-        write(project / f"landing/hits/part-{i:03d}.json", "".join(json.dumps(r) + "\n" for r in rows))
+        path = write(project / f"landing/hits/part-{i:03d}.json", "".join(json.dumps(r) + "\n" for r in rows))
+        os.utime(path, (landed + i, landed + i))
 
 
 def _batch_reference(cli, project: Path, files: list[list[dict]]) -> tuple[list[dict], list[dict]]:
