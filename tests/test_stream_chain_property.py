@@ -5,6 +5,7 @@ are batch's, and every input row is accounted for: in the output, late, quaranti
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 from collections import Counter
@@ -118,8 +119,9 @@ def _split(rows: list[dict], cuts: list[int]) -> list[list[dict]]:
 def _run(cli, project: Path, chain: str, mode: str, files: list[list[dict]], per_trigger: int) -> str:
     steps, _ = CHAINS[chain]
     write(project / "pipelines/prop.yaml", SOURCE.format(mode=mode, per_trigger=per_trigger) + steps + OUTPUTS)
-    for i, rows in enumerate(files):
-        write(project / f"landing/hits/part-{i:03d}.json", "".join(json.dumps(r) + "\n" for r in rows))
+    for i, rows in enumerate(files):  # a stream reads files in modification-time order, ties in any order
+        path = write(project / f"landing/hits/part-{i:03d}.json", "".join(json.dumps(r) + "\n" for r in rows))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
     code, out, err = cli("run", "prop")
     assert code == 0, out + err
     return out
