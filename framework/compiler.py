@@ -492,16 +492,6 @@ def _streaming_problems(loaded: LoadedPipeline, graph: PipelineGraph, name: str,
         for check in kind.streaming_checks
         for p in check(step)
     ]
-    if mode is Streaming.PER_MICRO_BATCH:
-        readers = [s for s in graph.steps if name in graph.inputs.get(s, ())]
-        if readers:
-            problems.append(
-                loaded.problem(
-                    f"step '{readers[0]}' reads the {kind.name} step '{name}'; in streaming such a step feeds outputs directly",
-                    ("steps", readers[0]),
-                    hint="write it to an output and read that table in another pipeline",
-                )
-            )
     if kind.needs_watermark:
         upstream = {n for i in step.declared_inputs() for n in ({i} | graph.upstream(i))}
         missing = sorted(n for n in upstream if graph.kinds.get(n) == "source" and spec.sources[n].watermark is None)

@@ -121,6 +121,14 @@ def plan_tables(plan: RunPlan) -> list[Table]:
             continue
         step = plan.step(name)
         runs = step.kind.streaming(step.spec).value if plan.streaming else "batch"
+        if step.chain is not None:
+            runs += (
+                f" in a query of its own; its rows committed once to the internal table {step.chain.table}, "
+                f"read as a stream by its readers with the watermark {step.chain.watermark()}"
+            )
+        chained = [i for i in step.inputs if plan.chain_of(i) is not None]
+        if chained:
+            runs += f"; reads {', '.join(chained)} from its chain table, after that query in an available-now run"
         if step.shared:
             runs += f", computed once for {step.readers} readers"
         if not step.selected:
@@ -223,6 +231,8 @@ def run_summary(result: RunResult) -> Group:
         )
     for holder, held in result.held.items():
         parts.append(plain(held.line(holder), "yellow"))
+    for chained, watermark in result.watermarks.items():
+        parts.append(plain(f"step '{chained}' is chained: the steps reading it see the watermark {watermark}", "cyan"))
     if result.integration:
         parts.append(integration_table(result.integration))
     for figures in result.capacity:

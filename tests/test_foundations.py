@@ -203,9 +203,10 @@ def test_a_streaming_plan_keeps_each_outputs_mode_and_says_how_each_step_runs(pr
     assert step.kind.streaming(step.spec) is Streaming.NATIVE  # a time window: Spark's stream-stream join
 
 
-def test_what_a_kind_cannot_do_in_streaming_is_bad_input_before_spark_starts(cli, project):
-    """A step that runs per micro-batch feeds outputs directly (the tumbling baseline now runs
-    per micro-batch too). Known from the registry, so `validate` says so, without a JVM."""
+def test_a_per_micro_batch_step_feeds_other_steps_on_a_stream_and_plan_shows_the_chain(cli, project):
+    """A step that runs per micro-batch may feed other steps on a stream (issue 34: it used to be
+    refused): validate accepts it and `plan` says how the chain runs and the watermark its reader
+    sees, without a JVM (the tumbling baseline runs per micro-batch too)."""
     head = """
 name: {name}
 mode: streaming
@@ -238,8 +239,21 @@ outputs:
     code, out, err = cli("validate", "pipelines/tumbling_stream.yaml")
     assert code == 0, out + err
     code, out, err = cli("validate", "pipelines/swa_read.yaml")
-    assert code == 2 and "pipelines/swa_read.yaml:10" in err
-    assert "step 'counted' reads the swa step 'windows'; in streaming such a step feeds outputs directly" in err
+    assert code == 0, out + err
+    code, out, err = cli("plan", "pipelines/swa_read.yaml")
+    assert code == 0, out + err
+    assert "in a query of its own" in " ".join(out.replace("│", " ").split())
+    from rich.console import Console
+
+    from framework.display import plan_tables
+
+    console = Console(width=1000, record=True)
+    for table in plan_tables(_plan(project, "swa_read")):
+        console.print(table)
+    text = console.export_text()
+    assert "_tributary/chains/swa_read/windows" in text
+    assert "watermark window_start − 20s (inputs' delay 10s + emission lag 10s)" in text
+    assert "reads windows from its chain table, after that query in an available-now run" in text
 
 
 def test_plan_shows_the_run_without_starting_spark(cli):

@@ -49,16 +49,6 @@ def pair_correlations(events, state, args):  # the group function contract
     return [{"pair": pair, "correlation": correlation} for pair, correlation in pairs]
 
 
-@group_function(returns="pair string, correlation double, pairs int")
-def most_correlated_pair(events, state, args):  # the group function contract
-    """The correlation PEs and the max PE in one: the request's most correlated pair."""
-    pairs = pair_correlations_of(events, int(args.get("points", 1000)))
-    if not pairs:
-        return None
-    pair, correlation = max(pairs, key=lambda p: p[1])
-    return {"pair": pair, "correlation": correlation, "pairs": len(pairs)}
-
-
 @udf(returns="double")
 def fisher_z(correlation):  # a pandas Series
     """Fisher's z of a correlation: comparable across requests (its spread does not depend on r)."""

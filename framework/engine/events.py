@@ -20,7 +20,7 @@ EVENT_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
         ("pipeline", pa.string()),
-        # run_start | run_end | step_end | output_end | quarantine | late_rows | capacity | held | schedule (an attempt's)
+        # run_start | run_end | step_end | output_end | quarantine | late_rows | capacity | held | watermark | schedule (an attempt's)
         ("event", pa.string()),
         ("name", pa.string()),  # step or output name (null for run events)
         ("status", pa.string()),  # framework.engine.results: RunStatus, StepStatus, OutputStatus
@@ -110,6 +110,8 @@ def record_result(events: EventLog, result: RunResult) -> None:
             rows=held.rows,
             details={"what": held.what, "watermark": held.watermark, "waits": held.waits},
         )
+    for chained, watermark in result.watermarks.items():
+        events.record("watermark", name=chained, status="ok", details={"readers_see": watermark})
     for source, count in result.quarantined.items():
         events.record("quarantine", name=source, status="ok", rows=count)
     for source, count in result.late.items():

@@ -51,6 +51,11 @@ class Frames:
     row_counts: dict[str, Observation] = field(default_factory=dict)  # batch: observed while staging
     #: streaming: a step read further whose drop expectations refused rows -> those rows (with MASK)
     refused: dict[str, DataFrame] = field(default_factory=dict)
+    #: streaming: a chained step (framework.plan.model.Chain) -> the stream its own query reads (its
+    #: frame is its internal table read as a stream)
+    feeds: dict[str, DataFrame] = field(default_factory=dict)
+    #: streaming: a chained step -> its internal table read as a stream, before its watermark
+    chained_raw: dict[str, DataFrame] = field(default_factory=dict)
 
     def output_frame(self, output: PlannedOutput) -> DataFrame:
         return self.staged.get(output.name, self.frames[output.step])
@@ -142,7 +147,10 @@ class StreamReading:
             sizes=context.sizes,
         )
         frames.columns[step.name] = kind.micro_batch.check(static)
-        return kind.micro_batch.stream(context)
+        if step.chain is None:
+            return kind.micro_batch.stream(context)
+        frames.feeds[step.name] = kind.micro_batch.stream(context)
+        return _chained_stream(run, frames, step)
 
     def count_rows(self, frames: Frames, step: str, frame: DataFrame) -> DataFrame:
         return frame  # streaming rows are counted by the sinks
@@ -256,6 +264,30 @@ def static_frames(run: RunContext) -> Frames:
     """Every planned source and step as static DataFrames, without writing anything (e.g. to
     evaluate or measure steps): the steps' contexts stay in `contexts`."""
     return build_frames(run, BatchReading())
+
+
+def _chained_stream(run: RunContext, frames: Frames, step: PlannedStep) -> DataFrame:
+    """A chained step's internal table as a stream, with the watermark its chain states on its
+    event-time column; the table is made (empty) before its first run so the stream has a schema."""
+    from pyspark.sql import functions as F
+
+    from framework.io.delta_stream import register_delta_stream
+    from framework.io.sources import oldest_metric
+
+    chain = step.chain
+    assert chain is not None
+    columns = frames.columns[step.name]
+    if run.store.version(chain.table) is None:
+        from framework.io.delta.delta_rs import spark_to_arrow
+
+        run.store.append_rows(chain.table, spark_to_arrow(columns.schema).empty_table())
+    register_delta_stream(run.spark)
+    raw = run.spark.readStream.format("tributary_delta").option("path", chain.table).load()
+    frames.chained_raw[step.name] = raw
+    if chain.event_time is None or chain.event_time not in columns.columns:
+        return raw
+    oldest = F.min(F.unix_micros(F.col(chain.event_time).cast("timestamp"))).alias("oldest")
+    return raw.observe(oldest_metric(step.name), oldest).withWatermark(chain.event_time, f"{chain.delay_s} seconds")
 
 
 def _empty_twin(frame: DataFrame) -> DataFrame:

@@ -140,6 +140,8 @@ class RunResult:
     integration: list[Any] = field(default_factory=list)  # StepEvaluation of steps declaring truth:
     capacity: list[Any] = field(default_factory=list)  # Figures: predicted and observed state of window steps
     held: dict[str, Any] = field(default_factory=dict)  # streaming: step -> Held, rows still waiting at the end
+    #: streaming: a chained step -> the watermark its readers see (framework.plan.model.Chain.watermark)
+    watermarks: dict[str, str] = field(default_factory=dict)
     quality: list[Any] = field(default_factory=list)  # ExpectationResult of every expectation checked
     error: str | None = None
     log_file: str | None = None  # Spark's log (errors with their Java stacks)

@@ -8,6 +8,11 @@
 - A step that runs per micro-batch (SWA, the count-window join) runs inside its output's sink,
   with its state beside the output's checkpoint (framework.operators.micro_batch); the rows it
   hands back for the quarantine and late-row tables are committed inside the same batch.
+- A per-micro-batch step that other steps read (a chain, framework.plan.model.Chain) runs in a
+  query of its own, whose sink commits each micro-batch's emitted rows once to an internal Delta
+  table under _tributary/chains/; its readers and outputs read that table as a stream with the
+  watermark the chain states. An available-now run finishes each chain's query before starting
+  the queries that read it, so one run carries rows through the whole chain.
 - Checkpoints live under <warehouse>/_tributary/checkpoints/<pipeline>/<output>. The app id
   carries the checkpoint's generation, so after --full-refresh batch ids start again cleanly.
 - Malformed records go to the quarantine table and rows later than their source's watermark to
@@ -23,6 +28,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from framework.engine.chain_outputs import OUTPUT_SIDE as _OUTPUT_SIDE
+from framework.engine.chain_outputs import ChainFeedsOutputs
 from framework.engine.context import RunContext
 from framework.engine.frames import Frames, StreamReading, build_frames, missing_columns
 from framework.engine.output_checks import check_outputs
@@ -38,7 +45,8 @@ from framework.io.locations import CHECKPOINTS_DIR, LATE_ROWS_TABLE, QUARANTINE_
 from framework.io.sources import event_time_column
 from framework.io.stream_sink import ExactlyOnceDeltaSink
 from framework.operators import kind_of
-from framework.operators.micro_batch import LATE, QUARANTINE, MicroBatchOperator, MicroBatchSetup
+from framework.operators.micro_batch import LATE, QUARANTINE, Held, MicroBatchOperator, MicroBatchSetup
+from framework.operators.registry import Streaming
 from framework.plan.model import CheckScope
 from framework.quality.gate import MASK
 from framework.spec.durations import spark_interval
@@ -69,6 +77,10 @@ class StreamingRun:
     checks: list[BatchCheck] = field(default_factory=list)  # drop expectations judged per micro-batch
     sink_checks: dict[str, list[BatchCheck]] = field(default_factory=dict)  # output -> those its sink judges
     auditors: dict[str, CheckpointAuditor] = field(default_factory=dict)  # output -> its sources' audit
+    #: outputs of a chained step that its chain's query writes (framework.engine.chain_outputs)
+    fed: dict[str, tuple[ExactlyOnceDeltaSink, OutputResult]] = field(default_factory=dict)
+    #: steps whose aggregation has no event-time window, written by merge outputs in update mode
+    updating: set[str] = field(default_factory=set)
     began: float = field(default_factory=time.perf_counter)
 
     def execute(self) -> None:
@@ -82,8 +94,10 @@ class StreamingRun:
             self._start_over(frames)
         pin_source_columns(run, frames)
         try:
+            self._start_chains(frames)
             for output in run.plan.outputs:
-                self._start_output(frames, output)
+                if output.name not in self.fed:
+                    self._start_output(frames, output)
             self._start_audits(frames)
             self._start_refused(frames)
             self._wait()
@@ -107,12 +121,19 @@ class StreamingRun:
         assert jvm is not None, "a local or cluster session (Spark Connect has no JVM on this side)"
         checker = getattr(getattr(jvm.org.apache.spark.sql.catalyst.analysis, "UnsupportedOperationChecker$"), "MODULE$")
         append = jvm.org.apache.spark.sql.streaming.OutputMode.Append()
+        update = jvm.org.apache.spark.sql.streaming.OutputMode.Update()
         for step in self.run.plan.steps:
             frame = frames.frames.get(step.name)
             if frame is None or not frame.isStreaming:
                 continue
             try:
-                checker.checkForStreaming(frame._jdf.queryExecution().analyzed(), append)
+                try:
+                    checker.checkForStreaming(frame._jdf.queryExecution().analyzed(), append)
+                except (Py4JJavaError, AnalysisException):
+                    if not self._merged_only(step.name):
+                        raise
+                    checker.checkForStreaming(frame._jdf.queryExecution().analyzed(), update)
+                    self.updating.add(step.name)
             except (Py4JJavaError, AnalysisException) as e:
                 message = e.getMessage() if isinstance(e, AnalysisException) else e.java_exception.getMessage()
                 reason = str(message).split(" SQLSTATE")[0]
@@ -121,9 +142,31 @@ class StreamingRun:
                         f"step '{step.name}' cannot run in streaming: {reason}",
                         ("steps", step.name),
                         hint="aggregate over event-time windows on a source with event_time and watermark, "
-                        "or run the pipeline with mode: batch",
+                        "write it to an output with mode: merge and keys (its changed groups are merged each "
+                        "micro-batch), or run the pipeline with mode: batch",
                     )
                 ) from None
+
+    def _reads_chain(self, step: str) -> bool:
+        """Whether `step`'s rows come from a chain's table (a Python data source, framework.io.delta_stream)."""
+        plan, todo, seen = self.run.plan, [step], set()
+        while todo:
+            node = todo.pop()
+            if node in seen or plan.is_source(node):
+                continue
+            seen.add(node)
+            if plan.step(node).chain is not None:
+                return True
+            todo.extend(plan.step(node).inputs)
+        return False
+
+    def _merged_only(self, step: str) -> bool:
+        """Only outputs that merge by key read `step`: an aggregation without an event-time window
+        may run in update mode, each micro-batch merging the groups it changed (as batch's rows)."""
+        plan = self.run.plan
+        outputs = [o for o in plan.outputs if o.step == step]
+        readers = [s for s in plan.steps if step in s.inputs]
+        return bool(outputs) and not readers and all(o.mode == "merge" and o.keys for o in outputs)
 
     def _start_over(self, frames: Frames) -> None:
         """Full refresh: each output gets a new version without rows (its history stays), then the
@@ -146,21 +189,82 @@ class StreamingRun:
 
     # -- outputs -------------------------------------------------------------------------------
 
+    def _start_chains(self, frames: Frames) -> None:
+        """Each chained step's query, in run order: its operator's emitted rows to its internal
+        table, exactly once; its late and refused rows to the side tables, under the step's name.
+        An available-now run waits for each before starting the next, so readers see all of it."""
+        run = self.run
+        for step in run.plan.steps:
+            chain = step.chain
+            if chain is None:
+                continue
+            name = f"_chain_{step.name}"
+            operator = self._operator(frames, step.name, name)
+            assert operator is not None, f"chained step '{step.name}' runs per micro-batch"
+            outputs = [o for o in run.plan.outputs if o.step == step.name and not self._batch_checks(frames, o, dry=True)]
+            feeding = ChainFeedsOutputs(operator, tuple(f"{_OUTPUT_SIDE}{o.name}" for o in outputs))
+            sink = self._sink(name, chain.table, "append", prepare=feeding)
+            sink.side = {
+                side: self._sink(f"_{side}_{name}", run.internal(_SIDE_TABLES[side]), "append") for side in operator.side_tables
+            }
+            for output in outputs:  # written by the chain's query too: no query of their own
+                result = OutputResult(
+                    output.name, output.step, output.table, output.mode, previous_version=run.store.version(output.table)
+                )
+                run.result.outputs.append(result)
+                own = self._sink(
+                    output.name, output.table, output.mode, output.keys, output.partition_by, feeding.rows_for(output.name)
+                )
+                sink.side[f"{_OUTPUT_SIDE}{output.name}"] = own
+                self.fed[output.name] = (own, result)
+            run.result.watermarks[step.name] = chain.watermark()
+            run.reporter.update("step", step.name, Progress.STREAMING, f"chained through {chain.table}")
+            self._start(frames.feeds[step.name], name, sink, None, settle=any(self._reads_chain(i) for i in step.inputs))
+            query = self.queries[-1]
+            if not run.continuous:
+                query.query.awaitTermination()
+                _raise_if_failed(query)
+            self._start_chain_audit(frames, step.name)
+
+    def _start_chain_audit(self, frames: Frames, step: str) -> None:
+        """Late rows of a chained step's table for readers Spark runs natively (a per-micro-batch
+        reader records its own): rows behind the chain's watermark, recorded under the step. Only
+        for kinds with no bound on how late they emit: with one, the delay covers it."""
+        run, plan = self.run, self.run.plan
+        chain = plan.step(step).chain
+        assert chain is not None
+        readers = [s for s in plan.steps if step in s.inputs]
+        native = [s.name for s in readers if s.kind.streaming(s.spec) is not Streaming.PER_MICRO_BATCH]
+        if chain.event_time is None or chain.event_time not in frames.columns[step].columns or not native:
+            return
+        if chain.lag_s is not None:  # the delay covers how late the kind emits: nothing can be late
+            return
+        name = f"_late_{step}"
+        folder, _ = self._checkpoint(name)
+        monitor = LateRowMonitor(
+            step, tuple(native), chain.event_time, chain.delay_s, join(folder + ".late", "state.json"), run.run_id, run.pipeline
+        )
+        late = self._sink(name, run.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
+        self._start(frames.chained_raw[step], late.name, late, None, settle=True)
+
     def _start_output(self, frames: Frames, output: PlannedOutput) -> None:
         run = self.run
         result = OutputResult(
             output.name, output.step, output.table, output.mode, previous_version=run.store.version(output.table)
         )
         run.result.outputs.append(result)
-        operator = self._operator(frames, output)
+        operator = self._operator(frames, output.step, output.name)
         checks = self._batch_checks(frames, output)
         prepare = CheckedBatches(checks, operator) if checks else operator
         sink = self._sink(output.name, output.table, output.mode, output.keys, output.partition_by, prepare)
         sides = set(operator.side_tables if operator is not None else ()) | ({QUARANTINE} if checks else set())
         sink.side = {side: self._sink(f"_{side}_{output.name}", run.internal(_SIDE_TABLES[side]), "append") for side in sides}
-        self._start(frames.frames[output.step], output.name, sink, result)
+        reads_chain = self._reads_chain(output.step)
+        self._start(
+            frames.frames[output.step], output.name, sink, result, update=output.step in self.updating, settle=reads_chain
+        )
 
-    def _batch_checks(self, frames: Frames, output: PlannedOutput) -> list[BatchCheck]:
+    def _batch_checks(self, frames: Frames, output: PlannedOutput, dry: bool = False) -> list[BatchCheck]:
         """The drop expectations the output's sink judges on each micro-batch: those of its step
         when the frames do not carry them (framework.engine.frames), then its own."""
         run, step = self.run, self.run.plan.step(output.step)
@@ -171,6 +275,8 @@ class StreamingRun:
             targets.append((("steps", step.name), CheckScope.STEP, step.expectations, first == output.name))
         if any(e.on == "rows" and e.severity == "drop" for e in output.expectations):
             targets.append((("outputs", output.name), CheckScope.OUTPUT, output.expectations, True))
+        if dry:  # only whether there are any
+            return [None] * len(targets)  # type: ignore[list-item]
         checks = []
         for at, scope, expectations, record in targets:
             specs = list(expectations)  # a stream's are all row-level drops (framework.compiler)
@@ -193,14 +299,17 @@ class StreamingRun:
             sink = self._sink(f"_quarantine_{step}", run.internal(QUARANTINE_TABLE), "append", prepare=RefusedRows(check))
             self._start(rows, sink.name, sink, None)
 
-    def _operator(self, frames: Frames, output: PlannedOutput) -> MicroBatchOperator | None:
-        """The per-micro-batch operator of an output whose step runs in its sink, with its state
-        beside the output's checkpoint."""
-        plan, step = self.run.plan, self.run.plan.step(output.step)
+    def _operator(self, frames: Frames, step_name: str, query: str) -> MicroBatchOperator | None:
+        """The per-micro-batch operator of a query (an output's, or a chain's) whose step runs in
+        its sink, with its state beside the query's checkpoint. An output of a chained step reads
+        the chain's table: no operator."""
+        plan, step = self.run.plan, self.run.plan.step(step_name)
         micro_batch = step.kind.micro_batch
         if step.name not in frames.columns or micro_batch is None:  # not run per micro-batch
             return None
-        folder, _ = self._checkpoint(output.name)
+        if step.chain is not None and query != f"_chain_{step.name}":
+            return None
+        folder, _ = self._checkpoint(query)
         setup = MicroBatchSetup(
             step.name,
             step.spec,
@@ -216,7 +325,7 @@ class StreamingRun:
             sizes=frames.contexts[step.name].sizes,
         )
         operator = micro_batch.operator(setup)
-        self.operators[output.name] = operator
+        self.operators[query] = operator
         return operator
 
     def _parquet_rows(self, node: str) -> bool:
@@ -238,7 +347,13 @@ class StreamingRun:
         return True
 
     def _delay(self, node: str) -> float:
-        """The largest watermark delay of the sources behind `node` (seconds)."""
+        """The largest watermark delay of the sources behind `node` (seconds); a chained step's
+        readers see its chain's."""
+        chain = self.run.plan.chain_of(node)
+        if chain is not None:
+            return chain.delay_s
+        if not self.run.plan.is_source(node) and any(self.run.plan.chain_of(i) for i in self.run.plan.step(node).inputs):
+            return max(self._delay(i) for i in self.run.plan.step(node).inputs)
         sources = self.run.plan.upstream_sources(node)
         return max((self.run.plan.source(s).spec.watermark or 0.0) for s in sources) if sources else 0.0
 
@@ -285,15 +400,34 @@ class StreamingRun:
             ),
         )
 
-    def _start(self, frame: DataFrame, name: str, sink: ExactlyOnceDeltaSink, result: OutputResult | None) -> None:
+    def _start(
+        self,
+        frame: DataFrame,
+        name: str,
+        sink: ExactlyOnceDeltaSink,
+        result: OutputResult | None,
+        update: bool = False,
+        settle: bool = False,
+    ) -> None:
         writer = frame.writeStream.foreachBatch(sink).option("checkpointLocation", sink.checkpoint)
+        if update:  # each micro-batch hands over the groups it changed, merged by the output's keys
+            writer = writer.outputMode("update")
         writer = writer.queryName(f"{self.run.pipeline}__{name}")
         if self.run.continuous:
             writer = writer.trigger(processingTime=spark_interval(self.run.compiled.spec.trigger.processing_time))
         else:
             writer = writer.trigger(availableNow=True)
         self.run.reporter.update("output", name, Progress.STREAMING)
-        self.queries.append(_Query(name, writer.start(), sink, result))
+        started = _Query(name, writer.start(), sink, result)
+        self.queries.append(started)
+        for _ in range(_STARTS if settle else 0):
+            _settle(started)
+            error = started.query.exception()
+            if error is None or _PYTHON_SOURCE_LATE not in str(getattr(error, "desc", error)):
+                break
+            # its checkpoint says what it committed: a new start resumes exactly where it stopped
+            self.run.reporter.update("output", name, Progress.STREAMING, "its Python data source started too slowly: again")
+            started.query = writer.start()
 
     # -- quarantine and late rows of the sources -----------------------------------------------
 
@@ -305,16 +439,16 @@ class StreamingRun:
         run, plan = self.run, self.run.plan
         self_audited = {
             source
-            for output, operator in self.operators.items()
+            for operator in self.operators.values()
             if LATE in operator.side_tables
-            for source in plan.upstream_sources(plan.output(output).step)
+            for source in plan.upstream_sources(operator.step)
         }
         for name, source in frames.sources.items():
             planned = plan.source(name)
             spec = planned.spec
             has_late = spec.watermark is not None and spec.event_time is not None and name not in self_audited
             if source.read_files is not None:
-                owner = next((o.name for o in plan.outputs if name in plan.upstream_sources(o.step)), None)
+                owner = self._file_owner(name)
                 if owner is None or not (source.bad_rows is not None or has_late):
                     continue
                 quarantine = (
@@ -346,8 +480,29 @@ class StreamingRun:
                 late = self._sink(f"_late_{name}", run.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
                 self._start(source.raw, late.name, late, None)  # type: ignore[arg-type]
 
+    def _file_owner(self, source: str) -> str | None:
+        """The first query that reads `source`'s files itself: a chain's query, or an output's
+        (an output of a chained step reads the chain's table, not the files)."""
+        plan = self.run.plan
+        queries = [(f"_chain_{s.name}", s.name, True) for s in plan.steps if s.chain is not None]
+        queries += [(o.name, o.step, False) for o in plan.outputs]
+        for query, step, own_operator in queries:
+            todo, seen = [step], set()
+            while todo:
+                node = todo.pop()
+                if node == source:
+                    return query
+                if node in seen or plan.is_source(node):
+                    continue
+                seen.add(node)
+                planned = plan.step(node)
+                if planned.chain is not None and not (own_operator and node == step):
+                    continue  # read from the chain's table
+                todo.extend(planned.inputs)
+        return None
+
     def _audit(self) -> None:
-        reports = {q.name: q.query for q in self.queries if q.result is not None}
+        reports = {q.name: q.query for q in self.queries}
         for owner, auditor in self.auditors.items():
             query = reports.get(owner)
             auditor.audit(list(query.recentProgress or []) if query is not None else [])
@@ -384,6 +539,11 @@ class StreamingRun:
         for q in self.queries:
             if q.result is not None:
                 q.result.observed = observed_load(q.query, executors)
+                step = plan.output(q.name).step
+                watermarked = self._reads_chain(step) and plan.chain_of(step) is None and step not in self.updating
+                spark_held = _spark_held(q.query) if watermarked else None
+                if spark_held is not None:
+                    result.held[step] = spark_held
                 q.result.duration_s = time.perf_counter() - self.began
                 q.result.rows = q.sink.rows
                 q.result.version = q.sink.version if q.sink.version is not None else q.result.previous_version
@@ -400,10 +560,19 @@ class StreamingRun:
                         result.quarantined[step] = result.quarantined.get(step, 0) + own
                 if LATE in side and side[LATE].rows:
                     result.late[step] = result.late.get(step, 0) + side[LATE].rows
+            elif q.name.startswith("_chain_"):
+                self._collect_chain(q)
             elif q.name.startswith("_late_") and q.sink.rows:
-                result.late[q.name.removeprefix("_late_")] = q.sink.rows
-        for output, operator in self.operators.items():
-            found = result.output(output)
+                key = q.name.removeprefix("_late_")
+                result.late[key] = result.late.get(key, 0) + q.sink.rows
+        for fed_sink, fed in self.fed.values():
+            fed.duration_s = time.perf_counter() - self.began
+            fed.rows = fed_sink.rows
+            fed.version = fed_sink.version if fed_sink.version is not None else fed.previous_version
+            fed.status = OutputStatus.WRITTEN if fed_sink.rows else OutputStatus.SKIPPED
+            self.run.reporter.update("output", fed.name, fed.status, f"written by the query of chained step '{fed.step}'")
+        for query, operator in self.operators.items():
+            found = result.output(query)
             if found is not None:
                 found.observed.update(operator.figures)
             held = operator.held()
@@ -424,6 +593,16 @@ class StreamingRun:
                 for sink, counts in ((source.quarantine, result.quarantined), (source.late, result.late)):
                     if sink is not None and sink.rows:
                         counts[source.name] = sink.rows
+
+    def _collect_chain(self, q: _Query) -> None:
+        """A chained step's late and refused rows, under its name: each step of a chain says its own."""
+        result, step = self.run.result, q.name.removeprefix("_chain_")
+        side = q.sink.side
+        if QUARANTINE in side and side[QUARANTINE].rows:
+            result.quarantined[step] = result.quarantined.get(step, 0) + side[QUARANTINE].rows
+        if LATE in side and side[LATE].rows:
+            result.late[step] = result.late.get(step, 0) + side[LATE].rows
+        self.run.reporter.update("step", step, Progress.STREAMING, f"{q.sink.rows:,} rows into its chain table")
 
 
 def run_streaming(run: RunContext) -> None:
@@ -452,6 +631,33 @@ def _startup(queries: list[_Query], started_at: float) -> float | None:
         if stamp:
             firsts.append(datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp())
     return round(min(firsts) - started_at, 1) if firsts else None
+
+
+def _spark_held(query: StreamingQuery) -> Held | None:
+    """What a Spark stateful operator reading a chain still holds at the end (its state rows, e.g.
+    the windows of an event-time aggregation its watermark has not passed), None when nothing."""
+    last = query.lastProgress
+    operators = (_get(last, "stateOperators") or []) if last else []
+    rows = sum(int(_get(op, "numRowsTotal") or 0) for op in operators)
+    if not rows:
+        return None
+    watermark = _get(_get(last, "eventTime") or {}, "watermark")
+    return Held(rows, "groups in its stateful Spark operator (e.g. event-time windows)", str(watermark) if watermark else None)
+
+
+#: a query reading a Python data source is started up to this many times when that source's Python
+#: process did not connect back in time (Spark allows it 10 s; a busy machine can take longer)
+_STARTS = 4
+_PYTHON_SOURCE_LATE = "Python worker failed to connect back"
+
+
+def _settle(q: _Query, timeout_s: float = 300.0) -> None:
+    """Wait until a query that reads a Python data source has started its source (its first
+    trigger ran, or it ended): Spark starts that source's Python process on the driver and allows
+    it 10 s to connect, which several starting at once on a busy machine can miss."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and q.query.isActive and not q.query.recentProgress:
+        time.sleep(0.2)
 
 
 def _raise_if_failed(q: _Query) -> None:

@@ -4,8 +4,14 @@ tick lists of the last ten minutes, 30,000 ticks each (50 a second), at random i
 Each stock's folder gets one Parquet file per request (the paper's event: a stock's tick list for
 one request, its context). Prices follow random walks driven by a shared market factor with a
 per-stock loading that changes per request, so the most correlated pair differs between requests.
-Request r's ticks end at START + r × `spacing_s` seconds, so event time moves forward with the
-requests and a streaming run's watermark passes them in order.
+
+Timing: request r's ticks cover the ten minutes [START + r × `spacing_s`, + 600 s), so by default
+(`spacing_s` = 600 s) the requests follow one another and do not overlap: event time moves forward
+request by request. Within a request the ticks of its five files spread over all ten minutes, and
+a file lands whole, so a stream that reads a request's files in separate runs or micro-batches
+sees ticks up to ten minutes behind the newest it has seen: its watermark must be at least ten
+minutes (pipelines/trading_correlation_streaming.yaml says 10m). Then no tick of a request is
+late, whichever of its files lands first, and no tick of a later request is either.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ WINDOW_S = 600  # the ticks of the last ten minutes
 
 
 def generate_ticks(
-    out: Path, requests: int = 10, stocks: int = 5, ticks: int = 30_000, seed: int = 1, spacing_s: float = 1.0, first: int = 0
+    out: Path, requests: int = 10, stocks: int = 5, ticks: int = 30_000, seed: int = 1, spacing_s: float = 600.0, first: int = 0
 ) -> dict[str, int]:
     """Write `requests` requests (ids first .. first + requests - 1); returns rows per stock."""
     import numpy as np

@@ -89,6 +89,10 @@ class StepColumns:
 OutputSchema = Callable[[Any, ColumnContext], StepColumns]
 
 
+#: A per-micro-batch kind's emitted event time, given the step: (column, lag in seconds or None)
+ChainTime = Callable[[Any], tuple[str | None, float | None]]
+
+
 #: Tuples of a step's input with the unit each belongs to, and when that unit opened and closed
 #: (micros), given the step's settings: what the integration figures compare with the ground truth.
 Units = Callable[["DataFrame", Any], tuple["DataFrame", "Column", "Column"]]
@@ -142,6 +146,10 @@ class StepKind:
     #: the exception class its Python code raises in a Spark task, whose message is one line that
     #: names the step (framework.engine.failures shows that line instead of Spark's)
     task_failure: str | None = None
+    #: on a stream, when other steps read it (framework.plan.model.Chain): the column of its rows
+    #: that carries event time (None: none), and how far behind its inputs' watermark a row it emits
+    #: later can be (seconds; None: no bound is known); None: a kind that does not run per micro-batch
+    chain_time: ChainTime | None = None
 
     @property
     def name(self) -> str:

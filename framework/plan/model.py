@@ -59,6 +59,40 @@ class Sample:
     real: Warehouse  # where the pipeline's inputs live
 
 
+CHAINS_DIR = "_tributary/chains"  # under the warehouse: one internal Delta table per chained step
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A per-micro-batch step that other steps read on a stream. Its operator runs in a query of
+    its own that commits each micro-batch's emitted rows once, with (app id, batch id), to an
+    internal Delta table; its readers and outputs read that table as a stream, in the same run
+    (an available-now run finishes the chain's query first). See docs/architecture.md."""
+
+    table: str  # the internal Delta table of its emitted rows (<warehouse>/_tributary/chains/<pipeline>/<step>)
+    event_time: str | None  # the column of its rows that carries event time; None: its readers get no watermark
+    upstream_delay_s: float  # the largest watermark delay behind its inputs (seconds)
+    lag_s: float | None  # how far behind that a row it emits later can be (the kind's bound); None: unknown
+
+    @property
+    def delay_s(self) -> float:
+        """The watermark delay its readers see on `event_time`: upstream delay + lag."""
+        return self.upstream_delay_s + (self.lag_s or 0.0)
+
+    def watermark(self) -> str:
+        """The watermark its readers see, in words (plan, run summary, run log)."""
+        if self.event_time is None:
+            return "none: its rows carry no event-time column (readers may aggregate by key into a merge output)"
+        text = f"{self.event_time} − {_seconds(self.delay_s)} (inputs' delay {_seconds(self.upstream_delay_s)}"
+        if self.lag_s is None:
+            return text + " + no known bound on how late it emits: rows behind it are recorded as late)"
+        return text + f" + emission lag {_seconds(self.lag_s)})"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"
+
+
 @dataclass(frozen=True)
 class PlannedStep:
     name: str
@@ -71,6 +105,8 @@ class PlannedStep:
     #: the output whose write splits off the rows this step's drop expectations refuse (its only
     #: reader, with no row checks of its own); None: the refused rows are read again for the quarantine
     split_by: str | None = None
+    #: a stream: a per-micro-batch step that other steps read runs through an internal table
+    chain: Chain | None = None
 
     @property
     def expectations(self) -> tuple[ExpectationSpec, ...]:
@@ -140,6 +176,10 @@ class RunPlan:
 
     def output(self, name: str) -> PlannedOutput:
         return next(o for o in self.outputs if o.name == name)
+
+    def chain_of(self, node: str) -> Chain | None:
+        """The chain of a step other steps read on a stream (None: a source, or not chained)."""
+        return None if self.is_source(node) else self.step(node).chain
 
     def upstream_sources(self, node: str) -> tuple[str, ...]:
         """The sources whose rows reach `node` (itself, if it is a source), sorted."""

@@ -8,8 +8,10 @@ from framework.compiler import CompiledPipeline
 from framework.errors import BadInput
 from framework.io.locations import Warehouse, in_scratch, link_problems, output_location, scratch_warehouse
 from framework.io.sources import source_location
-from framework.operators.registry import kind_of
+from framework.operators.registry import Streaming, kind_of
 from framework.plan.model import (
+    CHAINS_DIR,
+    Chain,
     CheckScope,
     PlannedOutput,
     PlannedSource,
@@ -56,7 +58,7 @@ def plan_run(
     def readers(node: str) -> int:
         return graph.readers_count(node, needed) + sum(step == node for step in written_by.values())
 
-    steps = []
+    steps: list[PlannedStep] = []
     for name in order:
         if name in spec.sources:
             continue
@@ -66,6 +68,8 @@ def plan_run(
         )
         if planned.drops_rows:
             planned = replace(planned, split_by=_only_reader(compiled, name, needed))
+        if mode is RunMode.STREAMING and graph.readers_count(name, needed):
+            planned = replace(planned, chain=_chain(compiled, warehouse, planned, steps))
         steps.append(planned)
 
     outputs = []
@@ -110,6 +114,35 @@ def plan_run(
     if problems:
         raise BadInput(*problems)
     return RunPlan(spec.name, mode, written, full_refresh, sources, tuple(steps), tuple(outputs), order, sample)
+
+
+def _chain(compiled: CompiledPipeline, warehouse: Warehouse, step: PlannedStep, earlier: list[PlannedStep]) -> Chain | None:
+    """A per-micro-batch step other steps read on a stream: its internal table, and the watermark
+    its readers see (the delay behind its inputs plus the kind's emission lag)."""
+    kind = step.kind
+    if kind.streaming(step.spec) is not Streaming.PER_MICRO_BATCH or kind.chain_time is None:
+        return None
+    event_time, lag = kind.chain_time(step.spec)
+    columns = compiled.schemas.get(step.name)
+    if event_time is not None and columns is not None and columns.complete and columns.find(event_time) is None:
+        event_time = None  # e.g. a group function that does not return the event-time column
+    return Chain(
+        warehouse.internal(f"{CHAINS_DIR}/{compiled.spec.name}/{step.name}"),
+        event_time,
+        max((_delay(compiled, i, earlier) for i in step.inputs), default=0.0),
+        lag,
+    )
+
+
+def _delay(compiled: CompiledPipeline, node: str, earlier: list[PlannedStep]) -> float:
+    """The largest watermark delay of what `node` reads: a source's own, a chain's, or its inputs'."""
+    spec = compiled.spec
+    if node in spec.sources:
+        return spec.sources[node].watermark or 0.0
+    step = next(s for s in earlier if s.name == node)
+    if step.chain is not None:
+        return step.chain.delay_s
+    return max((_delay(compiled, i, earlier) for i in step.inputs), default=0.0)
 
 
 def output_table(compiled: CompiledPipeline, warehouse: Warehouse, output: str) -> str:

@@ -25,6 +25,15 @@ def _input_stream(context: StepContext) -> DataFrame:
     return tagged_inputs(context.name, context.spec.group, context.inputs)
 
 
+def _chain_time(step: GroupStep) -> tuple[str | None, float | None]:
+    """The function's rows carry event time when it returns the step's event-time column. A group
+    still held closes by its timeout (or its interval's end) at the latest, so rows emitted later
+    are at most that far behind; a count-only group waits for events: no bound."""
+    close = step.group.close
+    lag = close.timeout if close.timeout is not None else close.every
+    return step.group.event_time, None if lag is None else float(lag)
+
+
 def _operator(setup: MicroBatchSetup) -> GroupStream:
     from framework.operators.group.stream import GroupStream
 
@@ -42,5 +51,6 @@ register(
         needs_watermark="streaming group steps close groups when the watermark passes them",
         output_schema=group_columns,
         task_failure=GroupFailure.__name__,
+        chain_time=_chain_time,
     )
 )

@@ -25,6 +25,11 @@ def _streaming(step: JoinStep) -> Streaming:
     return Streaming.NATIVE if step.join.within is not None else Streaming.PER_MICRO_BATCH
 
 
+def _chain_time(step: JoinStep) -> tuple[str | None, float | None]:
+    """A pair is emitted when its later row arrives; its event time is the join's: no bound."""
+    return step.join.event_time, None
+
+
 def _tagged_inputs(context: StepContext) -> DataFrame:
     from framework.operators.join.stream import CountJoinStream
 
@@ -46,5 +51,6 @@ register(
         needs_watermark="a streaming join needs a watermark on its inputs",
         output_schema=join_columns,
         state_model=StateModel.JOIN_NODES,
+        chain_time=_chain_time,
     )
 )

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from framework.operators.tumbling.stream import TumblingStream
 
 
+def _chain_time(step: TumblingStep) -> tuple[str | None, float | None]:
+    """A count window closes when W tuples have come, however long that takes: no bound."""
+    return "window_start", None
+
+
 def _operator(setup: MicroBatchSetup) -> TumblingStream:
     from framework.operators.tumbling.stream import TumblingStream
 
@@ -33,5 +38,6 @@ register(
         units=units,
         output_schema=keyed_window_columns,
         state_model=StateModel.COUNT_QUEUE,
+        chain_time=_chain_time,
     )
 )
