@@ -131,6 +131,42 @@ def test_swa_feeds_a_per_minute_sql_aggregation_on_a_stream_as_in_batch(spark, c
     _assert_as_batch(project, files, batch_sessions, batch_minutes)
 
 
+def test_a_chained_steps_drop_expectation_refuses_rows_before_its_readers_see_them(spark, cli, project: Path):
+    """As in batch: a session the swa step's `drop` expectation refuses is quarantined once and
+    never reaches the per-minute step that reads the chain."""
+    import shutil
+
+    checked = CHAIN.replace(
+        "      aggregates: {{ms: sum(ms)}}\n",
+        "      aggregates: {{ms: sum(ms)}}\n    expectations:\n"
+        "      - expect_column_values_to_be_between: {{column: ms, max_value: 150}}\n        severity: drop\n",
+    )
+    files = hit_files(5, files=3, rows=20)
+    tables = {}
+    for mode in ("batch", "streaming"):
+        write(project / "pipelines/chained.yaml", checked.format(mode=mode, per_trigger=1))
+        _land(project, files)
+        code, _, err = cli("run", "chained")
+        assert code == 0, err
+        warehouse = project / "warehouse"
+        tables[mode] = {t: delta_rows(warehouse / t) for t in ("sessions", "per_minute", "_tributary/quarantine")}
+        for folder in ("warehouse", "landing"):
+            shutil.rmtree(project / folder)
+    batch, stream = tables["batch"], tables["streaming"]
+    refused = [json.loads(r["record"]) for r in batch["_tributary/quarantine"]]
+    assert refused and all(r["ms"] > 150 for r in refused), "the data has sessions to refuse"
+    assert _multiset([json.loads(r["record"]) for r in stream["_tributary/quarantine"]]) == _multiset(refused)
+    assert {r["source"] for r in stream["_tributary/quarantine"]} == {"sessions"}
+    flushed = min(r["window_start"] for r in batch["sessions"] if r["user"] == "flush").replace(second=0)
+    assert _multiset([r for r in stream["sessions"] if r["user"] != "flush"]) == _multiset(
+        [r for r in batch["sessions"] if r["user"] != "flush"]
+    )
+    minutes = [
+        sorted((r["minute"], r["tuples"], r["ms"]) for r in t["per_minute"] if r["minute"] < flushed) for t in (batch, stream)
+    ]
+    assert minutes[0] == minutes[1]
+
+
 def test_a_chain_killed_mid_run_loses_and_duplicates_nothing(spark, cli, project: Path):
     """SIGKILL real `tributary run` processes while the chain's table or the outputs commit (one
     file per micro-batch), then run to the end: the tables are batch's, no row lost or twice."""

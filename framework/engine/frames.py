@@ -161,8 +161,12 @@ class StreamReading:
     def checks_in_frames(self, step: PlannedStep | None) -> bool:
         """Only a step other steps read: its rows must leave the stream before its readers see
         them. The rest are judged in the output's sink, where the rows of a per-micro-batch step
-        exist at all and refused rows commit with the output's batch."""
-        return step is not None and step.split_by is None and step.kind.streaming(step.spec) is not Streaming.PER_MICRO_BATCH
+        exist at all and refused rows commit with the output's batch. A chained step's rows are a
+        stream (its chain's table), judged here like any step's, so its readers never see a row
+        its drop expectations refuse."""
+        if step is None or step.split_by is not None:
+            return False
+        return step.kind.streaming(step.spec) is not Streaming.PER_MICRO_BATCH or step.chain is not None
 
     def split_off(self, run: RunContext, built: Frames, step: PlannedStep, frame: DataFrame) -> None:
         """A quarantine query of their own writes them (framework.engine.stream_checks)."""

@@ -201,7 +201,12 @@ class StreamingRun:
             name = f"_chain_{step.name}"
             operator = self._operator(frames, step.name, name)
             assert operator is not None, f"chained step '{step.name}' runs per micro-batch"
-            outputs = [o for o in run.plan.outputs if o.step == step.name and not self._batch_checks(frames, o, dry=True)]
+            # an output the chain's rows reach unjudged; the rest read the step's checked stream
+            outputs = [
+                o
+                for o in run.plan.outputs
+                if o.step == step.name and step.name not in frames.refused and not self._batch_checks(frames, o, dry=True)
+            ]
             feeding = ChainFeedsOutputs(operator, tuple(f"{_OUTPUT_SIDE}{o.name}" for o in outputs))
             sink = self._sink(name, chain.table, "append", prepare=feeding)
             sink.side = {
@@ -297,7 +302,7 @@ class StreamingRun:
             check.rows = None  # its query sees only the refused rows
             self.checks.append(check)
             sink = self._sink(f"_quarantine_{step}", run.internal(QUARANTINE_TABLE), "append", prepare=RefusedRows(check))
-            self._start(rows, sink.name, sink, None)
+            self._start(rows, sink.name, sink, None, settle=self._reads_chain(step))
 
     def _operator(self, frames: Frames, step_name: str, query: str) -> MicroBatchOperator | None:
         """The per-micro-batch operator of a query (an output's, or a chain's) whose step runs in
