@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -154,11 +156,12 @@ def test_origin_with_multiline_records_is_exit_2(cli, project):
         st.lists(st.sampled_from(["call", "blank", "bad"]), min_size=0, max_size=40),
         min_size=1,
         max_size=5,
-    )
+    ),
+    st.sampled_from([None, 64, 300]),
 )
-def test_line_numbers_are_right_for_any_files(spark, tmp_path_factory, files):
-    """Any number of files, each any mix of records, blank and malformed lines: every good row and
-    every malformed record is found at its own line."""
+def test_line_numbers_are_right_for_any_files(spark, tmp_path_factory, files, split_bytes):
+    """Any number of files, each any mix of records, blank and malformed lines, read whole or split
+    between tasks at any byte: every good row and every malformed record is found at its own line."""
     from framework.io.sources import read_source
     from framework.spec.models import FileSource
 
@@ -174,8 +177,41 @@ def test_line_numbers_are_right_for_any_files(spark, tmp_path_factory, files):
                 expected_bad.add((f"f{f}.json", i + 1))
         (folder / f"f{f}.json").write_text("\n".join(text))
     spec = FileSource(format="json", path=str(folder), schema="n INT, ms INT", origin=True)
-    frame = read_source(spark, "calls", spec, str(folder), None)  # type: ignore[arg-type]
-    good = {(Path(r["_file"]).name, r["_line"]) for r in frame.df.collect()}
-    assert all(r["n"] == r["_line"] for r in frame.df.collect())
-    bad = {(Path(r["file"]).name, r["line"]) for r in frame.bad_rows.collect()}  # type: ignore[union-attr]
+    with _split_size(spark, split_bytes):
+        frame = read_source(spark, "calls", spec, str(folder), None)  # type: ignore[arg-type]
+        rows = frame.df.collect()
+        bad = {(Path(r["file"]).name, r["line"]) for r in frame.bad_rows.collect()}  # type: ignore[union-attr]
+    good = {(Path(r["_file"]).name, r["_line"]) for r in rows}
+    assert all(r["n"] == r["_line"] for r in rows)
     assert (good, bad) == (expected_good, expected_bad)
+
+
+def test_a_large_text_file_is_read_by_many_tasks_with_exact_lines(spark, tmp_path):
+    """A file larger than a split is read split by split (a 200 MB log read whole killed the JVM),
+    and each line keeps its number, `\\r\\n` endings, blank lines and a last line without a
+    newline included."""
+    from framework.io.text_source import read_text
+    from framework.spec.models import TextSource
+
+    lines = [f"{'x' * (i % 50)} line {i + 1}" if i % 11 else "" for i in range(2000)]
+    text = "".join(line + ("\r\n" if i % 7 == 0 else "\n") for i, line in enumerate(lines)).rstrip("\n")
+    (tmp_path / "big.log").write_text(text, newline="")
+    with _split_size(spark, 4096):
+        rows, _ = read_text(spark, TextSource(format="text", path=str(tmp_path)), str(tmp_path))
+        tasks = rows.rdd.getNumPartitions()
+        read = sorted((r["_line"], r["value"]) for r in rows.collect())
+    assert tasks > 10, "one task per split, not one per file"
+    assert read == [(i + 1, line) for i, line in enumerate(lines)]
+
+
+@contextmanager
+def _split_size(spark, split_bytes: int | None) -> Iterator[None]:
+    """Spark's split size for file reads (maxPartitionBytes) set for a while, then as it was."""
+    key = "spark.sql.files.maxPartitionBytes"
+    before = spark.conf.get(key)
+    if split_bytes is not None:
+        spark.conf.set(key, str(split_bytes))
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)

@@ -1,12 +1,18 @@
 """Where each row came from: `_file` and `_line`, right for any number of files and partitions.
 
 Text sources always have them; JSON-lines and CSV sources with `origin: true` are read the same
-way. Why whole files: Spark's line-based readers split a large file between tasks by bytes, and a
-task then cannot know how many lines came before its part, so no line number would be right for
-every file size and partitioning. Each file is read whole (`wholetext`) and cut into lines in the
-same task, and each line is then parsed against the schema (`from_json` / `from_csv`, permissive:
-a line that does not parse keeps its text for the quarantine). The cost is that one file is one
-task and must fit in a task's memory (a file up to a few hundred MB).
+way. Spark's line reader splits a large file between tasks by bytes (`maxPartitionBytes`, 128 MB),
+and a task cannot know how many lines came before its part. So a batch read counts first: each
+line is tagged with its file, its split's first byte (`_metadata.file_block_start`) and its
+position in the task's output (`monotonically_increasing_id`, consecutive within a split); one
+aggregate gives each split's line count and first position, a running sum over a file's splits
+the lines before each, and a broadcast join turns positions into line numbers. The files are read
+twice, the second time without any state, and a task holds one split, not one file: a file of
+any size reads in memory bounded by the split size. Why not whole files (`wholetext`), as
+before: one file was one task and one string, and a 200 MB log killed the JVM.
+
+A stream still reads each new file whole, in one task (a micro-batch cannot run the counting
+pass before it reads): a file landing in a streamed folder must fit a task's memory.
 
 Lines end at `\\n` (a `\\r` before it is dropped); a file's final newline does not make an empty
 last line. JSON and CSV skip blank lines as Spark's readers do, and a CSV header (header: true,
@@ -29,6 +35,33 @@ FILE, LINE = "_file", "_line"
 _NOT_PARSER_OPTIONS = {"header", "inferschema", "multiline", "maxfilespertrigger", "wholetext", "pathglobfilter"}
 
 
+def file_lines(reader: Any, location: str | list[str]) -> DataFrame:
+    """One row per line of the files at `location`, read split by split (a batch read): _file,
+    _line, value."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    raw = reader.format("text").option("lineSep", "\n").load(location)
+    tagged = raw.select(
+        F.col("_metadata.file_path").alias(FILE),
+        F.col("_metadata.file_block_start").alias("__split"),
+        F.monotonically_increasing_id().alias("__position"),
+        "value",
+    )
+    splits = tagged.groupBy(FILE, "__split").agg(F.count(F.lit(1)).alias("__lines"), F.min("__position").alias("__first"))
+    earlier = Window.partitionBy(FILE).orderBy("__split").rowsBetween(Window.unboundedPreceding, -1)
+    before = F.coalesce(F.sum("__lines").over(earlier), F.lit(0)).alias("__before")
+    offsets = splits.select(FILE, "__split", "__first", before)
+    numbered = tagged.join(F.broadcast(offsets), [FILE, "__split"])
+    line = F.col("__before") + F.col("__position") - F.col("__first") + 1
+    return numbered.select(FILE, line.alias(LINE), F.regexp_replace("value", "\r$", "").alias("value"))
+
+
+def stream_lines(stream_reader: Any, location: str) -> DataFrame:
+    """One row per line of each file a stream reads, each file whole (see above): _file, _line, value."""
+    return lines(whole_files(stream_reader).load(location))
+
+
 def lines(files: DataFrame) -> DataFrame:
     """One row per line of each whole-file row: _file, _line, value."""
     from pyspark.sql import functions as F
@@ -39,12 +72,13 @@ def lines(files: DataFrame) -> DataFrame:
     return kept.select(FILE, (F.col("__pos") + 1).alias(LINE), F.regexp_replace("value", "\r$", "").alias("value"))
 
 
-def parsed_records(files: DataFrame, file_format: str, schema: StructType, options: dict[str, str]) -> DataFrame:
-    """The records of whole-file rows (JSON lines or CSV) as `schema`'s columns, then _file and
-    _line. `schema` may hold a corrupt-record column: it gets the text of a line that does not parse."""
+def parsed_records(numbered: DataFrame, file_format: str, schema: StructType, options: dict[str, str]) -> DataFrame:
+    """The records of numbered lines (JSON lines or CSV; `file_lines`, `stream_lines`) as
+    `schema`'s columns, then _file and _line. `schema` may hold a corrupt-record column: it gets
+    the text of a line that does not parse."""
     from pyspark.sql import functions as F
 
-    rows = lines(files).where(F.trim("value") != "")
+    rows = numbered.where(F.trim("value") != "")
     if file_format == "csv" and options.get("header", "true").lower() == "true":
         rows = rows.where(F.col(LINE) > 1)
     parser = {k: v for k, v in options.items() if k.lower() not in _NOT_PARSER_OPTIONS} | {"mode": "PERMISSIVE"}

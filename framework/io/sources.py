@@ -15,7 +15,7 @@ from framework.errors import BadInput, Problem
 from framework.io import sample
 from framework.io.delta.base import DeltaStore
 from framework.io.locations import Warehouse, is_uri, resolve_location
-from framework.io.origin import FILE, LINE, parsed_records, whole_files, with_row_position
+from framework.io.origin import FILE, LINE, file_lines, parsed_records, stream_lines, with_row_position
 from framework.io.text_source import read_text
 from framework.observations import observed_count
 from framework.project import Project
@@ -182,8 +182,8 @@ def _read_files(
 
     declared = _parse_schema(name, ddl) if ddl is not None else reader.load(location).schema
     if spec.origin:
-        files = whole_files(spark.read if base is None else spark.read.option("basePath", base)).load(location)
-        raw = parsed_records(files, spec.format, _with_corrupt(declared), options)
+        numbered = file_lines(spark.read if base is None else spark.read.option("basePath", base), location)
+        raw = parsed_records(numbered, spec.format, _with_corrupt(declared), options)
     else:
         raw = _with_corrupt_column(reader, declared).load(location)
     counter = Observation(f"tributary_source_{name}")
@@ -263,8 +263,13 @@ def _file_stream(spark: SparkSession, name: str, spec: FileSource, location: str
             rows = reader.format("parquet").options(**options).schema(declared).load(files)
             return with_row_position(rows) if spec.origin else rows
         if spec.origin:
-            whole = whole_files(reader).options(**options).load(files)
-            return parsed_records(whole, spec.format, _with_corrupt(declared), options)
+            from pyspark.sql.streaming import DataStreamReader
+
+            streamed = isinstance(reader, DataStreamReader)
+            numbered = (
+                stream_lines(reader.options(**options), files) if streamed else file_lines(reader.options(**options), files)
+            )
+            return parsed_records(numbered, spec.format, _with_corrupt(declared), options)
         return _with_corrupt_column(reader.format(spec.format).options(**options), declared).load(files)
 
     raw = records(spark.readStream, location, stream_options)

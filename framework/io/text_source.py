@@ -1,5 +1,5 @@
 """Text sources (`format: text`): one row per line, with the file and the line it came from
-(framework.io.origin: why each file is read whole).
+(framework.io.origin: how a large file is read by many tasks with exact line numbers).
 
 With `parse:`, a line the pattern does not match, or whose value does not cast to its column's
 type, goes to the quarantine with its file, its line number and why; the other lines become the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from framework.io.origin import FILE, LINE, lines, whole_files
+from framework.io.origin import FILE, LINE, file_lines, lines, whole_files
 from framework.spec.models import TextSource
 
 if TYPE_CHECKING:
@@ -33,10 +33,10 @@ def read_text(
         reader = whole_files(spark.readStream)
         if spec.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", str(spec.max_files_per_trigger))
-        files = reader.load(location)
+        numbered = lines(reader.load(location))
     else:
-        files = whole_files(spark.read if base is None else spark.read.option("basePath", base)).load(location)
-    return split_lines(lines(files), spec, counter)
+        numbered = file_lines(spark.read if base is None else spark.read.option("basePath", base), location)
+    return split_lines(numbered, spec, counter)
 
 
 def split_lines(rows: DataFrame, spec: TextSource, counter: Any = None) -> tuple[DataFrame, DataFrame | None]:
