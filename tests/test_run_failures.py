@@ -71,3 +71,24 @@ def test_check_arguments_are_shown_as_written_not_as_markup():
     console = Console(width=200, record=True)
     console.print(quality_table([result]))
     assert "regex=^[a-z]+$" in console.export_text()
+
+
+def test_a_jvm_out_of_memory_or_gone_is_one_line_with_the_likely_cause():
+    """Spark's OutOfMemoryError (in its message or its causes) and a JVM that stopped answering
+    (py4j's network error, a refused connection) are one line saying what to change, never
+    py4j's traceback or Spark's 'You hit a bug in Spark'."""
+    from py4j.protocol import Py4JNetworkError
+
+    from framework.engine.failures import is_spark_error, spark_message
+
+    internal = RuntimeError(
+        "[INTERNAL_ERROR] The Spark SQL phase execution failed with an internal error. You hit a bug in Spark ...\n"
+        "Caused by: java.lang.OutOfMemoryError: Java heap space\n\tat java.base/java.util.Arrays.copyOf"
+    )
+    said = spark_message(internal)
+    assert said.startswith("Spark ran out of memory (java.lang.OutOfMemoryError: Java heap space)")
+    assert "spark.driver.memory" in said and "\n" not in said and "bug in Spark" not in said
+    for gone in (Py4JNetworkError("Answer from Java side is empty"), ConnectionRefusedError(111, "Connection refused")):
+        assert is_spark_error(gone)
+        said = spark_message(gone)
+        assert said.startswith("Spark's JVM stopped answering") and "out of memory" in said and "\n" not in said

@@ -22,9 +22,10 @@ _TASK_FAILURE = _task_failure()
 
 
 def is_spark_error(error: BaseException) -> bool:
-    """Raised by Spark: a JVM error PySpark converted (pyspark.errors) or one it passed through (py4j)."""
+    """Raised by Spark: a JVM error PySpark converted (pyspark.errors) or one it passed through
+    (py4j), or the connection to a JVM that died (refused or reset when py4j called it)."""
     module = type(error).__module__
-    return module.startswith(("pyspark.errors", "py4j"))
+    return module.startswith(("pyspark.errors", "py4j")) or isinstance(error, (ConnectionRefusedError, ConnectionResetError))
 
 
 def spark_failure(run: RunContext, error: BaseException, step: str | None = None) -> str:
@@ -46,6 +47,9 @@ def spark_message(error: BaseException) -> str:
     """Spark's message, first line only, without its SQLSTATE code; for a group function that
     failed in a task, the runner's own line (step, key, the udfs/ line, the error)."""
     text = str(getattr(error, "java_exception", None) or error).strip()
+    lost = _lost_jvm(error, text)
+    if lost is not None:
+        return lost
     failure = _TASK_FAILURE.search(text) if _TASK_FAILURE is not None else None
     if failure:
         return failure.group(1).strip()
@@ -59,6 +63,32 @@ def spark_message(error: BaseException) -> str:
         text = text.split(": ", 1)[-1]
     first = text.splitlines()[0] if text else type(error).__name__
     return first.split(" SQLSTATE:")[0].strip()
+
+
+#: what a run says when Spark's JVM ran out of memory or died: one line, never py4j's traceback
+OUT_OF_MEMORY = (
+    "Spark ran out of memory (java.lang.OutOfMemoryError: {what}): one task or the driver held more than its heap; "
+    "raise spark.driver.memory (embedded) or spark.executor.memory (a cluster) in the profile's spark.conf, "
+    "or give Spark smaller pieces (more files, smaller splits: spark.sql.files.maxPartitionBytes)"
+)
+JVM_GONE = (
+    "Spark's JVM stopped answering ({what}): it died, most often out of memory; "
+    "its log (named above, or `run --verbose`) has the cause; raise spark.driver.memory in the profile's spark.conf"
+)
+
+
+def _lost_jvm(error: BaseException, text: str) -> str | None:
+    """The one line for a JVM out of memory or gone, from Spark's message or its causes."""
+    whole = f"{text}\n{error}"
+    memory = re.search(r"OutOfMemoryError:? ?([^\n]*)", whole)
+    if memory:
+        return OUT_OF_MEMORY.format(what=memory.group(1).strip() or "no detail")
+    gone = ("Answer from Java side is empty", "Error while receiving")
+    if type(error).__name__ in ("Py4JNetworkError", "ConnectionRefusedError", "ConnectionResetError") or any(
+        g in whole for g in gone
+    ):
+        return JVM_GONE.format(what=type(error).__name__)
+    return None
 
 
 def _in_template(run: RunContext, error: BaseException) -> tuple[str, str, int] | None:
