@@ -83,6 +83,7 @@ class PerBatchOperator:
     sources: tuple[str, ...] = ()  # the sources behind its inputs
     #: state it held, reported with its output (peaks over the run); starts as PEAKS at 0
     figures: dict[str, int] = field(default_factory=dict)
+    partitions: int | None = None  # the step's `partitions:` (hash N), None: the stream's pinned default
     #: the figures it reports
     PEAKS: ClassVar[tuple[str, ...]] = ()
     #: the side tables its batches have rows for: rows without a key or event time, late rows
@@ -98,7 +99,23 @@ class PerBatchOperator:
         inputs = setup.spec.declared_inputs()
         sources = tuple(dict.fromkeys(s for i in inputs for s in setup.sources.get(i, ())))
         delay = max(setup.delays[i] for i in inputs)
-        return cls(setup.step, setup.spec, setup.state_dir, delay, setup.run_id, setup.pipeline, sources, **own)
+        from framework.operators.registry import kind_of
+
+        partitions = getattr(kind_of(setup.spec).settings(setup.spec), "partitions", None)
+        return cls(
+            setup.step, setup.spec, setup.state_dir, delay, setup.run_id, setup.pipeline, sources, partitions=partitions, **own
+        )
+
+    def spread(self, batch: DataFrame) -> None:
+        """Spread this micro-batch's keys, and the state it carries, over the step's `partitions:`
+        tasks. Spark pins a stream's shuffle partitions in its checkpoint at the first run, so its
+        own stateful operators can never rescale; these operators keep their state in files of
+        their own, read whole by each micro-batch, so N may change between runs (hash N → 3N, as
+        the balancers of "ESC: Towards an Elastic Stream Computing Platform for the Cloud", §4,
+        widen under load). The setting is the query's own session's: other
+        queries of the run keep theirs."""
+        if self.partitions is not None:
+            batch.sparkSession.conf.set("spark.sql.shuffle.partitions", str(self.partitions))
 
 
 class MicroBatchOperator(Protocol):

@@ -88,6 +88,14 @@ class JoinSpec(SpecModel):
     within: TimeWindow | None = Field(None, description="A time window.")
     last: CountWindow | None = Field(None, description="A count window.")
     tiebreak: list[str] = Field(default_factory=list, description="Columns ordering rows with equal event times.")
+    partitions: Count | None = Field(
+        None,
+        description=(
+            "On a stream, with a count window: the tasks each micro-batch spreads the keys over (hash N). It may change between runs: "
+            "the next micro-batch redistributes the carried state. Default: spark.sql.shuffle.partitions, as the "
+            "stream's first run pinned it in its checkpoint."
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_window(self) -> JoinSpec:
@@ -95,6 +103,11 @@ class JoinSpec(SpecModel):
             raise ValueError("a join needs exactly one window: 'within' (time) or 'last' (count)")
         if self.left == self.right:
             raise ValueError("a join reads two different inputs")
+        if self.within is not None and self.partitions is not None:
+            raise ValueError(
+                "'partitions' spreads a count window's keys; a time window is Spark's own stream-stream join, "
+                "whose partitions its checkpoint pins: leave 'partitions' out"
+            )
         return self
 
 
@@ -150,6 +163,14 @@ class KeyedWindowSpec(SpecModel):
         default_factory=dict, description="Output column -> Spark SQL aggregate over the window's tuples, e.g. sum(bytes)."
     )
     truth: Truth | None = Field(None, description="Ground-truth columns: measure completeness and correctness.")
+    partitions: Count | None = Field(
+        None,
+        description=(
+            "On a stream: the tasks each micro-batch spreads the keys over (hash N). It may change between runs: "
+            "the next micro-batch redistributes the carried state. Default: spark.sql.shuffle.partitions, as the "
+            "stream's first run pinned it in its checkpoint."
+        ),
+    )
 
     @model_validator(mode="after")
     def _known_strategy(self) -> KeyedWindowSpec:

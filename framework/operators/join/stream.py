@@ -85,6 +85,7 @@ class CountJoinStream(PerBatchOperator):
     def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows:
         from pyspark.sql import functions as F
 
+        self.spread(batch)  # `partitions:`, which may change between runs
         spark = batch.sparkSession
         ts = self.spec.join.event_time
         new_a = batch.where("__side = 0").select("__a.*")

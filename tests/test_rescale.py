@@ -1,0 +1,76 @@
+"""Elastic stateful steps: a per-micro-batch step's `partitions:` (hash N) may change between runs
+of a stream. Spark pins a stream's shuffle partitions in its checkpoint, so its own stateful
+operators cannot rescale; these keep their state in files of their own, and the next micro-batch
+spreads it over the new N. A stream rescaled mid-way gives an uninterrupted stream's tables."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import delta_rows, write
+from tests.test_stream_chain import _land, _multiset, hit_files
+
+pytestmark = pytest.mark.spark
+
+PIPELINE = """\
+name: elastic
+mode: streaming
+sources:
+  hits:
+    format: json
+    path: landing/hits
+    schema: user STRING, ts TIMESTAMP, ms INT
+    event_time: ts
+    watermark: 10s
+  again:
+    format: json
+    path: landing/hits
+    schema: user STRING, ts TIMESTAMP, ms INT
+    event_time: ts
+    watermark: 10s
+steps:
+  sessions:
+    swa: {{input: hits, key: [user], size: 3, timeout: 30s, event_time: ts, aggregates: {{ms: sum(ms)}}, partitions: {n}}}
+  pairs:
+    join: {{left: hits, right: again, on: [user], last: {{left: 2, right: 2}}, tiebreak: [ms], partitions: {n}}}
+outputs:
+  sessions: {{from: sessions, mode: append}}
+  pairs: {{from: pairs, mode: append}}
+"""
+TABLES = ("sessions", "pairs", "_tributary/late_rows", "_tributary/quarantine")
+
+
+def _stream(cli, project: Path, files: list[list[dict]], partitions: list[int]) -> dict[str, object]:
+    """Land the files in two runs, the i-th with `partitions[i]`; the tables as multisets."""
+    half = len(files) // 2
+    for i, (first, landed) in enumerate(((0, files[:half]), (half, files[half:]))):
+        write(project / "pipelines/elastic.yaml", PIPELINE.format(n=partitions[i]))
+        _land(project, landed, first=first)
+        code, out, err = cli("run", "elastic")
+        assert code == 0, out + err
+    warehouse = project / "warehouse"
+    tables = {t: _multiset(delta_rows(warehouse / t), drop=("run_id", "recorded_at")) for t in TABLES if (warehouse / t).exists()}
+    for folder in ("warehouse", "landing"):
+        shutil.rmtree(project / folder)
+    return tables
+
+
+def test_a_stream_rescaled_between_runs_gives_an_uninterrupted_streams_tables(spark, cli, project: Path):
+    files = hit_files(9, files=4, rows=25)
+    steady = _stream(cli, project, files, [2, 2])
+    widened = _stream(cli, project, files, [2, 6])  # hash 2 -> hash 6 (3N) mid-stream
+    assert steady["sessions"] and steady["pairs"]
+    assert widened == steady
+
+
+def test_partitions_on_a_time_join_is_refused_saying_why(cli, project: Path):
+    text = PIPELINE.format(n=4).replace("last: {left: 2, right: 2}", "within: {before: 5s, after: 5s}")
+    write(project / "pipelines/elastic.yaml", text)
+    code, out, err = cli("validate", "elastic")
+    assert code == 2
+    assert "a time window is Spark's own stream-stream join, whose partitions its checkpoint pins" in " ".join(
+        (out + err).split()
+    )
