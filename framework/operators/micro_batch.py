@@ -108,12 +108,12 @@ class PerBatchOperator:
 
     def spread(self, batch: DataFrame) -> None:
         """Spread this micro-batch's keys, and the state it carries, over the step's `partitions:`
-        tasks. Spark pins a stream's shuffle partitions in its checkpoint at the first run, so its
-        own stateful operators can never rescale; these operators keep their state in files of
-        their own, read whole by each micro-batch, so N may change between runs (hash N → 3N, as
-        the balancers of "ESC: Towards an Elastic Stream Computing Platform for the Cloud", §4,
-        widen under load). The setting is the query's own session's: other
-        queries of the run keep theirs."""
+        tasks. Spark's own stateful operators keep their state in state stores partitioned as the
+        stream's first run chose, and pinned in its checkpoint: they can never rescale. These
+        operators keep their state in files of their own, read whole by each micro-batch, so N
+        may change between runs (hash N → 3N, as the balancers of "ESC: Towards an Elastic Stream
+        Computing Platform for the Cloud", §4, widen under load). The setting is the query's own
+        session's (foreachBatch runs on it): the run's other queries keep theirs."""
         if self.partitions is not None:
             batch.sparkSession.conf.set("spark.sql.shuffle.partitions", str(self.partitions))
 

@@ -92,8 +92,7 @@ class JoinSpec(SpecModel):
         None,
         description=(
             "On a stream, with a count window: the tasks each micro-batch spreads the keys over (hash N). It may change between runs: "
-            "the next micro-batch redistributes the carried state. Default: spark.sql.shuffle.partitions, as the "
-            "stream's first run pinned it in its checkpoint."
+            "the next micro-batch redistributes the carried state. Default: the profile's spark.sql.shuffle.partitions."
         ),
     )
 
@@ -167,8 +166,7 @@ class KeyedWindowSpec(SpecModel):
         None,
         description=(
             "On a stream: the tasks each micro-batch spreads the keys over (hash N). It may change between runs: "
-            "the next micro-batch redistributes the carried state. Default: spark.sql.shuffle.partitions, as the "
-            "stream's first run pinned it in its checkpoint."
+            "the next micro-batch redistributes the carried state. Default: the profile's spark.sql.shuffle.partitions."
         ),
     )
 
