@@ -45,3 +45,85 @@ def test_closest_ranks_the_same_words_first():
     assert closest("expect_column_values_to_be_not_null", choices) == "expect_column_values_to_not_be_null"
     assert closest("expect_column_values_to_be_nul", choices) == "expect_column_values_to_be_null"
     assert closest("service_head", ["head_service", "service"]) == "head_service"
+
+
+# 2. An unquoted `{{ … }}` value -----------------------------------------------------------------
+
+
+def test_an_unquoted_template_value_says_quote_it(cli, project):
+    pipeline = project / SERVICE_INSTANCES
+    replace_in(pipeline, "      size: 13\n", "      size: {{ var('n') }}\n")
+    replace_in(pipeline, "\nsources:\n", "\nvars:\n  n: 13\nsources:\n")
+    code, _, err = cli("validate", SERVICE_INSTANCES)
+    assert code == 2
+    assert "a key must be a plain value" not in err
+    line = pipeline.read_text().splitlines().index("      size: {{ var('n') }}") + 1
+    assert f"{SERVICE_INSTANCES}:{line}:" in err
+    assert "quote" in err and "size: \"{{ var('n') }}\"" in err
+
+
+def test_a_quoted_template_value_validates(cli, project):
+    pipeline = project / SERVICE_INSTANCES
+    replace_in(pipeline, "      size: 13\n", "      size: \"{{ var('n') }}\"\n")
+    replace_in(pipeline, "\nsources:\n", "\nvars:\n  n: 13\nsources:\n")
+    code, out, err = cli("validate", SERVICE_INSTANCES)
+    assert code == 0, err
+
+
+def test_an_unquoted_template_at_the_start_of_a_longer_value_says_quote_it(cli, project):
+    pipeline = project / "pipelines/service_calls.yaml"
+    replace_in(pipeline, "    path: data/samples/service_calls/static\n", "    path: {{ var('root') }}/static\n")
+    code, _, err = cli("validate", "pipelines/service_calls.yaml")
+    assert code == 2
+    assert "pipelines/service_calls.yaml:15:" in err
+    assert "quote" in err and "path: \"{{ var('root') }}/static\"" in err
+
+
+# 3. Indentation in plain words ----------------------------------------------------------------
+
+INDENTED = """\
+name: demo
+sources:
+  calls:
+    format: json
+    path: data/samples/service_calls/static
+    schema: ts TIMESTAMP, head_service STRING
+steps:
+  recent:
+    sql: select head_service from {{ source('calls') }}
+outputs:
+  recent: {}
+"""
+
+
+@pytest.mark.parametrize(
+    ("good", "bad", "aligns_with"),
+    [
+        # a key between two levels: lines up with neither `recent:` (2) nor `sql:` (4)
+        ("outputs:\n", "   description: x\noutputs:\n", "recent"),
+        ("  recent:\n    sql", "  recent:\n      description: x\n    sql", "description"),
+        # one column left of its siblings
+        ("    schema: ts", "   schema: ts", "path"),
+    ],
+)
+def test_bad_indentation_is_said_in_plain_words(cli, project, good, bad, aligns_with):
+    text = INDENTED.replace(good, bad, 1)
+    assert text != INDENTED
+    write(project / "pipelines/demo.yaml", text)
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "expected <block end>" not in err and "block mapping" not in err
+    assert "indent" in err and "line up" in err, err
+    if aligns_with:
+        assert aligns_with in err
+
+
+def test_a_key_at_the_level_of_a_list_is_said_in_plain_words(cli, project):
+    text = INDENTED.replace("  recent: {}\n", "  recent:\n    partition_by:\n    - day\n    mode: append\n")
+    text = text.replace("    partition_by:\n    - day\n    mode: append\n", "    partition_by:\n      - day\n      mode: append\n")
+    write(project / "pipelines/demo.yaml", text)
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 2
+    assert "found '?'" not in err and "<block end>" not in err
+    assert "pipelines/demo.yaml:14:" in err
+    assert "list" in err and "mode: append" in err and "- day" in err, err
