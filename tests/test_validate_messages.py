@@ -127,3 +127,29 @@ def test_a_key_at_the_level_of_a_list_is_said_in_plain_words(cli, project):
     assert "found '?'" not in err and "<block end>" not in err
     assert "pipelines/demo.yaml:14:" in err
     assert "list" in err and "mode: append" in err and "- day" in err, err
+
+
+# 4. A misspelt macro ----------------------------------------------------------------------------
+
+
+def test_a_misspelt_macro_suggests_the_closest(cli, project):
+    replace_in(project / "sql/service_stats.sql", "{{ p95('response_ms') }}", "{{ p59('response_ms') }}")
+    code, _, err = cli("validate", "pipelines/service_calls.yaml")
+    assert code == 2
+    assert "sql/service_stats.sql:8:" in err and "'p59' is undefined" in err
+    assert "did you mean 'p95'?" in err and "sql/macros/stats.sql" in err
+
+
+def test_a_misspelt_function_of_the_template_suggests_it(cli, project):
+    replace_in(project / "sql/service_stats.sql", "{{ ref('all_calls') }}", "{{ reff('all_calls') }}")
+    code, _, err = cli("validate", "pipelines/service_calls.yaml")
+    assert code == 2
+    assert "did you mean 'ref'?" in err
+
+
+def test_an_unknown_name_far_from_any_keeps_the_general_hint(cli, project):
+    replace_in(project / "sql/service_stats.sql", "{{ p95('response_ms') }}", "{{ quantile_of('response_ms') }}")
+    code, _, err = cli("validate", "pipelines/service_calls.yaml")
+    assert code == 2
+    assert "did you mean" not in err
+    assert "a macro" in err
