@@ -153,3 +153,55 @@ def test_an_unknown_name_far_from_any_keeps_the_general_hint(cli, project):
     assert code == 2
     assert "did you mean" not in err
     assert "a macro" in err
+
+
+# 5. `origin: true` on a text source -------------------------------------------------------------
+
+ORIGIN_LOGS = """\
+name: logs
+mode: batch
+sources:
+  access:
+    format: text
+    path: data/logs
+    origin: {origin}
+steps:
+  lines:
+    sql: select _file, _line, value from {{{{ source('access') }}}}
+outputs:
+  lines: {{}}
+"""
+
+
+def test_origin_true_is_accepted_on_a_text_source(cli, project):
+    write(project / "data/logs/a.log", "first\nsecond\n")
+    write(project / "pipelines/logs.yaml", ORIGIN_LOGS.format(origin="true"))
+    code, out, err = cli("validate", "pipelines/logs.yaml", "--explain", "access")
+    assert code == 0, err
+    assert "_file" in out and "_line" in out
+
+
+def test_origin_false_on_a_text_source_says_why_not(cli, project):
+    write(project / "data/logs/a.log", "first\nsecond\n")
+    write(project / "pipelines/logs.yaml", ORIGIN_LOGS.format(origin="false"))
+    code, _, err = cli("validate", "pipelines/logs.yaml")
+    assert code == 2
+    assert "pipelines/logs.yaml:7:" in err and "always" in err and "_file" in err
+
+
+@pytest.mark.spark
+def test_a_text_source_with_origin_true_reads_each_line_once_with_its_place(spark, cli, project):
+    from tests.conftest import delta_rows
+
+    write(project / "data/logs/a.log", "first\nsecond\n")
+    write(project / "data/logs/b.log", "third")
+    write(project / "pipelines/logs.yaml", ORIGIN_LOGS.format(origin="true"))
+    code, out, err = cli("run", "logs")
+    assert code == 0, out + err
+    rows = delta_rows(project / "warehouse/lines")
+    assert sorted((Path(r["_file"]).name, r["_line"], r["value"]) for r in rows) == [
+        ("a.log", 1, "first"),
+        ("a.log", 2, "second"),
+        ("b.log", 1, "third"),
+    ]
+    assert sorted(rows[0]) == ["_file", "_line", "value"]
