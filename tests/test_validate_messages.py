@@ -205,3 +205,14 @@ def test_a_text_source_with_origin_true_reads_each_line_once_with_its_place(spar
         ("b.log", 1, "third"),
     ]
     assert sorted(rows[0]) == ["_file", "_line", "value"]
+
+
+# 6. `validate --var` ----------------------------------------------------------------------------
+
+
+def test_validate_takes_vars_from_the_command_line(cli, project):
+    replace_in(project / "pipelines/service_calls.yaml", "  min_calls: 1                   # drop services seen fewer times\n", "")
+    code, _, err = cli("validate", "pipelines/service_calls.yaml")
+    assert code == 2 and "min_calls" in err
+    code, out, err = cli("validate", "pipelines/service_calls.yaml", "--var", "min_calls=2")
+    assert code == 0, err
