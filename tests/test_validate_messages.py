@@ -216,3 +216,87 @@ def test_validate_takes_vars_from_the_command_line(cli, project):
     assert code == 2 and "min_calls" in err
     code, out, err = cli("validate", "pipelines/service_calls.yaml", "--var", "min_calls=2")
     assert code == 0, err
+
+
+# 7. A join's event time per input -------------------------------------------------------------
+
+FLIGHTS = """\
+name: flights
+mode: batch
+sources:
+  departures:
+    format: json
+    path: data/flights/departures
+    schema: origin STRING, dep_time TIMESTAMP, flight STRING
+  weather:
+    format: json
+    path: data/flights/weather
+    schema: origin STRING, obs_time TIMESTAMP, temp DOUBLE
+steps:
+  flight_weather:
+    join:
+      left: departures
+      right: weather
+      on: [origin]
+      event_time: {event_time}
+      within: {{before: 1h, after: 0s}}
+outputs:
+  flight_weather: {{}}
+"""
+
+
+def flights(project: Path, event_time: str) -> Path:
+    write(
+        project / "data/flights/departures/d.json",
+        '{"origin": "BOS", "dep_time": "2026-11-01T10:30:00", "flight": "B6 1"}\n'
+        '{"origin": "JFK", "dep_time": "2026-11-01T11:00:00", "flight": "AA 2"}\n',
+    )
+    write(
+        project / "data/flights/weather/w.json",
+        '{"origin": "BOS", "obs_time": "2026-11-01T10:00:00", "temp": 3.5}\n'
+        '{"origin": "BOS", "obs_time": "2026-11-01T08:00:00", "temp": 1.0}\n'
+        '{"origin": "JFK", "obs_time": "2026-11-01T11:30:00", "temp": 9.0}\n',
+    )
+    return write(project / "pipelines/flights.yaml", FLIGHTS.format(event_time=event_time))
+
+
+def test_a_join_takes_an_event_time_per_input(cli, project):
+    flights(project, "{left: dep_time, right: obs_time}")
+    code, out, err = cli("validate", "pipelines/flights.yaml", "--explain", "flight_weather")
+    assert code == 0, err
+    assert "dep_time" in out and "obs_time" in out
+
+
+def test_a_join_still_takes_one_event_time_for_both(cli, project):
+    flights(project, "dep_time")
+    code, _, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2
+    line = FLIGHTS.splitlines().index("      event_time: {event_time}") + 1
+    assert f"pipelines/flights.yaml:{line}:" in err
+    assert "event_time column 'dep_time' is not in input 'weather'" in err
+    assert "is not in input 'departures'" not in err
+
+
+@pytest.mark.parametrize(("event_time", "side", "missing"), [("{left: dep_tme, right: obs_time}", "departures", "dep_tme"),
+                                                           ("{left: dep_time, right: obs_tim}", "weather", "obs_tim")])
+def test_a_missing_event_time_column_is_named_per_input(cli, project, event_time, side, missing):
+    flights(project, event_time)
+    code, _, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2
+    assert f"event_time column '{missing}' is not in input '{side}'" in err
+    assert "did you mean" in err
+    other = "weather" if side == "departures" else "departures"
+    assert f"is not in input '{other}'" not in err
+
+
+@pytest.mark.spark
+def test_a_batch_join_with_an_event_time_per_input_pairs_by_those_times(spark, cli, project):
+    from tests.conftest import delta_rows
+
+    flights(project, "{left: dep_time, right: obs_time}")
+    code, out, err = cli("run", "flights")
+    assert code == 0, out + err
+    rows = delta_rows(project / "warehouse/flight_weather")
+    # BOS 10:30 meets the 10:00 observation (within the hour before), not 08:00; JFK's is after it
+    assert sorted((r["flight"], r["temp"]) for r in rows) == [("B6 1", 3.5)]
+    assert {"origin", "dep_time", "flight", "obs_time", "temp"} == set(rows[0])
