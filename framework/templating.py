@@ -36,11 +36,11 @@ endless macro recursion is reported as such. Templates are read as UTF-8, with a
 from __future__ import annotations
 
 import bisect
-import re
 import contextvars
 import functools
 import math
 import operator
+import re
 import signal
 import threading
 import time

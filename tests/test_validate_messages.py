@@ -120,7 +120,9 @@ def test_bad_indentation_is_said_in_plain_words(cli, project, good, bad, aligns_
 
 def test_a_key_at_the_level_of_a_list_is_said_in_plain_words(cli, project):
     text = INDENTED.replace("  recent: {}\n", "  recent:\n    partition_by:\n    - day\n    mode: append\n")
-    text = text.replace("    partition_by:\n    - day\n    mode: append\n", "    partition_by:\n      - day\n      mode: append\n")
+    text = text.replace(
+        "    partition_by:\n    - day\n    mode: append\n", "    partition_by:\n      - day\n      mode: append\n"
+    )
     write(project / "pipelines/demo.yaml", text)
     code, _, err = cli("validate", "pipelines/demo.yaml")
     assert code == 2
@@ -211,7 +213,9 @@ def test_a_text_source_with_origin_true_reads_each_line_once_with_its_place(spar
 
 
 def test_validate_takes_vars_from_the_command_line(cli, project):
-    replace_in(project / "pipelines/service_calls.yaml", "  min_calls: 1                   # drop services seen fewer times\n", "")
+    replace_in(
+        project / "pipelines/service_calls.yaml", "  min_calls: 1                   # drop services seen fewer times\n", ""
+    )
     code, _, err = cli("validate", "pipelines/service_calls.yaml")
     assert code == 2 and "min_calls" in err
     code, out, err = cli("validate", "pipelines/service_calls.yaml", "--var", "min_calls=2")
@@ -277,8 +281,10 @@ def test_a_join_still_takes_one_event_time_for_both(cli, project):
     assert "is not in input 'departures'" not in err
 
 
-@pytest.mark.parametrize(("event_time", "side", "missing"), [("{left: dep_tme, right: obs_time}", "departures", "dep_tme"),
-                                                           ("{left: dep_time, right: obs_tim}", "weather", "obs_tim")])
+@pytest.mark.parametrize(
+    ("event_time", "side", "missing"),
+    [("{left: dep_tme, right: obs_time}", "departures", "dep_tme"), ("{left: dep_time, right: obs_tim}", "weather", "obs_tim")],
+)
 def test_a_missing_event_time_column_is_named_per_input(cli, project, event_time, side, missing):
     flights(project, event_time)
     code, _, err = cli("validate", "pipelines/flights.yaml")
@@ -300,3 +306,81 @@ def test_a_batch_join_with_an_event_time_per_input_pairs_by_those_times(spark, c
     # BOS 10:30 meets the 10:00 observation (within the hour before), not 08:00; JFK's is after it
     assert sorted((r["flight"], r["temp"]) for r in rows) == [("B6 1", 3.5)]
     assert {"origin", "dep_time", "flight", "obs_time", "temp"} == set(rows[0])
+
+
+# 8. Answers in bounded time ---------------------------------------------------------------------
+# Measured before and after by benchmarks/bench_validate_bounds.py; here only a generous bound.
+
+CALLS = """\
+name: {name}
+sources:
+  calls:
+    format: json
+    path: data/calls
+    schema: ts TIMESTAMP, client_ip STRING, response_ms INT
+steps:
+{steps}
+outputs:
+  {output}: {{}}
+"""
+
+
+def timed_validate(cli, *args: str) -> tuple[float, int, str, str]:
+    import time
+
+    began = time.perf_counter()
+    code, out, err = cli("validate", *args)
+    return time.perf_counter() - began, code, out, err
+
+
+def test_a_huge_query_skips_the_column_check_with_a_note_at_its_line(cli, project):
+    terms = " OR ".join(f"response_ms = {i}" for i in range(20_000))  # 380 KB
+    write(project / "sql/big.sql", f"select client_ip, response_ms\nfrom {{{{ source('calls') }}}}\nwhere {terms}\n")
+    steps = "  big:\n    sql: big.sql\n  after_big:\n    sql: select client_ip, not_a_column from {{ ref('big') }}"
+    write(project / "pipelines/big.yaml", CALLS.format(name="big", steps=steps, output="after_big"))
+    seconds, code, out, err = timed_validate(cli, "pipelines/big.yaml")
+    assert code == 0, err
+    assert seconds < 60, f"validate took {seconds:.1f} s"
+    notes = out + err
+    assert "sql/big.sql:1:" in notes and "not checked" in notes
+
+
+def test_a_small_query_is_still_checked_in_full(cli, project):
+    terms = " OR ".join(f"response_ms = {i}" for i in range(50))
+    write(
+        project / "sql/small.sql",
+        f"select client_ip, response_ms\nfrom {{{{ source('calls') }}}}\nwhere {terms} or respons_ms < 0\n",
+    )
+    write(project / "pipelines/small.yaml", CALLS.format(name="small", steps="  small:\n    sql: small.sql", output="small"))
+    code, _, err = cli("validate", "pipelines/small.yaml")
+    assert code == 2
+    assert "sql/small.sql:3:" in err and "unknown column 'respons_ms'" in err
+
+
+def test_a_huge_cron_expression_is_refused_at_once(cli, project):
+    minutes = ",".join(str(i % 60) for i in range(40_000))[:100_000].rstrip(",")  # 100 KB
+    steps = "  s:\n    sql: select * from {{ source('calls') }}"
+    text = CALLS.format(name="cron", steps=steps, output="s").replace(
+        "sources:", f'schedule:\n  cron: "{minutes} * * * *"\nsources:', 1
+    )
+    write(project / "pipelines/cron.yaml", text)
+    seconds, code, _, err = timed_validate(cli, "pipelines/cron.yaml")
+    assert code == 2
+    assert seconds < 10, f"validate took {seconds:.1f} s"
+    assert "pipelines/cron.yaml:3:" in err and "cron" in err and "characters" in err
+
+
+def test_past_the_pipeline_budget_the_column_check_stops_with_one_note(cli, project):
+    from framework.schemas.query_size import PIPELINE_BUDGET, QUERY_OVERHEAD
+
+    count = PIPELINE_BUDGET // QUERY_OVERHEAD + 50  # more tiny queries than the budget holds
+    first = "  s0:\n    sql: select ts, client_ip, respons_ms from {{ source('calls') }}"
+    rest = [f"  s{i}:\n    sql: select ts, client_ip from {{{{ ref('s{i - 1}') }}}}" for i in range(1, count)]
+    write(project / "pipelines/many.yaml", CALLS.format(name="many", steps="\n".join([first, *rest]), output=f"s{count - 1}"))
+    seconds, code, _, err = timed_validate(cli, "pipelines/many.yaml")
+    assert code == 2 and "unknown column 'respons_ms'" in err  # the first steps are checked
+    assert seconds < 120, f"validate took {seconds:.1f} s"
+    replace_in(project / "pipelines/many.yaml", "respons_ms", "response_ms")
+    code, out, err = cli("validate", "pipelines/many.yaml")
+    assert code == 0, err
+    assert (out + err).count("column-check budget") == 1
