@@ -35,6 +35,7 @@ from framework.operators.registry import ColumnContext, StepColumns, StepKind, S
 from framework.profiles import Profile
 from framework.project import Project
 from framework.schemas import Schema
+from framework.schemas.query_size import ColumnBudget
 from framework.spec.base import closest, did_you_mean
 from framework.spec.expectations import INTEGRATION_COLUMNS, MAX_DROP_EXPECTATIONS
 from framework.spec.intervals import Interval
@@ -237,6 +238,7 @@ def _check_columns(
     schemas: dict[str, Schema] = {}
     problems: list[Problem] = []
     notes: list[Problem] = []
+    budget = ColumnBudget()  # the column check's, shared by the pipeline's queries (framework.schemas.query_size)
     for node in graph.order():
         if node in spec.sources:
             source = spec.sources[node]
@@ -261,13 +263,14 @@ def _check_columns(
                 continue
             tree, text = parsed.get(node, (None, ""))
             context = ColumnContext(
-                node, {i: schemas[i] for i in graph.inputs.get(node, ())}, functions, rendered.get(node), tree, text
+                node, {i: schemas[i] for i in graph.inputs.get(node, ())}, functions, rendered.get(node), tree, text, budget
             )
             try:
                 result = kind.output_schema(step, context)
             except Exception as e:  # noqa: BLE001 - a check that cannot follow a step must not stop the pipeline
                 result = StepColumns(Schema.unknown(f"validate could not follow it ({type(e).__name__}: {e})"))
             schema = result.schema
+            notes += result.notes
             for p in result.problems:
                 located = (
                     p

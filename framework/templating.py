@@ -40,6 +40,7 @@ import contextvars
 import functools
 import math
 import operator
+import re
 import signal
 import threading
 import time
@@ -60,7 +61,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from jinja2.utils import Cycler, Namespace
 
 from framework.errors import BadInput, Problem
-from framework.spec.base import did_you_mean
+from framework.spec.base import closest, did_you_mean
 from framework.spec.intervals import Interval, IntervalBound
 from framework.spec.text import decode
 
@@ -518,6 +519,7 @@ class TemplateRenderer:
                 self.env.globals[name] = jinja2.StrictUndefined(hint=f"{name}: {no_interval[0]}", name=name)
         self.no_interval_hint = no_interval[1]
         self._macros_loaded = False
+        self.macro_files: dict[str, str] = {}  # each macro's file (sql/macros/x.sql), for "did you mean"
 
     def has_template(self, relative: str) -> bool:
         try:
@@ -549,6 +551,7 @@ class TemplateRenderer:
             for name in dir(module):
                 if not name.startswith("_"):
                     self.env.globals[name] = getattr(module, name)
+                    self.macro_files[name] = f"sql/{rel}"
 
     def render_file(self, step: str, relative: str) -> RenderedSql:
         state = self._state(step)
@@ -680,12 +683,21 @@ class TemplateRenderer:
                 message, hint = f"{e.message}", self.no_interval_hint
             elif isinstance(e, jinja2.UndefinedError):
                 message = f"{e.message}"
-                hint = "template values come from var('name'), ref('step'), source('name') or a macro"
+                hint = self._undefined_hint(str(e.message))
             elif isinstance(e, jinja2.exceptions.SecurityError):
                 message, hint = f"not allowed in a template: {e}", "templates may only build SQL text"
             else:
                 message, hint = f"{type(e).__name__}: {e}", None
             raise BadInput(Problem(f"step '{state.step}': {message}", file=where, line=line, hint=hint)) from None
+
+    def _undefined_hint(self, message: str) -> str:
+        """The macro or template function an undefined name most likely means, else where names come from."""
+        undefined = re.fullmatch(r"'([^']+)' is undefined", message)
+        callables = {"ref": None, "source": None, "var": None, **self.macro_files}
+        match = closest(undefined[1], set(callables)) if undefined else None
+        if match:
+            return f"did you mean '{match}'?" + (f" (a macro in {callables[match]})" if callables[match] else "")
+        return "template values come from var('name'), ref('step'), source('name') or a macro"
 
     def _where(self, filename: str | None, lineno: int | None, inline: tuple[str, int] | None) -> tuple[str, int | None]:
         if inline and (filename is None or filename == "<template>"):

@@ -71,10 +71,8 @@ def measure_join(
 
     left, right = inputs[spec.left], inputs[spec.right]
     rates = []
-    for frame in (left, right):
-        row = frame.agg(
-            F.count(F.lit(1)).alias("n"), F.min(spec.event_time).alias("lo"), F.max(spec.event_time).alias("hi")
-        ).first()
+    for frame, column in ((left, spec.left_event_time), (right, spec.right_event_time)):
+        row = frame.agg(F.count(F.lit(1)).alias("n"), F.min(column).alias("lo"), F.max(column).alias("hi")).first()
         assert row is not None  # an aggregate has one row
         span = (row["hi"] - row["lo"]).total_seconds() if row["n"] and row["hi"] and row["lo"] else 0.0
         rates.append(row["n"] / span if span > 0 else float(row["n"]))
@@ -90,8 +88,12 @@ def _pair_seconds(left: DataFrame, right: DataFrame, spec: Any, sample: int) -> 
     """Time to compare one pair: a nested-loop comparison of samples, divided by the pairs."""
     from pyspark.sql import functions as F
 
-    a = left.select(*[F.col(k).alias(f"a_{k}") for k in spec.on], F.col(spec.event_time).alias("a_ts")).limit(sample).cache()
-    b = right.select(*[F.col(k).alias(f"b_{k}") for k in spec.on], F.col(spec.event_time).alias("b_ts")).limit(sample).cache()
+    a = left.select(*[F.col(k).alias(f"a_{k}") for k in spec.on], F.col(spec.left_event_time).alias("a_ts")).limit(sample).cache()
+    b = (
+        right.select(*[F.col(k).alias(f"b_{k}") for k in spec.on], F.col(spec.right_event_time).alias("b_ts"))
+        .limit(sample)
+        .cache()
+    )
     n_a, n_b = a.count(), b.count()
     condition = F.lit(True)
     for k in spec.on:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from framework.errors import Problem
 from framework.operators.problems import SpecProblem
 from framework.schemas import Schema
+from framework.schemas.query_size import ColumnBudget
 from framework.spec.steps import STEP_KINDS, StepSpec
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class ColumnContext:
     sql: RenderedSql | None = None
     statement: Any = None  # the sqlglot tree of the query
     parsed_text: str = ""  # the text sqlglot parsed (the rendered SQL, `window(` quoted)
+    budget: ColumnBudget = field(default_factory=ColumnBudget)  # the pipeline's, shared by its steps
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ class StepColumns:
 
     schema: Schema
     problems: list[SpecProblem | Problem] = field(default_factory=list)
+    #: what was not checked and why (e.g. a query too large for the column check), shown as notes
+    notes: list[Problem] = field(default_factory=list)
 
 
 #: A kind's output columns from its inputs' and its settings, before Spark starts

@@ -31,8 +31,20 @@ Count = Annotated[int, BeforeValidator(_whole_number), Field(ge=1, le=MAX_COUNT)
 Version = Annotated[int, BeforeValidator(_whole_number), Field(ge=0, le=2**63 - 1)]
 
 
+def _words(name: str) -> list[str]:
+    return sorted(name.lower().replace("-", "_").split("_"))
+
+
 def closest(word: str, choices: list[str] | set[str]) -> str | None:
-    matches = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    """The choice `word` most likely means. The same words in another order come first
+    (`expect_column_values_to_be_not_null` means `…_to_not_be_null`, though difflib, counting
+    characters, finds `…_to_be_null` closer), then difflib's closest."""
+    ordered = sorted(choices)
+    if "_" in word:
+        same_words = [choice for choice in ordered if _words(choice) == _words(word)]
+        if same_words:
+            return (difflib.get_close_matches(word, same_words, n=1, cutoff=0) or same_words)[0]
+    matches = difflib.get_close_matches(word, ordered, n=1, cutoff=0.6)
     return matches[0] if matches else None
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from framework.spec.base import Count, Name, SpecModel, TableName, Version
+from framework.spec.base import Count, Name, SpecModel, TableName, Version, problem_at
 from framework.spec.durations import Duration
 from framework.spec.expectations import Expectations, expectations_field
 from framework.spec.schedule import Schedule
@@ -148,6 +148,21 @@ class TextSource(_Files):
     parse: LineParse | None = Field(
         None, description="Split each line into columns by a regex; lines that do not match are quarantined."
     )
+    origin: bool = Field(
+        True,
+        description="A text source always has _file and _line: `origin: true` (as on the other file sources) changes "
+        "nothing, and false is refused.",
+    )
+
+    @model_validator(mode="after")
+    def _always_numbered(self) -> TextSource:
+        if not self.origin:
+            raise problem_at(
+                "origin",
+                "a text source always has _file and _line (its lines are numbered as they are read)",
+                "drop 'origin: false'; leave the two columns out in the SQL that reads the source",
+            )
+        return self
 
 
 Source = Annotated[Union[FileSource, TextSource, DeltaSource], Field(discriminator="format")]

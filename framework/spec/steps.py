@@ -79,12 +79,23 @@ class CountWindow(SpecModel):
     right: Count = Field(description="W_B: window length of the right input, in rows.")
 
 
+class JoinEventTime(SpecModel):
+    """Each input's event-time column, where the two inputs name it differently."""
+
+    left: str = Field(description="Timestamp column of the left input.")
+    right: str = Field(description="Timestamp column of the right input.")
+
+
 class JoinSpec(SpecModel):
     left: Name
     right: Name
     on: list[str] = Field(min_length=1, description="Equality key columns present in both inputs.")
     type: Literal["inner", "left"] = "inner"
-    event_time: str = Field("ts", description="Timestamp column of both inputs (the order of arrival).")
+    event_time: str | JoinEventTime = Field(
+        "ts",
+        description="Timestamp column of both inputs (the order of arrival), or one per input: "
+        "{left: dep_time, right: obs_time}.",
+    )
     within: TimeWindow | None = Field(None, description="A time window.")
     last: CountWindow | None = Field(None, description="A count window.")
     tiebreak: list[str] = Field(default_factory=list, description="Columns ordering rows with equal event times.")
@@ -108,6 +119,20 @@ class JoinSpec(SpecModel):
                 "whose partitions its checkpoint pins: leave 'partitions' out"
             )
         return self
+
+    @property
+    def left_event_time(self) -> str:
+        """The left input's event-time column."""
+        return self.event_time if isinstance(self.event_time, str) else self.event_time.left
+
+    @property
+    def right_event_time(self) -> str:
+        """The right input's event-time column."""
+        return self.event_time if isinstance(self.event_time, str) else self.event_time.right
+
+    def event_time_at(self, side: Literal["left", "right"]) -> tuple[str, ...]:
+        """Where a side's event time is written in the YAML (under the step's `join:`)."""
+        return ("join", "event_time") if isinstance(self.event_time, str) else ("join", "event_time", side)
 
 
 @step_kind

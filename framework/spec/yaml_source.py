@@ -23,6 +23,7 @@ import yaml
 
 from framework.errors import BadInput, Problem
 from framework.spec.text import read_text
+from framework.spec.yaml_mistakes import continued_value, misaligned, unquoted_template
 
 Location = tuple[int, int]  # 1-based line, column
 PathKey = tuple[Any, ...]
@@ -69,16 +70,7 @@ def load_yaml(text: str, file: str) -> LocatedDocument:
         finally:
             loader.dispose()
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        raise BadInput(
-            Problem(
-                f"malformed YAML: {e.problem or e.context}",
-                file=file,
-                line=mark.line + 1 if mark else 1,
-                col=mark.column + 1 if mark else None,
-                hint="check indentation and that every key ends with ':'",
-            )
-        ) from None
+        raise BadInput(_malformed(e, text, file)) from None
     except yaml.reader.ReaderError as e:
         line = text.count("\n", 0, e.position) + 1
         col = e.position - (text.rfind("\n", 0, e.position) + 1) + 1
@@ -108,8 +100,30 @@ def load_yaml(text: str, file: str) -> LocatedDocument:
     if root is None:
         return doc
     doc.positions[()] = (root.start_mark.line + 1, root.start_mark.column + 1)
-    doc.data = _Builder(doc).construct(root, ())
+    doc.data = _Builder(doc, text).construct(root, ())
     return doc
+
+
+def _malformed(error: yaml.MarkedYAMLError, text: str, file: str) -> Problem:
+    """PyYAML's refusal, in plain words where the text shows the usual mistake (yaml_mistakes)."""
+    mark = error.problem_mark or error.context_mark
+    marks = [m for m in (error.problem_mark, error.context_mark) if m is not None]
+    for m in marks:
+        quote = unquoted_template(text, file, m.line + 1)
+        if quote:
+            return quote
+    said = None
+    if error.problem_mark is not None and str(error.problem).startswith("expected <block end>"):
+        said = misaligned(text, file, error.problem_mark.line)
+    elif error.problem_mark is not None and error.problem == "mapping values are not allowed here":
+        said = continued_value(text, file, error.problem_mark.line)
+    return said or Problem(
+        f"malformed YAML: {error.problem or error.context}",
+        file=file,
+        line=mark.line + 1 if mark else 1,
+        col=mark.column + 1 if mark else None,
+        hint="check indentation and that every key ends with ':'",
+    )
 
 
 def load_yaml_file(path: Path, shown_as: str | None = None) -> LocatedDocument:
@@ -137,8 +151,9 @@ def _too_deep_line(text: str) -> int:
 class _Builder:
     """Python values from YAML nodes, recording positions, within MAX_DEPTH and MAX_VALUES."""
 
-    def __init__(self, doc: LocatedDocument) -> None:
+    def __init__(self, doc: LocatedDocument, text: str) -> None:
         self.doc = doc
+        self.text = text
         self.values = 0
 
     def construct(self, node: yaml.Node, path: PathKey) -> Any:
@@ -150,6 +165,11 @@ class _Builder:
                 "write a plain value (text, a number, true/false, a date, a list or a mapping); quote text that starts with '!'",
             )
         if isinstance(node, yaml.MappingNode):
+            start = node.start_mark.index
+            if node.flow_style and self.text.startswith("{{", start):
+                quote = unquoted_template(self.text, self.doc.file, node.start_mark.line + 1)
+                if quote:
+                    raise BadInput(quote)
             return self._mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
             items = []

@@ -26,8 +26,9 @@ def _streaming(step: JoinStep) -> Streaming:
 
 
 def _chain_time(step: JoinStep) -> tuple[str | None, float | None]:
-    """A pair is emitted when its later row arrives; its event time is the join's: no bound."""
-    return step.join.event_time, None
+    """A pair is emitted when its later row arrives; its event time is the join's (the left
+    input's, with one per input): no bound."""
+    return step.join.left_event_time, None
 
 
 def _tagged_inputs(context: StepContext) -> DataFrame:

@@ -1,6 +1,7 @@
 """`join:` steps: two inputs joined on equal keys within a time or a count window (Liu et al., Algorithm 1).
 
-Left input A, right input B, key columns `on`, event time column `event_time` in both.
+Left input A, right input B, key columns `on`, event time column `event_time` in both (or one per
+input: `event_time: {left: dep_time, right: obs_time}`).
 
 Time window (`within: {before, after}`): pairs (a, b) with equal keys and
 b.ts in [a.ts - before, a.ts + after], both ends included. It is one plain Spark join whose
@@ -80,12 +81,11 @@ def build_join(context: StepContext) -> DataFrame:
 def _check_inputs(context: StepContext, left: DataFrame, right: DataFrame) -> None:
     spec = context.spec.join
     problems: list[Problem] = []
-    roles = [("key", c, "") for c in spec.on] + [("event_time", spec.event_time, "")]
-    roles += [("tiebreak", c, "") for c in spec.tiebreak]
-    for name, df in ((spec.left, left), (spec.right, right)):
-        problems += missing_columns(context.name, name, df, roles)
+    shared = [("key", c, "") for c in spec.on] + [("tiebreak", c, "") for c in spec.tiebreak]
+    for name, df, time in ((spec.left, left, spec.left_event_time), (spec.right, right, spec.right_event_time)):
+        problems += missing_columns(context.name, name, df, [("event_time", time, ""), *shared])
         hint = "cast it to a timestamp in a SQL step before the join, or name another column in event_time"
-        problems += not_a_timestamp(context.name, name, df, spec.event_time, hint)
+        problems += not_a_timestamp(context.name, name, df, time, hint)
     if problems:
         raise BadInput(*problems)
 
@@ -182,16 +182,17 @@ def _time_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right: 
     before_us, after_us = round(spec.within.before * 1_000_000), round(spec.within.after * 1_000_000)
     streaming = left.isStreaming or right.isStreaming
     width = max(before_us + after_us, 1_000_000) * (STREAM_BUCKET_WINDOWS if streaming else 1)
-    a_micros = _micros(left, spec.event_time, f"__a{_index(left, spec.event_time)}")
-    b_micros = _micros(right, spec.event_time, f"__b{_index(right, spec.event_time)}")
+    left_time, right_time = spec.left_event_time, spec.right_event_time
+    a_micros = _micros(left, left_time, f"__a{_index(left, left_time)}")
+    b_micros = _micros(right, right_time, f"__b{_index(right, right_time)}")
     a = _renamed(left, "__a", [F.floor(a_micros / F.lit(width)).alias(A_BUCKET)])
     b = _renamed(right, "__b")
     reach = F.sequence(
         F.floor((b_micros - F.lit(after_us)) / F.lit(width)), F.floor((b_micros + F.lit(before_us)) / F.lit(width))
     )
     b = b.withColumn(B_BUCKET, F.explode(reach))
-    a_ts = F.col(f"__a{_index(left, spec.event_time)}")
-    b_ts = F.col(f"__b{_index(right, spec.event_time)}")
+    a_ts = F.col(f"__a{_index(left, left_time)}")
+    b_ts = F.col(f"__b{_index(right, right_time)}")
     condition = (
         _key_condition(context, left, right)
         & (F.col(A_BUCKET) == F.col(B_BUCKET))
@@ -252,12 +253,13 @@ def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right:
     from pyspark.sql.types import LongType, TimestampNTZType, TimestampType
 
     spec = context.spec.join
-    left_ts, right_ts = field_of(left, spec.event_time), field_of(right, spec.event_time)
+    left_ts, right_ts = field_of(left, spec.left_event_time), field_of(right, spec.right_event_time)
     ntz = isinstance(left_ts.dataType, TimestampNTZType) and isinstance(right_ts.dataType, TimestampNTZType)
     ts_type = TimestampNTZType() if ntz else TimestampType()
 
     def side(df: DataFrame, prefix: str, is_left: bool) -> DataFrame:
-        ordering = {spec.event_time.lower()} | {c.lower() for c in spec.tiebreak}
+        time = spec.left_event_time if is_left else spec.right_event_time
+        ordering = {time.lower()} | {c.lower() for c in spec.tiebreak}
         rest = []
         for i, field in enumerate(df.schema.fields):
             if field.name.lower() in ordering:
@@ -266,7 +268,7 @@ def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right:
             rest.append((column if orderable(field.dataType) else F.to_json(F.struct(column))).alias(f"r{i}"))
         own = F.struct(*rest) if rest else F.lit(None)
         extra = [
-            F.col(quoted(spec.event_time)).cast(ts_type).alias("__ts"),
+            F.col(quoted(time)).cast(ts_type).alias("__ts"),
             *[F.col(quoted(c)).alias(f"__tb{j}") for j, c in enumerate(spec.tiebreak)],
             F.lit(0 if is_left else 1).alias("__side"),
             (own if is_left else F.lit(None)).alias("__rest_a"),
@@ -353,23 +355,25 @@ def join_columns(step: JoinStep, context: ColumnContext) -> StepColumns:
     both have one). With an input whose columns are not all known, only the keys are certain."""
     spec = step.join
     left, right = context.inputs[spec.left], context.inputs[spec.right]
-    roles: list[Role] = [("key", c, "", ("join", "on", i)) for i, c in enumerate(spec.on)]
-    roles += [("event_time", spec.event_time, "", ("join", "event_time"))]
-    roles += [("tiebreak", c, "", ("join", "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
+    keys: list[Role] = [("key", c, "", ("join", "on", i)) for i, c in enumerate(spec.on)]
+    tiebreak: list[Role] = [("tiebreak", c, "", ("join", "tiebreak", i)) for i, c in enumerate(spec.tiebreak)]
     problems: list[SpecProblem] = []
     hint = "cast it to a timestamp in a SQL step before the join, or name another column in event_time"
-    for name, schema in ((spec.left, left), (spec.right, right)):
-        problems += lacking(name, schema, roles)
-        problems += untimely(name, schema, spec.event_time, ("join", "event_time"), hint)
-    keys = {c.lower() for c in spec.on}
+    for name, schema, time, at in (
+        (spec.left, left, spec.left_event_time, spec.event_time_at("left")),
+        (spec.right, right, spec.right_event_time, spec.event_time_at("right")),
+    ):
+        problems += lacking(name, schema, [*keys, ("event_time", time, "", at), *tiebreak])
+        problems += untimely(name, schema, time, at, hint)
+    key_names = {c.lower() for c in spec.on}
     out = [left.find(k) or SchemaColumn(k) for k in spec.on]
     if not (left.complete and right.complete):
         why = left.why_incomplete if not left.complete else right.why_incomplete
         return StepColumns(
             Schema(tuple(out), complete=False, why_incomplete=f"an input's columns are not all known ({why})"), list(problems)
         )
-    left_rest = [c for c in left.columns if c.name.lower() not in keys]
-    right_rest = [c for c in right.columns if c.name.lower() not in keys]
+    left_rest = [c for c in left.columns if c.name.lower() not in key_names]
+    right_rest = [c for c in right.columns if c.name.lower() not in key_names]
     both = {c.name.lower() for c in left_rest} & {c.name.lower() for c in right_rest}
     for prefix, rest in ((spec.left, left_rest), (spec.right, right_rest)):
         out += [SchemaColumn(f"{prefix}_{c.name}", c.type, c.inferred) if c.name.lower() in both else c for c in rest]

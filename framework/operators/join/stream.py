@@ -87,12 +87,12 @@ class CountJoinStream(PerBatchOperator):
 
         self.spread(batch)  # `partitions:`, which may change between runs
         spark = batch.sparkSession
-        ts = self.spec.join.event_time
+        ts_a, ts_b = self.spec.join.left_event_time, self.spec.join.right_event_time
         new_a = batch.where("__side = 0").select("__a.*")
         new_b = batch.where("__side = 1").select("__b.*")
         previous = self._load(spark, batch_id, new_a, new_b)
         meta = previous["meta"]
-        seen = batch.select(F.max(f"__a.`{ts}`").alias("a"), F.max(f"__b.`{ts}`").alias("b")).first()
+        seen = batch.select(F.max(f"__a.`{ts_a}`").alias("a"), F.max(f"__b.`{ts_b}`").alias("b")).first()
         assert seen is not None  # an aggregate has one row
         max_a = _later(meta.get("max_a"), seen["a"])
         max_b = _later(meta.get("max_b"), seen["b"])
@@ -102,11 +102,12 @@ class CountJoinStream(PerBatchOperator):
         new_a = new_a.withColumn(ID_A, F.concat_ws("-", F.lit(batch_id), F.monotonically_increasing_id()))
         new_a = new_a.withColumn(MATCHED_A, F.lit(False)).localCheckpoint()
         if old_mark is not None:  # late rows cannot take a place in the sequence any more
-            new_a, new_b = new_a.where(F.col(ts) >= F.lit(old_mark)), new_b.where(F.col(ts) >= F.lit(old_mark))
+            new_a, new_b = new_a.where(F.col(ts_a) >= F.lit(old_mark)), new_b.where(F.col(ts_b) >= F.lit(old_mark))
         held_a = previous["a"].where("__kind = 'pending'").drop("__kind").unionByName(new_a)
         held_b = previous["b"].where("__kind = 'pending'").drop("__kind").unionByName(new_b)
-        is_final = F.col(ts) < F.lit(mark) if mark is not None else F.lit(False)
-        final_a, final_b = held_a.where(is_final), held_b.where(is_final)
+        is_final_a = F.col(ts_a) < F.lit(mark) if mark is not None else F.lit(False)
+        is_final_b = F.col(ts_b) < F.lit(mark) if mark is not None else F.lit(False)
+        final_a, final_b = held_a.where(is_final_a), held_b.where(is_final_b)
         tail_a = previous["a"].where("__kind = 'tail'").drop("__kind")
         tail_b = previous["b"].where("__kind = 'tail'").drop("__kind")
 
@@ -114,8 +115,8 @@ class CountJoinStream(PerBatchOperator):
         cand_b = tail_b.withColumn(NEW_B, F.lit(False)).unionByName(final_b.withColumn(NEW_B, F.lit(True))).cache()
         pairs = self._join(spark, cand_a, cand_b, "inner").where(F.col(NEW_A) | F.col(NEW_B))
 
-        keep_a = self._last(cand_a, self.spec.join.last.left)
-        keep_b = self._last(cand_b, self.spec.join.last.right)
+        keep_a = self._last(cand_a, self.spec.join.last.left, ts_a)
+        keep_b = self._last(cand_b, self.spec.join.last.right, ts_b)
         matched = pairs.select(F.col(ID_A).alias("__m")).distinct()
         output = pairs
         if self.spec.join.type == "left":
@@ -128,7 +129,7 @@ class CountJoinStream(PerBatchOperator):
             .withColumn(MATCHED_A, F.col(MATCHED_A) | F.col("__m").isNotNull())
             .drop("__m")
         )
-        pending_a, pending_b = held_a.where(~is_final), held_b.where(~is_final)
+        pending_a, pending_b = held_a.where(~is_final_a), held_b.where(~is_final_b)
         self._save(
             batch_id,
             keep_a.drop(NEW_A),
@@ -149,12 +150,11 @@ class CountJoinStream(PerBatchOperator):
         spec = self.spec.model_copy(update={"join": self.spec.join.model_copy(update={"type": kind})})
         return build_join(StepContext(spark, self.step, spec, {spec.join.left: a, spec.join.right: b}))
 
-    def _last(self, rows: DataFrame, count: int) -> DataFrame:
+    def _last(self, rows: DataFrame, count: int, event_time: str) -> DataFrame:
         """The last `count` rows in arrival order (event time, tiebreak, then the other columns)."""
         from pyspark.sql import functions as F
 
-        spec = self.spec.join
-        order = [spec.event_time, *spec.tiebreak]
+        order = [event_time, *self.spec.join.tiebreak]
         rest = [c for c in rows.columns if c not in order and not c.startswith("__tributary")]
         return rows.orderBy(*[F.col(f"`{c}`").desc_nulls_last() for c in (*order, *rest)]).limit(count)
 

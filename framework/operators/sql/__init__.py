@@ -105,11 +105,25 @@ def sql_columns(step: SqlStep, context: ColumnContext) -> StepColumns:
     """The query's output columns over the views it reads (framework.schemas.query), and its
     unknown or ungrouped columns at the template's own lines."""
     from framework.schemas.query import analyze
+    from framework.schemas.query_size import query_size
 
     if context.statement is None or context.sql is None:
         return StepColumns(Schema.unknown("its query was not parsed"))
-    analysis = analyze(context.statement, context.inputs, context.parsed_text)
     sql = context.sql
+    skipped = context.budget.why_not(query_size(context.statement))
+    if skipped is not None:
+        why, say = skipped
+        if context.budget.spent:
+            what, hint = (
+                "this step's columns and the later steps' are",
+                "split the pipeline (a schedule's after: runs one after another)",
+            )
+        else:
+            what = "its columns, and those of the steps reading it, are"
+            hint = "split it (WITH clauses, or steps of their own); a long chain of OR x = … is shorter as x IN (…)"
+        note = sql.problem(f"{why}: {what} not checked; Spark checks them in the run", 1, hint=hint)
+        return StepColumns(Schema.unknown(why), notes=[note] if say else [])
+    analysis = analyze(context.statement, context.inputs, context.parsed_text)
     return StepColumns(analysis.schema, [sql.problem(f.message, f.line, f.hint) for f in analysis.findings])
 
 
