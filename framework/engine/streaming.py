@@ -328,6 +328,7 @@ class StreamingRun:
             pipeline=self.run.pipeline,
             functions=self.run.compiled.functions,
             sizes=frames.contexts[step.name].sizes,
+            partitions=getattr(step.kind.settings(step.spec), "partitions", None),
         )
         operator = micro_batch.operator(setup)
         self.operators[query] = operator

@@ -43,6 +43,7 @@ class MicroBatchSetup:
     pipeline: str = ""
     functions: Functions | None = None  # the project's udfs/ (framework.functions.loader)
     sizes: Sizes | None = None  # swa with size: auto / timeout: auto: the run's learned sizes
+    partitions: int | None = None  # the step's `partitions:` (hash N), None: the profile's shuffle partitions
 
 
 @dataclass(frozen=True)
@@ -99,11 +100,16 @@ class PerBatchOperator:
         inputs = setup.spec.declared_inputs()
         sources = tuple(dict.fromkeys(s for i in inputs for s in setup.sources.get(i, ())))
         delay = max(setup.delays[i] for i in inputs)
-        from framework.operators.registry import kind_of
-
-        partitions = getattr(kind_of(setup.spec).settings(setup.spec), "partitions", None)
         return cls(
-            setup.step, setup.spec, setup.state_dir, delay, setup.run_id, setup.pipeline, sources, partitions=partitions, **own
+            setup.step,
+            setup.spec,
+            setup.state_dir,
+            delay,
+            setup.run_id,
+            setup.pipeline,
+            sources,
+            partitions=setup.partitions,
+            **own,
         )
 
     def spread(self, batch: DataFrame) -> None:
