@@ -50,7 +50,9 @@ class Expected(SpecModel):
         None, description="Compare only these columns (default: every column of the step; each row then names them all)."
     )
     quarantined: Rows | None = Field(
-        None, description="The rows its drop expectations send to the quarantine (the listed columns of the rows)."
+        None,
+        description="The rows its drop expectations send to the quarantine, compared on the columns the rows name "
+        "(a column a row leaves out is null).",
     )
 
 
