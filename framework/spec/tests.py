@@ -56,6 +56,30 @@ class Expected(SpecModel):
     )
 
 
+class Delivery(SpecModel):
+    """One delivery of a streaming scenario: rows landing in the sources, then a run over what is
+    new, then what the stream has done so far."""
+
+    rows: dict[Name, Rows] = Field(description="Rows landing now, per source (each source's rows as one file).")
+    emitted: Annotated[Expected | list[Row] | None, BeforeValidator(_rows_or_expected)] = Field(
+        None, description="Every row the checked step has emitted so far: a list (any order), or {rows, match, columns}."
+    )
+    held: int | None = Field(
+        None, description="How many rows the step still holds when the run ends (waiting for the watermark, a count or a missing input)."
+    )
+    watermark: str | None = Field(None, description="The stream's watermark after this delivery (an ISO time).")
+    late: list[Row] | None = Field(
+        None, description="The rows recorded as late so far (behind their source's watermark), on the columns they name."
+    )
+    quarantined: list[Row] | None = Field(
+        None, description="The rows sent to the quarantine so far, on the columns they name (e.g. reason)."
+    )
+
+    @property
+    def expected(self) -> Expected | None:
+        return self.emitted if isinstance(self.emitted, Expected) else None
+
+
 class UnitTest(SpecModel):
     """One test: a step (or output) run over given rows, its rows compared with the expected ones."""
 
@@ -71,6 +95,11 @@ class UnitTest(SpecModel):
     expect: Annotated[Expected | list[Row] | None, BeforeValidator(_rows_or_expected)] = Field(
         None, description="Its rows: a list (any order), or {rows, match, columns, quarantined}."
     )
+    then: list[Delivery] | None = Field(
+        None,
+        description="Streaming pipelines: deliveries in order; after each one the stream runs over what is new "
+        "(a real micro-batch run) and the delivery's emitted, held, late and quarantined rows are checked.",
+    )
     fails: bool | str = Field(
         False,
         description="The run must stop (a `fail` expectation, an error); a text: the error's message must contain it.",
@@ -83,6 +112,10 @@ class UnitTest(SpecModel):
 
     @model_validator(mode="after")
     def _expects_something(self) -> UnitTest:
+        if self.then is not None:
+            if self.expect is not None or self.given:
+                raise problem_at("then", "a scenario's rows come in its deliveries (then:), not given:/expect:")
+            return self
         if self.expect is None and self.fails is False:
             raise problem_at("step", "a test expects rows (expect:) or a failure (fails:)", "add expect: [ ...rows... ]")
         if self.expect is not None and self.fails is not False:

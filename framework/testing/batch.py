@@ -44,9 +44,8 @@ class Outcome:
         return self.failure is None and not self.differences
 
     def lines(self) -> list[str]:
-        if self.failure is not None:
-            return [self.failure]
-        return [line for what, difference in self.differences for line in difference.lines(what)]
+        found = [line for what, difference in self.differences for line in difference.lines(what)]
+        return found + ([self.failure] if self.failure is not None else [])
 
 
 def test_context(context: ProjectContext, test: DeclaredTest, step: str) -> ProjectContext:
@@ -82,7 +81,7 @@ def run_test(context: ProjectContext, compiled_all: CompiledPipeline, test: Decl
             if expect is not None:
                 expected = test.rows(expect.rows, root, "expect", "rows")
                 columns = expect.columns or actual.columns
-                difference = _compare(spark, actual, expected, columns, expect.match == "exact")
+                difference = compare_frame(spark, actual, expected, columns, expect.match == "exact")
                 if not difference.matches:
                     outcome.differences.append(("rows", difference))
             else:
@@ -92,7 +91,7 @@ def run_test(context: ProjectContext, compiled_all: CompiledPipeline, test: Decl
                 refused = _refused(run, frames, step, output)
                 wanted = test.rows(expect.quarantined, root, "expect", "quarantined")
                 named = list(dict.fromkeys(c for row in wanted for c in row)) or refused.columns
-                difference = _compare(spark, refused, wanted, named, False)
+                difference = compare_frame(spark, refused, wanted, named, False)
                 if not difference.matches:
                     outcome.differences.append(("quarantined", difference))
     except BadInput:
@@ -170,7 +169,7 @@ def _refused(run: RunContext, frames: Any, step: str, output: str | None) -> Dat
     return split.where(F.col(MASK).isNotNull()).drop(MASK)
 
 
-def _compare(
+def compare_frame(
     spark: SparkSession, actual: DataFrame, expected: list[dict[str, Any]], columns: list[str], exact: bool
 ) -> Difference:
     """Actual rows (their `columns`) against expected ones typed as the actual columns are."""

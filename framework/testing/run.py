@@ -74,6 +74,7 @@ def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None])
     """Run the tests in one Spark session; `progress` hears each outcome as it comes."""
     from framework.engine.session import guard, spark_session
     from framework.testing.batch import run_test
+    from framework.testing.stream import run_scenario
 
     began = time.perf_counter()
     spark = spark_session(planned[0].context.profile)
@@ -81,7 +82,8 @@ def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None])
     result = TestRun()
     for one in planned:
         for test in one.tests:
-            outcome = run_test(one.context, one.compiled, test, spark)
+            run_one = run_scenario if test.spec.then is not None else run_test
+            outcome = run_one(one.context, one.compiled, test, spark)
             result.outcomes.append(outcome)
             progress(outcome)
     result.seconds = time.perf_counter() - began

@@ -134,6 +134,8 @@ def check_test(compiled: CompiledPipeline, test: DeclaredTest, root: Path) -> li
         return e.problems
     spec, problems = test.spec, []
     upstream = compiled.graph.upstream(step)
+    if spec.then is not None:
+        return _check_scenario(compiled, test, step, upstream, root)
     for name in spec.given:
         if name not in upstream:
             nodes = set(compiled.spec.sources) | set(compiled.spec.steps)
@@ -188,6 +190,27 @@ def check_test(compiled: CompiledPipeline, test: DeclaredTest, root: Path) -> li
                         )
                     )
                     break
+    return problems
+
+
+def _check_scenario(compiled: CompiledPipeline, test: DeclaredTest, step: str, upstream: set[str], root: Path) -> list[Problem]:
+    """A streaming scenario: a streaming pipeline, deliveries to the sources the step reads, columns."""
+    problems = []
+    if compiled.spec.mode != "streaming":
+        return [test.problem("deliveries (then:) are for streaming pipelines", "then", hint="give rows with given: and expect:")]
+    read = sorted(n for n in upstream if n in compiled.spec.sources)
+    for i, delivery in enumerate(test.spec.then or []):
+        for name, rows in delivery.rows.items():
+            if name not in read:
+                hint = did_you_mean(name, set(read)) if name not in compiled.spec.sources else f"it reads: {', '.join(read)}"
+                problems.append(test.problem(f"delivery {i + 1}: '{step}' reads no source '{name}'", "then", i, "rows", name, hint=hint))
+                continue
+            at = ("then", i, "rows", name)
+            problems += _columns(test, compiled.schemas.get(name), test.rows(rows, root, *at), at, f"'{name}'")
+        expected = delivery.expected
+        if expected is not None:
+            at = ("then", i, "emitted", "rows")
+            problems += _columns(test, compiled.schemas.get(step), test.rows(expected.rows, root, *at), at, f"'{step}'")
     return problems
 
 
