@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import suppress
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -165,10 +166,8 @@ def _check_side(outcome: Outcome, what: str, table: DataFrame | None, wanted: li
         values = row.asDict()
         record = values.get("record")
         if isinstance(record, str) and record.startswith("{"):
-            try:
+            with suppress(json.JSONDecodeError):
                 values = {**json.loads(record), **{k: v for k, v in values.items() if k != "record"}}
-            except json.JSONDecodeError:
-                pass
         found.append(tuple(_as_text(_get(values, c)) for c in columns))
     expected = [tuple(_as_text(_get(row, c)) for c in columns) for row in wanted]
     difference = compare(columns, expected, found, exact=False)
