@@ -65,7 +65,8 @@ class Delivery(SpecModel):
         None, description="Every row the checked step has emitted so far: a list (any order), or {rows, match, columns}."
     )
     held: int | None = Field(
-        None, description="How many rows the step still holds when the run ends (waiting for the watermark, a count or a missing input)."
+        None,
+        description="How many rows the step still holds when the run ends (waiting for the watermark, a count or a missing input).",
     )
     watermark: str | None = Field(None, description="The stream's watermark after this delivery (an ISO time).")
     late: list[Row] | None = Field(

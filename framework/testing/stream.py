@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from contextlib import suppress
 import time
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,7 +49,10 @@ def run_scenario(context: ProjectContext, compiled_all: CompiledPipeline, test: 
     try:
         for i, delivery in enumerate(test.spec.then):
             for source, rows in delivery.rows.items():
-                _land(folder / "sources" / source / f"delivery-{i + 1:04d}.json", test.rows(rows, context.project.root, "then", i, "rows", source))
+                _land(
+                    folder / "sources" / source / f"delivery-{i + 1:04d}.json",
+                    test.rows(rows, context.project.root, "then", i, "rows", source),
+                )
             try:
                 result = about.run(compiled, spark=spark)
             except TributaryError as e:
@@ -95,15 +98,23 @@ def _scenario_pipeline(compiled: CompiledPipeline, step: str, output: str | None
     spec = compiled.spec
     sources = {}
     for name, source in spec.sources.items():
-        derived = source.event_time is not None and source.event_time != EVENT_TIME and EVENT_TIME not in [
-            c.name for c in compiled.schemas[name].columns if not c.inferred
-        ]
+        derived = (
+            source.event_time is not None
+            and source.event_time != EVENT_TIME
+            and EVENT_TIME not in [c.name for c in compiled.schemas[name].columns if not c.inferred]
+        )
         columns = [c for c in compiled.schemas[name].columns if not (derived and c.name == EVENT_TIME)]
         ddl = ", ".join(f"`{c.name}` {c.type or 'STRING'}" for c in columns)
         landing = folder / "sources" / name
         landing.mkdir(parents=True, exist_ok=True)
         sources[name] = FileSource.model_validate(
-            {"format": "json", "path": str(landing), "schema": ddl, "event_time": source.event_time, "watermark": source.watermark}
+            {
+                "format": "json",
+                "path": str(landing),
+                "schema": ddl,
+                "event_time": source.event_time,
+                "watermark": source.watermark,
+            }
         )
     outputs = dict(spec.outputs)
     written = output or next((o for o in spec.outputs if spec.output_step(o) == step), None)
@@ -141,7 +152,13 @@ def _read(spark: SparkSession, about: ProjectContext, table: str) -> DataFrame |
 
 
 def _check(
-    outcome: Outcome, what: str, spark: SparkSession, table: DataFrame | None, rows: list[dict[str, Any]], columns: list[str], exact: bool
+    outcome: Outcome,
+    what: str,
+    spark: SparkSession,
+    table: DataFrame | None,
+    rows: list[dict[str, Any]],
+    columns: list[str],
+    exact: bool,
 ) -> None:
     if table is None:
         if rows:

@@ -203,7 +203,9 @@ def _check_scenario(compiled: CompiledPipeline, test: DeclaredTest, step: str, u
         for name, rows in delivery.rows.items():
             if name not in read:
                 hint = did_you_mean(name, set(read)) if name not in compiled.spec.sources else f"it reads: {', '.join(read)}"
-                problems.append(test.problem(f"delivery {i + 1}: '{step}' reads no source '{name}'", "then", i, "rows", name, hint=hint))
+                problems.append(
+                    test.problem(f"delivery {i + 1}: '{step}' reads no source '{name}'", "then", i, "rows", name, hint=hint)
+                )
                 continue
             at = ("then", i, "rows", name)
             problems += _columns(test, compiled.schemas.get(name), test.rows(rows, root, *at), at, f"'{name}'")
