@@ -69,11 +69,15 @@ class Delivery(SpecModel):
         description="How many rows the step still holds when the run ends (waiting for the watermark, a count or a missing input).",
     )
     watermark: str | None = Field(None, description="The stream's watermark after this delivery (an ISO time).")
-    late: list[Row] | None = Field(
-        None, description="The rows recorded as late so far (behind their source's watermark), on the columns they name."
+    late: int | list[Row] | None = Field(
+        None,
+        description="The rows recorded as late so far (behind their source's watermark): how many, or the rows on the "
+        "columns they name (the row's own columns, and source, reason...), compared as text.",
     )
-    quarantined: list[Row] | None = Field(
-        None, description="The rows sent to the quarantine so far, on the columns they name (e.g. reason)."
+    quarantined: int | list[Row] | None = Field(
+        None,
+        description="The rows sent to the quarantine so far: how many, or the rows on the columns they name (the "
+        "row's own columns, and reason...), compared as text.",
     )
 
     @property

@@ -173,10 +173,15 @@ def _check(
         outcome.differences.append((what, difference))
 
 
-def _check_side(outcome: Outcome, what: str, table: DataFrame | None, wanted: list[dict[str, Any]]) -> None:
+def _check_side(outcome: Outcome, what: str, table: DataFrame | None, wanted: int | list[dict[str, Any]]) -> None:
     """Late or quarantined rows: each recorded row is its table's columns (source, steps, reason,
     ...) and its record's (the row as it came, kept as JSON); compared as text on the columns the
-    expected rows name."""
+    expected rows name, or counted."""
+    if isinstance(wanted, int):
+        found_rows = table.count() if table is not None else 0
+        if found_rows != wanted:
+            outcome.failure = f"{what}: expected {wanted} row(s), there are {found_rows}"
+        return
     columns = list(dict.fromkeys(c for row in wanted for c in row))
     found = []
     for row in table.collect() if table is not None else []:
