@@ -38,8 +38,9 @@ def test_malformed_tests_are_bad_input_at_their_line(cli, project: Path):
 
 
 def test_examples_pass_and_write_nothing(cli, project: Path, spark):
-    """Every example's tests pass, in one session; the warehouse is as it was (a table in it keeps
-    its version, nothing is added) and nothing lands in the scratch warehouse either."""
+    """Every example's tests pass, in one session (batch tests and the streaming scenarios); the
+    warehouse is as it was (a table in it keeps its version, nothing is added) and nothing is
+    left in the scratch warehouse either (a scenario's own warehouse is removed after it)."""
     table = project / "warehouse/service_stats"
     from framework.io.delta.delta_rs import DeltaRsStore
 
@@ -48,12 +49,12 @@ def test_examples_pass_and_write_nothing(cli, project: Path, spark):
     report = project / "out/junit.xml"
     code, out, err = cli("test", "--junit-xml", str(report), "--no-engine")
     assert code == 0, out + err
-    assert "11 passed, 0 failed" in out, out
+    assert "13 passed, 0 failed" in out, out
     assert delta_version(table) == 0
     assert sorted(p.relative_to(project) for p in (project / "warehouse").rglob("*")) == before
     assert not (project / ".tributary").exists()
     cases = ElementTree.parse(report).getroot().findall(".//testcase")
-    assert len(cases) == 11 and not any(c.find("failure") is not None for c in cases)
+    assert len(cases) == 13 and not any(c.find("failure") is not None for c in cases)
     assert {c.get("classname") for c in cases} >= {"service_calls", "service_instances", "trading_correlation"}
 
 
@@ -106,3 +107,9 @@ tests:
     assert code == 1, out + err
     assert "✗ service_calls::stats_per_service" in out
     assert "- {requested_service: /style.css, calls: 3, clients: 3, avg_response_ms: 20.0" in out, out
+
+    scenario = project / "pipelines/access_log_streaming.yaml"  # a stream's scenario stops at its first wrong delivery
+    write(scenario, scenario.read_text().replace("        held: 2\n", "        held: 3\n", 1))
+    code, out, err = cli("test", "access_log_streaming")
+    assert code == 1, out + err
+    assert "after delivery 1: held: expected 3 row(s), the step holds 2" in out, out

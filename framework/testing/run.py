@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from framework.testing.batch import Outcome
 
 
+PARTITIONS = "spark.sql.shuffle.partitions"
+
+
 @dataclass(frozen=True)
 class PipelineTests:
     context: ProjectContext
@@ -80,11 +83,16 @@ def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None])
     spark = spark_session(planned[0].context.profile)
     guard(spark)
     result = TestRun()
-    for one in planned:
-        for test in one.tests:
-            run_one = run_scenario if test.spec.then is not None else run_test
-            outcome = run_one(one.context, one.compiled, test, spark)
-            result.outcomes.append(outcome)
-            progress(outcome)
+    before = spark.conf.get(PARTITIONS) or "200"
+    spark.conf.set(PARTITIONS, "1")  # a test's few rows: one task per stage, one state store per operator
+    try:
+        for one in planned:
+            for test in one.tests:
+                run_one = run_scenario if test.spec.then is not None else run_test
+                outcome = run_one(one.context, one.compiled, test, spark)
+                result.outcomes.append(outcome)
+                progress(outcome)
+    finally:
+        spark.conf.set(PARTITIONS, before)
     result.seconds = time.perf_counter() - began
     return result

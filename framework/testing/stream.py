@@ -41,6 +41,7 @@ def run_scenario(context: ProjectContext, compiled_all: CompiledPipeline, test: 
     step, output = checked_node(compiled_all, test)
     assert test.spec.then is not None
     folder = Path(context.warehouse(scratch=True).root) / "tests" / f"{test.pipeline}.{test.name}"
+    made = [p for p in (folder, *folder.parents) if not p.exists()]  # removed again at the end (when empty)
     shutil.rmtree(folder, ignore_errors=True)
     profile = context.profile.model_copy(update={"warehouse": str(folder / "warehouse"), "scratch": None})
     about = replace(test_context(context, test, step), profile=profile)
@@ -84,6 +85,9 @@ def run_scenario(context: ProjectContext, compiled_all: CompiledPipeline, test: 
                 break
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        for made_here in made[1:]:
+            with suppress(OSError):
+                made_here.rmdir()
     outcome.seconds = time.perf_counter() - began
     return outcome
 
