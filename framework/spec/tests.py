@@ -118,8 +118,10 @@ class UnitTest(SpecModel):
     @model_validator(mode="after")
     def _expects_something(self) -> UnitTest:
         if self.then is not None:
-            if self.expect is not None or self.given:
-                raise problem_at("then", "a scenario's rows come in its deliveries (then:), not given:/expect:")
+            if self.expect is not None or self.given or self.fails is not False:
+                raise problem_at(
+                    "then", "a scenario's rows and expectations are in its deliveries (then:), not given:/expect:/fails:"
+                )
             return self
         if self.expect is None and self.fails is False:
             raise problem_at("step", "a test expects rows (expect:) or a failure (fails:)", "add expect: [ ...rows... ]")

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from framework.engine.context import RunContext
     from framework.plan.model import RunPlan
 
+ACTUAL = "__tributary_test_actual"  # which side of the comparison a collected row is
 #: the split the checked step's drop expectations write to (its refused rows, for `quarantined:`)
 REFUSED = "__tributary_test_refused"
 
@@ -60,7 +61,7 @@ def run_test(context: ProjectContext, compiled_all: CompiledPipeline, test: Decl
     began = time.perf_counter()
     step, output = checked_node(compiled_all, test)
     about = test_context(context, test, step)
-    compiled = about.compiled
+    compiled = _compiled(about, compiled_all, test, step)
     if compiled.uses_interval and compiled.interval is None:
         raise BadInput(test.problem(f"'{step}' reads interval_start / interval_end", "step", hint="add interval: START/END"))
     root = context.project.root
@@ -101,6 +102,14 @@ def run_test(context: ProjectContext, compiled_all: CompiledPipeline, test: Decl
     outcome = _judge_failure(outcome, test)
     outcome.seconds = time.perf_counter() - began
     return outcome
+
+
+def _compiled(about: ProjectContext, compiled_all: CompiledPipeline, test: DeclaredTest, step: str) -> CompiledPipeline:
+    """The pipeline compiled for the test: the whole pipeline's, with the test's selection, when the
+    test sets no vars or interval of its own (else compiled again with them)."""
+    if test.spec.vars or test.spec.interval is not None:
+        return about.compiled
+    return replace(compiled_all, selected=compiled_all.graph.select(f"+{step}"))
 
 
 def _run_context(
@@ -178,13 +187,17 @@ def compare_frame(
     missing = [c for c in named if c.lower() not in types]
     if missing:
         raise BadInput(f"no column(s) {', '.join(missing)} in the rows produced: {', '.join(actual.columns)}")
+    from pyspark.sql import functions as F
+
     typed = [(c, types[c.lower()]) for c in named]
-    expected_rows = frame_of(spark, expected, typed).collect() if expected else []
-    actual_rows = actual.select(*named).collect()
+    both = actual.select(*named, F.lit(True).alias(ACTUAL))
+    if expected:  # typed by Spark as the actual rows are, in the same job
+        both = both.unionByName(frame_of(spark, expected, typed).withColumn(ACTUAL, F.lit(False)))
+    rows = both.collect()
     return compare(
         named,
-        [tuple(comparable(v) for v in row) for row in expected_rows],
-        [tuple(comparable(v) for v in row) for row in actual_rows],
+        [tuple(comparable(v) for v in row[:-1]) for row in rows if not row[-1]],
+        [tuple(comparable(v) for v in row[:-1]) for row in rows if row[-1]],
         exact,
     )
 

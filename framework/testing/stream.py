@@ -40,7 +40,10 @@ def run_scenario(context: ProjectContext, compiled_all: CompiledPipeline, test: 
     began = time.perf_counter()
     step, output = checked_node(compiled_all, test)
     assert test.spec.then is not None
-    folder = Path(context.warehouse(scratch=True).root) / "tests" / f"{test.pipeline}.{test.name}"
+    scratch = context.warehouse(scratch=True)
+    if not scratch.is_local():
+        raise BadInput(test.problem(f"a scenario runs in a local scratch folder; the profile's is {scratch.root}", "then"))
+    folder = Path(scratch.root) / "tests" / f"{test.pipeline}.{test.name}"
     made = [p for p in (folder, *folder.parents) if not p.exists()]  # removed again at the end (when empty)
     shutil.rmtree(folder, ignore_errors=True)
     profile = context.profile.model_copy(update={"warehouse": str(folder / "warehouse"), "scratch": None})
