@@ -53,6 +53,7 @@ def replace_between(text: str, name: str, body: str) -> str:
 LAYER_NAMES: dict[str, str] = {
     "cli": "command line",
     "tasks": "what commands do: tasks, the edit–run loop, the warm engine",
+    "testing": "unit tests of pipelines",
     "project_context": "one project context",
     "reporting": "reading results, scheduling",
     "engine": "running",
@@ -70,6 +71,8 @@ LAYER_NAMES: dict[str, str] = {
 PACKAGE_NOTES: dict[str, str] = {
     "cli": "one module per activity, loaded lazily",
     "tasks": "validate, capacity, tune, evaluate without the terminal",
+    "testing": "`tributary test`: tests read and checked without Spark, run over given rows with the engine's own "
+    "code, nothing written; [testing a pipeline](testing.md)",
     "project_context": "root, profile, vars, selection, interval, compiled pipeline, plan, run",
     "watch": "reruns on change: compiles, runs, draws",
     "warm": "a long-lived process holding one SparkSession, which runs the CLI's Spark commands for clients over "

@@ -7,6 +7,9 @@ from pathlib import Path
 
 from framework.errors import BadInput, Problem
 
+#: files in pipelines/ that hold a pipeline's tests, not a pipeline
+TESTS_SUFFIXES = (".tests.yaml", ".tests.yml")
+
 
 @dataclass(frozen=True)
 class Project:
@@ -48,7 +51,7 @@ class Project:
         for c in candidates:
             if c.is_file():
                 return c
-        known = sorted(p.stem for p in self.pipelines_dir.glob("*.y*ml")) if self.pipelines_dir.is_dir() else []
+        known = sorted(p.stem for p in self.all_pipelines()) if self.pipelines_dir.is_dir() else []
         raise BadInput(
             Problem(
                 f"pipeline '{name_or_path}' not found",
@@ -57,7 +60,12 @@ class Project:
         )
 
     def all_pipelines(self) -> list[Path]:
-        return sorted(self.pipelines_dir.glob("*.y*ml"))
+        """The pipeline files (`<name>.tests.yaml` beside them holds tests: framework.spec.tests)."""
+        return sorted(p for p in self.pipelines_dir.glob("*.y*ml") if not p.name.endswith(TESTS_SUFFIXES))
+
+    def tests_path(self, pipeline: Path) -> Path:
+        """Where the tests of a pipeline file may be kept beside it."""
+        return pipeline.with_name(f"{pipeline.stem}.tests.yaml")
 
 
 def find_project(start: Path | None = None) -> Project:

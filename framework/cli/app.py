@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "graph": ("author", "Author"),
     "schema": ("author", "Author"),
     "generate": ("generate", "Author"),
+    "test": ("testing", "Author"),
     "run": ("run", "Run"),
     "watch": ("run", "Run"),
     "engine": ("engine", "Run"),

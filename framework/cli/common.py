@@ -199,7 +199,7 @@ def stop_spark() -> None:
 # -- the warm engine -----------------------------------------------------------------------------
 
 
-def engine_first(ctx: typer.Context, pipeline: str, profile_name: str | None, no_engine: bool, asks: bool) -> None:
+def engine_first(ctx: typer.Context, pipeline: str | None, profile_name: str | None, no_engine: bool, asks: bool) -> None:
     """A running warm engine takes the command at once (it checks the input as this process would,
     with its modules already imported); without one, one starts now, so its JVM starts while the
     input is checked here (bad input is then said without waiting for it). A command that may ask

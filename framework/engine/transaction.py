@@ -244,7 +244,7 @@ def run_key(run: RunContext) -> str:
 def _run_key(run: RunContext) -> str:
     compiled = run.compiled
     fingerprint: dict[str, Any] = {
-        "spec": compiled.spec.model_dump(mode="json", by_alias=True),
+        "spec": compiled.spec.model_dump(mode="json", by_alias=True, exclude={"tests"}),  # tests run nothing
         "sql": {k: v.text for k, v in sorted(compiled.sql.items())},
         "vars": compiled.variables,
         "inputs": {},

@@ -12,6 +12,7 @@ from framework.spec.durations import Duration
 from framework.spec.expectations import Expectations, expectations_field
 from framework.spec.schedule import Schedule
 from framework.spec.steps import any_step_type
+from framework.spec.tests import Tests, tests_field
 
 Scalar = Union[str, int, float, bool]
 
@@ -257,6 +258,7 @@ class Pipeline(SpecModel):
         description="When `tributary scheduler` runs the pipeline: a batch run covers the interval since the previous fire "
         "({{ interval_start }} / {{ interval_end }}); a streaming run processes what is new.",
     )
+    tests: Tests = tests_field()
 
     def output_step(self, output_name: str) -> str:
         return self.outputs[output_name].from_ or output_name

@@ -54,11 +54,26 @@ def validate(context: ProjectContext, paths: list[Path], unreadable_history: Cal
             compiled = context.for_pipeline(path).compiled
             if compiled.spec.schedule is not None:
                 backlog.check(path)
+            check_tests(context.for_pipeline(path), compiled)
             one.compiled = compiled
         except BadInput as e:
             one.problems = list(e.problems)
         checked.append(one)
     return checked
+
+
+def check_tests(context: ProjectContext, compiled: CompiledPipeline) -> None:
+    """The pipeline's tests (`tests:` and <name>.tests.yaml) name its steps, sources and columns
+    (framework.testing.suite); BadInput with what is wrong."""
+    from framework.testing.suite import check_test, declared_tests
+
+    tests = declared_tests(compiled.loaded, context.project.root)
+    if not tests:
+        return
+    whole = compiled if context.select is None else context.selecting(None).compiled
+    problems = [p for test in tests for p in check_test(whole, test, context.project.root)]
+    if problems:
+        raise BadInput(*problems)
 
 
 class _Backlog:

@@ -1,0 +1,98 @@
+"""The tests a command line asks for, checked before any Spark starts, then run one by one.
+
+All tests are read and checked first (framework.testing.suite): a malformed test anywhere is bad
+input (exit 2) before a JVM is waited for, and the problems of every test are said at once. Then
+one Spark session runs them in order; each test's outcome (passed, its differences, its failure)
+and its time are kept for the summary and the JUnit report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from framework.compiler import CompiledPipeline
+from framework.errors import BadInput, Problem
+from framework.project_context import ProjectContext
+from framework.testing.suite import DeclaredTest, check_test, declared_tests
+
+if TYPE_CHECKING:
+    from framework.testing.batch import Outcome
+
+
+PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+@dataclass(frozen=True)
+class PipelineTests:
+    context: ProjectContext
+    compiled: CompiledPipeline
+    tests: list[DeclaredTest]
+
+
+@dataclass
+class TestRun:
+    __test__ = False  # not a pytest class
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.passed]
+
+
+def tests_to_run(context: ProjectContext, pipeline: str | None, select: str | None) -> list[PipelineTests]:
+    """The tests of `pipeline` (default: every pipeline's), those `select` names (test names or the
+    steps they check, comma separated); BadInput with every malformed test's problems."""
+    paths = [context.project.pipeline_path(pipeline)] if pipeline else context.project.all_pipelines()
+    chosen = {s.strip() for s in select.split(",") if s.strip()} if select else None
+    found, problems = [], []
+    for path in paths:
+        about = context.for_pipeline(path)
+        compiled = about.selecting(None).compiled
+        tests = declared_tests(compiled.loaded, context.project.root)
+        if chosen is not None:
+            tests = [t for t in tests if t.name in chosen or t.spec.step in chosen]
+        for test in tests:
+            problems += check_test(compiled, test, context.project.root)
+        if tests:
+            found.append(PipelineTests(about, compiled, tests))
+    if problems:
+        raise BadInput(*problems)
+    if not found:
+        what = f"named {select} " if select else ""
+        where = context.project.relative(paths[0]) if pipeline else "pipelines/"
+        raise BadInput(
+            Problem(
+                f"no tests {what}in {where}", hint="add tests: to a pipeline, or pipelines/<name>.tests.yaml (docs/testing.md)"
+            )
+        )
+    return found
+
+
+def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None]) -> TestRun:
+    """Run the tests in one Spark session; `progress` hears each outcome as it comes."""
+    from framework.engine.session import guard, spark_session
+    from framework.testing.batch import run_test
+    from framework.testing.stream import run_scenario
+
+    began = time.perf_counter()
+    spark = spark_session(planned[0].context.profile)
+    guard(spark)
+    result = TestRun()
+    before = spark.conf.get(PARTITIONS) or "200"
+    spark.conf.set(PARTITIONS, "1")  # a test's few rows: one task per stage, one state store per operator
+    try:
+        for one in planned:
+            for test in one.tests:
+                run_one = run_scenario if test.spec.then is not None else run_test
+                outcome = run_one(one.context, one.compiled, test, spark)
+                result.outcomes.append(outcome)
+                progress(outcome)
+    finally:
+        spark.conf.set(PARTITIONS, before)
+    result.seconds = time.perf_counter() - began
+    return result

@@ -1,0 +1,115 @@
+"""`tributary test`: a pipeline's unit tests (docs/testing.md).
+
+The examples' own tests pass and write nothing; a wrong expected row or a broken template fails
+with a readable difference (exit 1); a malformed test is bad input at its line (exit 2), in
+`validate` as in `test`, before Spark starts.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pyarrow as pa
+
+from tests.conftest import delta_version, write
+
+SERVICE_TESTS = "pipelines/service_calls.tests.yaml"
+
+
+def test_malformed_tests_are_bad_input_at_their_line(cli, project: Path):
+    tests = project / SERVICE_TESTS
+    text = tests.read_text()
+    write(tests, text.replace("    given:\n      static_calls:", "    givne:\n      static_calls:", 1))
+    code, _, err = cli("test", "service_calls")
+    assert code == 2, err
+    assert "service_calls.tests.yaml:6:5:" in err and "unknown key 'givne'" in err and "did you mean 'given'?" in err
+
+    write(tests, text.replace("requested_service: /style.css, _source: static_calls}", "requested_servic: /style.css}", 1))
+    code, out, err = cli("validate", "service_calls")
+    assert code == 2, out + err
+    assert "service_calls.tests.yaml:14:12:" in err and "'all_calls' has no column 'requested_servic'" in err, err
+    assert "did you mean 'requested_service'?" in err
+
+    write(tests, text.replace("      image_calls: []\n", "", 1))
+    code, _, err = cli("test", "service_calls", "--no-engine")
+    assert code == 2, err
+    assert "reads source 'image_calls', and the test gives no rows for it" in err, err
+
+
+def test_examples_pass_and_write_nothing(cli, project: Path, spark):
+    """Every example's tests pass, in one session (batch tests and the streaming scenarios); the
+    warehouse is as it was (a table in it keeps its version, nothing is added) and nothing is
+    left in the scratch warehouse either (a scenario's own warehouse is removed after it)."""
+    table = project / "warehouse/service_stats"
+    from framework.io.delta.delta_rs import DeltaRsStore
+
+    DeltaRsStore().append_rows(str(table), pa.table({"requested_service": ["/old.css"]}))
+    before = sorted(p.relative_to(project) for p in (project / "warehouse").rglob("*"))
+    report = project / "out/junit.xml"
+    code, out, err = cli("test", "--junit-xml", str(report), "--no-engine")
+    assert code == 0, out + err
+    assert "13 passed, 0 failed" in out, out
+    assert delta_version(table) == 0
+    assert sorted(p.relative_to(project) for p in (project / "warehouse").rglob("*")) == before
+    assert not (project / ".tributary").exists()
+    cases = ElementTree.parse(report).getroot().findall(".//testcase")
+    assert len(cases) == 13 and not any(c.find("failure") is not None for c in cases)
+    assert {c.get("classname") for c in cases} >= {"service_calls", "service_instances", "trading_correlation"}
+
+
+def test_a_wrong_row_or_a_broken_template_fails_with_a_difference(cli, project: Path, spark):
+    tests = project / SERVICE_TESTS
+    write(
+        tests,
+        tests.read_text().replace("calls: 3, clients: 2, avg_response_ms: 20.0", "calls: 4, clients: 2, avg_response_ms: 20.0"),
+    )
+    write(
+        project / "pipelines/checked.yaml",
+        """name: checked
+sources:
+  calls: {format: json, path: data/none, schema: "service STRING, ms INT"}
+steps:
+  timed:
+    sql: select service, ms from {{ source('calls') }}
+    expectations:
+      - expect_column_values_to_not_be_null: {column: ms}
+        severity: fail
+outputs:
+  timed: {}
+tests:
+  untimed_call_stops_the_run:
+    step: timed
+    given: {calls: [{service: a, ms: 1}, {service: b, ms: null}]}
+    fails: expect_column_values_to_not_be_null
+""",
+    )
+    report = project / "junit.xml"
+    code, out, err = cli("test", "--select", "stats_per_service,both_streams_are_stacked,timed", "--junit-xml", str(report))
+    assert code == 1, out + err
+    assert "✓ checked::untimed_call_stops_the_run" in out and "✓ service_calls::both_streams_are_stacked" in out, out
+    assert "✗ service_calls::stats_per_service" in out
+    assert "rows: expected 1, got 1; 1 missing, 1 unexpected" in out
+    assert (
+        "- {requested_service: /style.css, calls: 4, clients: 2, avg_response_ms: 20.0, first_call: 2026-11-02 08:00:00}" in out
+    )
+    assert (
+        "- {requested_service: /style.css, calls: 3, clients: 2, avg_response_ms: 20.0, first_call: 2026-11-02 08:00:00}" in out
+    )
+    assert "2 passed, 1 failed" in out
+    failed = [c for c in ElementTree.parse(report).getroot().iter("testcase") if c.find("failure") is not None]
+    assert [c.get("name") for c in failed] == ["stats_per_service"]
+
+    sql = project / "sql/service_stats.sql"
+    write(tests, tests.read_text().replace("calls: 4, clients: 2", "calls: 3, clients: 2"))
+    write(sql, sql.read_text().replace("count(distinct client_ip)", "count(client_ip)"))  # a template gone wrong
+    code, out, err = cli("test", "service_calls", "--select", "stats_per_service")
+    assert code == 1, out + err
+    assert "✗ service_calls::stats_per_service" in out
+    assert "- {requested_service: /style.css, calls: 3, clients: 3, avg_response_ms: 20.0" in out, out
+
+    scenario = project / "pipelines/access_log_streaming.yaml"  # a stream's scenario stops at its first wrong delivery
+    write(scenario, scenario.read_text().replace("        held: 2\n", "        held: 3\n", 1))
+    code, out, err = cli("test", "access_log_streaming")
+    assert code == 1, out + err
+    assert "after delivery 1: held: expected 3 row(s), the step holds 2" in out, out
