@@ -29,7 +29,7 @@ from framework.functions.loader import NONE as NO_FUNCTIONS
 from framework.functions.loader import Functions, load_functions
 from framework.graph import PipelineGraph, StepCycle
 from framework.io.locations import INTERNAL_DIR, Warehouse, is_uri, output_location, overlap, within
-from framework.io.sources import source_location
+from framework.io.sources import missing_files, source_location
 from framework.operators.problems import SpecProblem
 from framework.operators.registry import ColumnContext, StepColumns, StepKind, Streaming, kind_of, kinds
 from framework.profiles import Profile
@@ -172,6 +172,38 @@ def compile_pipeline(
         interval_sources,
         _append_warnings(loaded),
     )
+
+
+def missing_sources(compiled: CompiledPipeline, profile: Profile) -> tuple[list[Problem], list[Problem]]:
+    """(problems, notes): the local file sources the selection reads whose path matches nothing.
+    A run refuses them before Spark starts, a stream's too (its folder must exist; files may
+    arrive in it later), so validate says so at the path's line; a path naming an interval's
+    files is a note (a run of that interval waits for them, and the scheduler retries it)."""
+    spec, warehouse = compiled.spec, Warehouse.of(compiled.project, profile)
+    needed = {n for step in compiled.selected for n in ({step} | compiled.graph.upstream(step))}
+    problems, notes = [], []
+    for name, source in spec.sources.items():
+        if name not in needed or isinstance(source, DeltaSource):
+            continue
+        location = source_location(compiled.project, warehouse, source)
+        if not missing_files(location):
+            continue
+        at = ("sources", name, "path")
+        if name in compiled.interval_sources:
+            given = "" if compiled.interval is not None else " (no interval given: validate rendered the previous UTC day's)"
+            notes.append(
+                compiled.loaded.problem(
+                    f"source '{name}': the interval's files are not there (yet): {source.path}{given}",
+                    at,
+                    hint="a run of that interval waits for them and fails (exit 1) until they land; the scheduler retries it",
+                )
+            )
+            continue
+        hint = "check 'path' (relative paths start at the project root)"
+        if spec.mode == "streaming":
+            hint += "; a stream's folder must exist (its files may arrive later): create it empty"
+        problems.append(compiled.loaded.problem(f"source '{name}': path not found: {location}", at, hint=hint))
+    return problems, notes
 
 
 def _slice_problems(loaded: LoadedPipeline) -> list[Problem]:

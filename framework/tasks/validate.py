@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from framework.compiler import CompiledPipeline
+from framework.compiler import CompiledPipeline, missing_sources
 from framework.errors import BadInput, Problem
 from framework.project_context import ProjectContext
 
@@ -51,7 +51,12 @@ def validate(context: ProjectContext, paths: list[Path], unreadable_history: Cal
     for path in paths:
         one = Checked(path, context.project.relative(path))
         try:
-            compiled = context.for_pipeline(path).compiled
+            pipeline = context.for_pipeline(path)
+            compiled = pipeline.compiled
+            missing, notes = missing_sources(compiled, pipeline.profile)
+            if missing:
+                raise BadInput(*missing)
+            compiled.notes.extend(notes)
             if compiled.spec.schedule is not None:
                 backlog.check(path)
             one.compiled = compiled

@@ -1,0 +1,78 @@
+"""What a run refuses, `validate` refuses first: at file:line, with what is wrong and what to do (exit 2).
+
+Each test is a mistake that once passed validate and failed only in the run (issue 36's first
+list). They need no Spark: validate never starts a JVM. Where the run's half matters, one small
+run shows it says the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write
+
+FLIGHTS = """\
+name: flights
+sources:
+  flights:
+    format: csv
+    path: {path}
+    schema: origin STRING, dest STRING, dep_delay INT, distance INT
+{extra}steps:
+  by_origin:
+    sql: {sql}
+outputs:
+  by_origin:
+    mode: overwrite
+"""
+COUNT = "select origin, count(*) as n from {{ source('flights') }} group by origin"
+
+
+def flights(project: Path, path: str = "data/flights", extra: str = "", sql: str = COUNT) -> Path:
+    return write(project / "pipelines" / "flights.yaml", FLIGHTS.format(path=path, extra=extra, sql=sql))
+
+
+@pytest.fixture
+def csv_files(project: Path) -> Path:
+    write(project / "data" / "flights" / "a.csv", "origin,dest,dep_delay,distance\nLAX,SFO,10,300\nSFO,LAX,-3,300\n")
+    return project / "data" / "flights"
+
+
+# 1. a missing local source path
+
+
+def test_a_missing_source_path_is_refused_at_its_line(cli, project):
+    flights(project, path="data/nope")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2, out + err
+    assert "pipelines/flights.yaml:5:" in err and "source 'flights': path not found" in err and "data/nope" in err
+    assert "hint:" in err
+
+
+def stream(project: Path, path: str) -> Path:
+    text = FLIGHTS.format(path=path, extra="", sql="select * from {{ source('flights') }}")
+    text = text.replace("name: flights\n", "name: flights\nmode: streaming\n").replace("overwrite", "append")
+    return write(project / "pipelines" / "flights.yaml", text)
+
+
+def test_a_missing_path_of_a_stream_is_refused_too_as_the_run_refuses_it(cli, project):
+    stream(project, "data/nope")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2, out + err
+    assert "pipelines/flights.yaml:6:" in err and "path not found" in err
+
+
+def test_an_empty_folder_of_a_stream_is_a_note_files_may_arrive(cli, project):
+    (project / "data" / "later").mkdir()
+    stream(project, "data/later")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 0, out + err
+
+
+def test_a_path_of_an_interval_not_given_is_a_note_saying_so(cli, project):
+    flights(project, path="data/flights/{{ interval_start.date() }}.csv")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 0, out + err
+    assert "note" in out + err and "interval" in out + err and "not there" in out + err
