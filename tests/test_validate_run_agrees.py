@@ -76,3 +76,35 @@ def test_a_path_of_an_interval_not_given_is_a_note_saying_so(cli, project):
     code, out, err = cli("validate", "pipelines/flights.yaml")
     assert code == 0, out + err
     assert "note" in out + err and "interval" in out + err and "not there" in out + err
+
+
+# 2. an unaggregated column inside an expression
+
+
+def test_a_column_outside_group_by_inside_an_expression_is_refused_at_its_line(cli, project, csv_files):
+    write(
+        project / "sql" / "x.sql",
+        "select f.origin,\n  sum(f.dep_delay) + f.distance as t\nfrom {{ source('flights') }} f\ngroup by f.origin\n",
+    )
+    flights(project, sql="x.sql")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2, out + err
+    assert "sql/x.sql:2:" in err and "column 'distance' is neither in GROUP BY nor inside an aggregate" in err
+
+
+@pytest.mark.parametrize(
+    "projection",
+    [
+        "sum(f.dep_delay) + max(f.distance) as t",  # both aggregated
+        "(f.origin || '-') as o, count(*) as n",  # grouped column in an expression
+        "sum(count(*)) over (partition by f.dest) as w, f.dest",  # a window over an aggregate
+        "percentile_approx(f.distance, 0.5) + 1 as p",  # an aggregate sqlglot may not know
+        "upper(f.origin) as o",
+    ],
+)
+def test_grouped_and_aggregated_expressions_pass(cli, project, csv_files, projection):
+    group = "f.origin" if "dest" not in projection else "f.origin, f.dest"
+    write(project / "sql" / "x.sql", f"select {projection}\nfrom {{{{ source('flights') }}}} f\ngroup by {group}\n")
+    flights(project, sql="x.sql")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 0, out + err
