@@ -108,3 +108,44 @@ def test_grouped_and_aggregated_expressions_pass(cli, project, csv_files, projec
     flights(project, sql="x.sql")
     code, out, err = cli("validate", "pipelines/flights.yaml")
     assert code == 0, out + err
+
+
+# 3. expectation argument values, judged as Great Expectations' own models judge them
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ("{column: origin, mostly: 1.5}", "argument 'mostly' must be at most 1.0, not 1.5"),
+        ("{column: origin, mostly: -0.1}", "argument 'mostly' must be at least 0.0, not -0.1"),
+    ],
+)
+def test_an_expectation_argument_out_of_its_range_is_refused_whole(cli, project, csv_files, arguments, said):
+    extra = ""
+    flights(project, extra=extra)
+    pipeline = project / "pipelines" / "flights.yaml"
+    pipeline.write_text(
+        pipeline.read_text().replace(
+            "    mode: overwrite\n",
+            f"    mode: overwrite\n    expectations:\n      - expect_column_values_to_not_be_null: {arguments}\n",
+        )
+    )
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2, out + err
+    assert "pipelines/flights.yaml:14:" in err and said in err and "Great Expectations takes 0.0 to 1.0" in err
+
+
+def test_the_runs_message_for_a_refused_argument_is_whole():
+    """The run builds GX's expectation from the spec: what GX refuses is said in full, every error."""
+    from framework.errors import BadInput
+    from framework.quality.suite import gx_expectation
+    from framework.spec.expectations import ExpectationSpec
+
+    spec = ExpectationSpec.model_construct(
+        name="expect_column_values_to_be_between", kwargs={"column": "a", "mostly": 2, "strict_min": "maybe"}
+    )
+    with pytest.raises(BadInput) as refused:
+        gx_expectation(spec)
+    said = str(refused.value)
+    assert "expect_column_values_to_be_between" in said and "mostly" in said and "strict_min" in said
+    assert "less than or equal to 1" in said
