@@ -149,3 +149,22 @@ def test_the_runs_message_for_a_refused_argument_is_whole():
     said = str(refused.value)
     assert "expect_column_values_to_be_between" in said and "mostly" in said and "strict_min" in said
     assert "less than or equal to 1" in said
+
+
+# 4. a template where nothing renders it
+
+
+def test_a_template_in_a_var_is_refused_nothing_renders_it(cli, project, csv_files):
+    flights(project, sql="select origin, {{ var('day') }} as day from {{ source('flights') }}")
+    pipeline = project / "pipelines" / "flights.yaml"
+    pipeline.write_text(pipeline.read_text().replace("sources:\n", 'vars:\n  day: "{{ interval_start.date() }}"\nsources:\n', 1))
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2, out + err
+    assert "pipelines/flights.yaml:3:" in err and "vars.day" in err and "taken literally" in err
+    assert "interval_start" in err and "hint:" in err
+
+
+def test_a_templated_source_path_is_rendered(cli, project, csv_files):
+    flights(project, path="data/flights/{{ var('file', 'a') }}.csv")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 0, out + err
