@@ -174,11 +174,16 @@ def compile_pipeline(
     )
 
 
-def missing_sources(compiled: CompiledPipeline, profile: Profile) -> tuple[list[Problem], list[Problem]]:
-    """(problems, notes): the local file sources the selection reads whose path matches nothing.
-    A run refuses them before Spark starts, a stream's too (its folder must exist; files may
-    arrive in it later), so validate says so at the path's line; a path naming an interval's
-    files is a note (a run of that interval waits for them, and the scheduler retries it)."""
+def source_file_problems(compiled: CompiledPipeline, profile: Profile) -> tuple[list[Problem], list[Problem]]:
+    """(problems, notes): what the local files of the sources the selection reads would make a
+    run refuse before Spark starts, said at the source's line (validate and the run both ask).
+
+    A path that matches nothing is refused, a stream's too (its folder must exist; files may
+    arrive in it later); a path naming an interval's files is a note (a run of that interval waits
+    for them, and the scheduler retries it). A CSV file whose first line is a row of data, read
+    with header: true, would lose that row (framework.io.csv_header)."""
+    from framework.io.csv_header import data_row_for_header
+
     spec, warehouse = compiled.spec, Warehouse.of(compiled.project, profile)
     needed = {n for step in compiled.selected for n in ({step} | compiled.graph.upstream(step))}
     problems, notes = [], []
@@ -187,6 +192,18 @@ def missing_sources(compiled: CompiledPipeline, profile: Profile) -> tuple[list[
             continue
         location = source_location(compiled.project, warehouse, source)
         if not missing_files(location):
+            headless = data_row_for_header(source, location) if isinstance(source, FileSource) else None
+            if headless is not None:
+                file, line = headless
+                header = next((("sources", name, "options", k) for k in source.options if str(k).lower() == "header"), None)
+                problems.append(
+                    compiled.loaded.problem(
+                        f"source '{name}': the first line of {compiled.project.relative(Path(file))} is a row of data, "
+                        f"not a header: {line[:200]!r}; read with header: true (the default), Spark would drop it",
+                        header or ("sources", name),
+                        hint="the files have no header: set options: {header: false}; or give each file a header line",
+                    )
+                )
             continue
         at = ("sources", name, "path")
         if name in compiled.interval_sources:

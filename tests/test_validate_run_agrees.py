@@ -277,3 +277,39 @@ def test_validate_and_java_agree_on_every_pattern_of_the_corpus(spark):
         except ValueError:
             mine = None
         assert mine == java, pattern
+
+
+# 7. a CSV file without a header, read with header: true (the default)
+
+
+def test_a_data_row_taken_for_a_header_is_refused(cli, project):
+    write(project / "data" / "flights" / "a.csv", "LAX,SFO,10,300\nSFO,LAX,-3,300\n")
+    flights(project)
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2, out + err
+    assert "pipelines/flights.yaml:3:" in err and "LAX,SFO,10,300" in err and "a.csv" in err
+    assert "header: false" in err
+
+
+def test_a_header_named_otherwise_and_a_header_less_file_read_as_such_pass(cli, project):
+    write(project / "data" / "flights" / "a.csv", "Origin,Destination,Delay,Miles\nLAX,SFO,10,300\n")
+    flights(project)
+    assert cli("validate", "pipelines/flights.yaml")[0] == 0  # Spark takes the declared names by position
+    write(project / "data" / "flights" / "a.csv", "LAX,SFO,10,300\nSFO,LAX,-3,300\n")
+    flights(project, extra="    options: {header: false}\n")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 0, out + err
+
+
+def test_the_run_refuses_a_data_row_taken_for_a_header_before_spark(project, spark):
+    """The run's half, without the CLI's compile in front of it: the check before Spark starts."""
+    from framework.errors import BadInput
+    from framework.project_context import ProjectContext
+
+    write(project / "data" / "flights" / "a.csv", "LAX,SFO,10,300\nSFO,LAX,-3,300\n")
+    flights(project)
+    context = ProjectContext.load("pipelines/flights.yaml", start=project)
+    with pytest.raises(BadInput) as refused:
+        context.run(spark=spark)
+    assert "LAX,SFO,10,300" in str(refused.value) and "header: false" in str(refused.value)
+    assert not (project / "warehouse" / "by_origin").exists()

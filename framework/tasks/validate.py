@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from framework.compiler import CompiledPipeline, missing_sources
+from framework.compiler import CompiledPipeline, source_file_problems
 from framework.errors import BadInput, Problem
 from framework.project_context import ProjectContext
 
@@ -53,9 +53,9 @@ def validate(context: ProjectContext, paths: list[Path], unreadable_history: Cal
         try:
             pipeline = context.for_pipeline(path)
             compiled = pipeline.compiled
-            missing, notes = missing_sources(compiled, pipeline.profile)
-            if missing:
-                raise BadInput(*missing)
+            refused, notes = source_file_problems(compiled, pipeline.profile)  # as the run refuses them
+            if refused:
+                raise BadInput(*refused)
             compiled.notes.extend(notes)
             if compiled.spec.schedule is not None:
                 backlog.check(path)
