@@ -708,8 +708,116 @@ def _check_sql(
             )
     if strict:
         _check_strict(sql, statements[0], functions)
+    _check_hints(sql, statements[0])
     _check_functions(sql, statements[0], functions)
     return statements[0], text
+
+
+#: hints that take an optional number of partitions first, then columns (Spark's ResolveHints)
+_PARTITIONING_HINTS = frozenset({"repartition", "repartition_by_range", "rebalance"})
+_JOIN_HINTS = SPARK_HINTS - _PARTITIONING_HINTS - {"coalesce"}
+
+
+def _check_hints(sql: RenderedSql, statement: Any) -> None:
+    """Each `/*+ … */` hint is one of Spark's, with arguments Spark takes: COALESCE one number of
+    partitions; REPARTITION, REPARTITION_BY_RANGE and REBALANCE an optional positive whole number,
+    then columns; the join hints names of tables. Spark refuses the others' arguments when the
+    run plans the query, and ignores a hint it does not know."""
+    problems = []
+    for hint in statement.find_all(exp.Hint):
+        for item in hint.expressions:
+            name, args = _hint_parts(item)
+            lowered = name.lower()
+            line = _meta_line(item, hint)
+            wrong = _hint_arguments(name, lowered, args)
+            if lowered not in SPARK_HINTS:
+                close = closest(lowered, set(SPARK_HINTS))
+                wrong = (
+                    f"the hint {name} is not one of Spark's hints (Spark would ignore it)",
+                    f"did you mean {close.upper()}?"
+                    if close
+                    else "Spark's hints: " + ", ".join(sorted(h.upper() for h in SPARK_HINTS)),
+                )
+            if wrong is not None:
+                problems.append(sql.problem(wrong[0], line, hint=wrong[1]))
+    if problems:
+        raise BadInput(*problems)
+
+
+def _hint_parts(item: Any) -> tuple[str, list[Any]]:
+    """A hint's name and arguments; sqlglot keeps a hint it cannot read (BROADCAST(1)) as text."""
+    if isinstance(item, str):
+        name, _, rest = item.partition("(")
+        args = []
+        for text in (a.strip() for a in rest.rstrip(")").split(",") if a.strip()):
+            try:
+                args.append(sqlglot.parse_one(text, read="spark"))
+            except sqlglot.errors.SqlglotError:
+                args.append(exp.column(text))
+        return name.strip(), args
+    name = item.sql("spark").split("(")[0].strip()
+    return name, [item.this, *item.expressions] if isinstance(item, exp.Coalesce) else list(item.expressions)
+
+
+def _hint_arguments(name: str, lowered: str, args: list[Any]) -> tuple[str, str] | None:
+    """What Spark would refuse in a known hint's arguments: (message, hint), or None."""
+    if lowered == "coalesce":
+        if len(args) != 1 or _partitions(args[0]) is None:
+            return (
+                f"COALESCE takes one number of partitions, not {len(args)} argument(s) {', '.join(a.sql('spark') for a in args)}".rstrip(),
+                "e.g. /*+ COALESCE(4) */",
+            )
+        return _positive(name, args[0])
+    if lowered in _PARTITIONING_HINTS:
+        for i, arg in enumerate(args):
+            number = _partitions(arg)
+            if number is None:
+                if isinstance(arg, exp.Literal) and not arg.is_string:
+                    return (
+                        f"{name}: the number of partitions must be a whole number, not {arg.sql('spark')}",
+                        f"e.g. /*+ {name}(4) */",
+                    )
+                continue
+            if i > 0:
+                return (
+                    f"{name}: the number of partitions comes first, then the columns ({arg.sql('spark')} is in place {i + 1})",
+                    f"e.g. /*+ {name}({arg.sql('spark')}, {args[0].sql('spark')}) */",
+                )
+            positive = _positive(name, arg)
+            if positive is not None:
+                return positive
+        return None
+    if lowered in _JOIN_HINTS:
+        for arg in args:
+            if isinstance(arg, exp.Literal) and not arg.is_string or isinstance(arg, exp.Neg):
+                return (
+                    f"{name} names tables (or their aliases), not {arg.sql('spark')}",
+                    f"e.g. /*+ {name}(t) */ … from t join u …",
+                )
+    return None
+
+
+def _partitions(arg: Any) -> int | None:
+    """A whole-number literal (negative ones too, which _positive refuses), else None."""
+    literal, sign = (arg.this, -1) if isinstance(arg, exp.Neg) else (arg, 1)
+    if isinstance(literal, exp.Literal) and not literal.is_string and literal.this.isdigit():
+        return sign * int(literal.this)
+    return None
+
+
+def _positive(name: str, arg: Any) -> tuple[str, str] | None:
+    number = _partitions(arg)
+    if number is not None and number < 1:
+        return f"{name}: the number of partitions must be positive, not {number}", f"e.g. /*+ {name}(4) */"
+    return None
+
+
+def _meta_line(*nodes: Any) -> int:
+    for node in nodes:
+        line = getattr(node, "meta", {}).get("line")
+        if line:
+            return int(line)
+    return 1
 
 
 def _check_functions(sql: RenderedSql, statement: Any, functions: Functions) -> None:
@@ -722,8 +830,8 @@ def _check_functions(sql: RenderedSql, statement: Any, functions: Functions) -> 
         name = str(call.name)
         lowered = name.lower()
         line = call.meta.get("line", 1) if hasattr(call, "meta") else 1
-        if isinstance(call.parent, exp.Hint) and lowered in SPARK_HINTS:
-            continue  # /*+ REPARTITION(4) */: a hint, not a function
+        if isinstance(call.parent, exp.Hint):
+            continue  # /*+ REPARTITION(4) */: a hint, not a function (_check_hints)
         if lowered in udfs:
             udf = udfs[lowered]
             if udf.arity is not None and len(call.expressions) != udf.arity:

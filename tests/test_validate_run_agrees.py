@@ -313,3 +313,47 @@ def test_the_run_refuses_a_data_row_taken_for_a_header_before_spark(project, spa
         context.run(spark=spark)
     assert "LAX,SFO,10,300" in str(refused.value) and "header: false" in str(refused.value)
     assert not (project / "warehouse" / "by_origin").exists()
+
+
+# 6. Spark's hints: accepted, their arguments checked as Spark checks them
+
+
+@pytest.mark.parametrize(
+    "hint",
+    [
+        "REPARTITION(1)",
+        "REPARTITION(3, origin)",
+        "REPARTITION(origin)",
+        "COALESCE(2)",
+        "REBALANCE",
+        "REBALANCE(3)",
+        "REPARTITION_BY_RANGE(3, origin)",
+        "BROADCAST(f)",
+        "BROADCASTJOIN(f), MERGE(f)",
+        "SHUFFLE_HASH(f) SHUFFLE_REPLICATE_NL(f)",
+        "MAPJOIN('f')",
+    ],
+)
+def test_sparks_hints_pass(cli, project, csv_files, hint):
+    flights(project, sql=f"select /*+ {hint} */ origin, count(*) as n from {{{{ source('flights') }}}} f group by origin")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 0, out + err
+
+
+@pytest.mark.parametrize(
+    ("hint", "said"),
+    [
+        ("COALESCE(origin)", "COALESCE takes one number of partitions"),
+        ("COALESCE(1, 2)", "COALESCE takes one number of partitions"),
+        ("REPARTITION(0)", "the number of partitions must be positive"),
+        ("REPARTITION(origin, 3)", "the number of partitions comes first"),
+        ("REPARTITION(1.5)", "the number of partitions must be a whole number"),
+        ("BROADCAST(1)", "BROADCAST names tables"),
+        ("BRODCAST(f)", "the hint BRODCAST is not one of Spark's hints"),
+    ],
+)
+def test_a_hint_spark_refuses_or_ignores_is_refused(cli, project, csv_files, hint, said):
+    flights(project, sql=f"select /*+ {hint} */ origin, count(*) as n from {{{{ source('flights') }}}} f group by origin")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2, out + err
+    assert "pipelines/flights.yaml:9:" in err and said in err
