@@ -128,7 +128,9 @@ def compile_pipeline(
             if kind.template is not None:
                 sql = _render_step(renderer, loaded, name, kind, step)
                 nodes = set(spec.steps) | set(spec.sources)
-                parsed[name] = _check_sql(loaded, sql, nodes, functions, strict=profile.sql_policy == "strict")
+                parsed[name] = _check_sql(
+                    loaded, sql, nodes, functions, strict=profile.sql_policy == "strict", catalog=has_catalog(profile)
+                )
                 rendered[name] = sql
                 declared = [*declared, *sql.sources, *sql.refs]
             inputs[name] = tuple(dict.fromkeys(declared))
@@ -637,7 +639,12 @@ def _check_declared_inputs(loaded: LoadedPipeline, step: str, declared: list[str
 
 
 def _check_sql(
-    loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str], functions: Functions, strict: bool = False
+    loaded: LoadedPipeline,
+    sql: RenderedSql,
+    node_names: set[str],
+    functions: Functions,
+    strict: bool = False,
+    catalog: bool = False,
 ) -> tuple[Any, str]:
     """Spark-dialect syntax check; one query per step; pipeline nodes only through ref()/source();
     with the strict SQL policy, only what framework.sql_policy allows. Returns the query's
@@ -708,9 +715,47 @@ def _check_sql(
             )
     if strict:
         _check_strict(sql, statements[0], functions)
+    if not catalog:
+        _check_unknown_tables(loaded, sql, statements[0], ctes)
     _check_hints(sql, statements[0])
     _check_functions(sql, statements[0], functions)
     return statements[0], text
+
+
+def has_catalog(profile: Profile) -> bool:
+    """Whether the profile's Spark has a catalog of tables (Hive, or a catalog plug-in), whose
+    tables a query may name; without one, a run's session knows only the pipeline's nodes."""
+    conf = {str(k): str(v).lower() for k, v in profile.spark.conf.items()}
+    return conf.get("spark.sql.catalogImplementation") == "hive" or any(
+        k.startswith("spark.sql.catalog.") or k == "spark.sql.defaultCatalog" for k in conf
+    )
+
+
+def _check_unknown_tables(loaded: LoadedPipeline, sql: RenderedSql, statement: Any, ctes: set[str]) -> None:
+    """A table named bare, that is neither a step, a source nor a CTE of the query: the run's
+    session has only the pipeline's nodes as views (and an empty catalog), so Spark refuses it."""
+    spec = loaded.spec
+    nodes = {**{n: "ref" for n in spec.steps}, **{n: "source" for n in spec.sources}}
+    problems = []
+    for table in statement.find_all(exp.Table):
+        if table.db or not isinstance(table.this, exp.Identifier) or table.find_ancestor(exp.Hint) is not None:
+            continue  # delta.`/path`, db.table, a table function, a hint's relation
+        name = table.name
+        if name in nodes or name in ctes or name.lower() in {c.lower() for c in ctes}:
+            continue
+        near = closest(name, set(nodes))
+        problems.append(
+            sql.problem(
+                f"'{name}' is neither a step, a source nor a table of the query (WITH): Spark would not find it",
+                _meta_line(table.this, table),
+                hint=f"did you mean {{{{ {nodes[near]}('{near}') }}}}?"
+                if near
+                else "read a step with {{ ref('name') }} and a source with {{ source('name') }}; tables of a catalog "
+                "need a profile whose Spark has one (spark.sql.catalogImplementation: hive)",
+            )
+        )
+    if problems:
+        raise BadInput(*problems)
 
 
 #: hints that take an optional number of partitions first, then columns (Spark's ResolveHints)

@@ -357,3 +357,42 @@ def test_a_hint_spark_refuses_or_ignores_is_refused(cli, project, csv_files, hin
     code, out, err = cli("validate", "pipelines/flights.yaml")
     assert code == 2, out + err
     assert "pipelines/flights.yaml:9:" in err and said in err
+
+
+# 8. a table named without ref() or source()
+
+
+def test_a_table_named_without_ref_is_refused_with_the_near_name(cli, project, csv_files):
+    flights(project, sql="x.sql")
+    pipeline = project / "pipelines" / "flights.yaml"
+    pipeline.write_text(
+        pipeline.read_text().replace("steps:\n", "steps:\n  all_calls:\n    sql: select * from {{ source('flights') }}\n")
+    )
+    write(project / "sql" / "x.sql", "select origin, count(*) as n\nfrom all_callz\ngroup by origin\n")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2, out + err
+    assert "sql/x.sql:2:" in err and "'all_callz'" in err and "{{ ref('all_calls') }}" in err
+
+
+@pytest.mark.parametrize(
+    "relation",
+    [
+        "range(3) r",  # a table function
+        "delta.`/tmp/somewhere` d",  # a file read by its format
+        "(select 1 as origin) s",
+        "values (1) as v(origin)",
+    ],
+)
+def test_relations_that_are_not_tables_pass(cli, project, csv_files, relation):
+    flights(project, sql=f"with c as (select 1 as origin) select c.origin from c, {relation}")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 0, out + err
+
+
+def test_a_profile_with_a_catalog_may_name_its_tables(cli, project, csv_files):
+    (project / "configs" / "local.yaml").write_text(
+        "spark:\n  master: local[2]\n  conf:\n    spark.sql.catalogImplementation: hive\nwarehouse: ./warehouse\n"
+    )
+    flights(project, sql="select * from dim_airports")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 0, out + err
