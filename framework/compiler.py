@@ -650,6 +650,15 @@ def _check_sql(
     with the strict SQL policy, only what framework.sql_policy allows. Returns the query's
     sqlglot tree and the text sqlglot read."""
     text = _for_sqlglot(sql.text)
+    too_deep = _nested_past(sql.text, _MAX_NESTING)
+    if too_deep is not None:  # sqlglot would take it (slowly), Spark's parser would not
+        raise BadInput(
+            sql.problem(
+                f"the SQL is nested too deeply to check (more than {_MAX_NESTING} levels of parentheses)",
+                too_deep,
+                hint="split the query with WITH clauses or steps of their own",
+            )
+        )
     try:
         with _deeper_recursion():
             statements = [s for s in sqlglot.parse(text, read="spark") if s is not None]
@@ -975,6 +984,39 @@ def _deepest_line(text: str) -> int:
         elif char == ")":
             depth -= 1
     return at
+
+
+def _nested_past(text: str, limit: int) -> int | None:
+    """The 1-based line where parentheses nest past `limit` levels, outside quotes and comments
+    (Spark SQL's rules, as _unterminated reads them); None when they never do. One pass."""
+    depth, line, i, n = 0, 1, 0, len(text)
+    while i < n:
+        char = text[i]
+        if char == "\n":
+            line += 1
+        elif char == "(":
+            depth += 1
+            if depth > limit:
+                return line
+        elif char == ")":
+            depth -= 1
+        elif text.startswith("--", i) or text.startswith("/*", i) or char in "'\"`":
+            if text.startswith("--", i):
+                end = text.find("\n", i)
+                end = n if end < 0 else end
+            elif text.startswith("/*", i):
+                end = text.find("*/", i + 2)
+                end = n if end < 0 else end + 2
+            else:
+                end = i + 1
+                while end < n and text[end] != char:
+                    end += 2 if text[end] == "\\" and char != "`" else 1
+                end += 1
+            line += text.count("\n", i, min(end, n))
+            i = end
+            continue
+        i += 1
+    return None
 
 
 def _unterminated(text: str) -> int | None:

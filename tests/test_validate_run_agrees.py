@@ -396,3 +396,28 @@ def test_a_profile_with_a_catalog_may_name_its_tables(cli, project, csv_files):
     flights(project, sql="select * from dim_airports")
     code, out, err = cli("validate", "pipelines/flights.yaml")
     assert code == 0, out + err
+
+
+# 9. nesting deeper than validate checks (and Spark's parser takes)
+
+
+@pytest.mark.parametrize("depth", [300, 500, 5000])
+def test_sql_nested_past_the_limit_is_refused_quickly(cli, project, csv_files, depth):
+    import time
+
+    nested = "(" * depth + "dep_delay" + ")" * depth
+    write(project / "sql" / "x.sql", f"select origin,\n  {nested} as d\nfrom {{{{ source('flights') }}}}\n")
+    flights(project, sql="x.sql")
+    began = time.perf_counter()
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2, out + err
+    assert "sql/x.sql:2:" in err and "nested too deeply" in err and "200" in err
+    assert time.perf_counter() - began < 10
+
+
+def test_nesting_within_the_limit_passes(cli, project, csv_files):
+    nested = "(" * 150 + "dep_delay" + ")" * 150
+    write(project / "sql" / "x.sql", f"select origin, {nested} as d, ')(' as s -- (((\nfrom {{{{ source('flights') }}}}\n")
+    flights(project, sql="x.sql")
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 0, out + err
