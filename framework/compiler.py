@@ -195,7 +195,7 @@ def source_file_problems(compiled: CompiledPipeline, profile: Profile) -> tuple[
         location = source_location(compiled.project, warehouse, source)
         if not missing_files(location):
             headless = data_row_for_header(source, location) if isinstance(source, FileSource) else None
-            if headless is not None:
+            if headless is not None and isinstance(source, FileSource):
                 file, line = headless
                 header = next((("sources", name, "options", k) for k in source.options if str(k).lower() == "header"), None)
                 problems.append(
