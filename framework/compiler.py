@@ -817,10 +817,8 @@ def _hint_arguments(name: str, lowered: str, args: list[Any]) -> tuple[str, str]
     """What Spark would refuse in a known hint's arguments: (message, hint), or None."""
     if lowered == "coalesce":
         if len(args) != 1 or _partitions(args[0]) is None:
-            return (
-                f"COALESCE takes one number of partitions, not {len(args)} argument(s) {', '.join(a.sql('spark') for a in args)}".rstrip(),
-                "e.g. /*+ COALESCE(4) */",
-            )
+            given = ", ".join(a.sql("spark") for a in args) or "nothing"
+            return f"COALESCE takes one number of partitions, not {given}", "e.g. /*+ COALESCE(4) */"
         return _positive(name, args[0])
     if lowered in _PARTITIONING_HINTS:
         for i, arg in enumerate(args):
