@@ -986,7 +986,10 @@ def _deepest_line(text: str) -> int:
 
 def _nested_past(text: str, limit: int) -> int | None:
     """The 1-based line where parentheses nest past `limit` levels, outside quotes and comments
-    (Spark SQL's rules, as _unterminated reads them); None when they never do. One pass."""
+    (Spark SQL's rules, as _unterminated reads them); None when they never do. One pass, and
+    none when the text has too few parentheses to get there."""
+    if text.count("(") <= limit:
+        return None
     depth, line, i, n = 0, 1, 0, len(text)
     while i < n:
         char = text[i]

@@ -347,11 +347,11 @@ def _outside_aggregates(projection: exp.Expr, grouped: set[str]) -> list[exp.Col
     for column in projection.find_all(exp.Column):
         node: exp.Expr = column
         while node is not projection:
-            if node.sql("spark") in grouped or not isinstance(node.parent, _SCALAR):
+            if not isinstance(node.parent, _SCALAR) or (grouped and node.sql("spark") in grouped):
                 break
             node = node.parent
         else:
-            if projection.sql("spark") not in grouped:
+            if not grouped or projection.sql("spark") not in grouped:
                 found.append(column)
     return found
 
