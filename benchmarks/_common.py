@@ -18,6 +18,22 @@ SERVICE_TRACE_SCHEMA = (
 )
 
 
+#: example data made by `tributary generate`, not in the repository (validate refuses a missing source path)
+GENERATED = ("data/samples/service_trace/static", "data/samples/service_trace/images") + tuple(
+    f"data/samples/ticks/{s}" for s in ("MCD", "BKC", "WEN", "YUM", "SBX")
+)
+
+
+def example_copy(target: Path) -> Path:
+    """The example project copied to `target`, the generated data's folders empty where missing."""
+    for folder in ("pipelines", "sql", "configs", "udfs", "data"):
+        if (REPO / folder).exists():
+            shutil.copytree(REPO / folder, target / folder)
+    for folder in GENERATED:
+        (target / folder).mkdir(parents=True, exist_ok=True)
+    return target
+
+
 def median_seconds(fn: Callable[[], object], repeat: int) -> tuple[float, list[float]]:
     times = []
     for _ in range(repeat):

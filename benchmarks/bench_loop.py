@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, record
+from _common import example_copy, record
 
 EXAMPLE = "pipelines/service_calls.yaml"
 
@@ -86,10 +86,7 @@ def main() -> None:
     had_archive = archive is not None and archive.is_file() and not args.no_class_archive
     work = Path(tempfile.mkdtemp(prefix="tributary-loop-"))
     runtime = Path(tempfile.mkdtemp(prefix="trl-"))
-    project = work / "project"
-    for folder in ("pipelines", "sql", "configs", "udfs", "data"):
-        if (REPO / folder).exists():
-            shutil.copytree(REPO / folder, project / folder)
+    project = example_copy(work / "project")
     loop = Loop(project, runtime, not args.no_class_archive)
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     print(

@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
-from _common import REPO, median_seconds, record
+from _common import REPO, example_copy, median_seconds, record
 
 
 def main() -> None:
@@ -17,9 +19,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
     pipelines = sorted(str(p.relative_to(REPO)) for p in (REPO / "pipelines").glob("*.yaml"))
+    project = example_copy(Path(tempfile.mkdtemp(prefix="tributary-validate-")) / "project")
 
     def validate() -> None:
-        subprocess.run([sys.executable, "-m", "framework", "validate", *pipelines], cwd=REPO, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "framework", "validate", *pipelines], cwd=project, check=True, capture_output=True)
 
     def interpreter() -> None:
         subprocess.run([sys.executable, "-c", "pass"], check=True)

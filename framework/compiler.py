@@ -29,7 +29,7 @@ from framework.functions.loader import NONE as NO_FUNCTIONS
 from framework.functions.loader import Functions, load_functions
 from framework.graph import PipelineGraph, StepCycle
 from framework.io.locations import INTERNAL_DIR, Warehouse, is_uri, output_location, overlap, within
-from framework.io.sources import source_location
+from framework.io.sources import missing_files, source_location
 from framework.operators.problems import SpecProblem
 from framework.operators.registry import ColumnContext, StepColumns, StepKind, Streaming, kind_of, kinds
 from framework.profiles import Profile
@@ -129,7 +129,9 @@ def compile_pipeline(
             if kind.template is not None:
                 sql = _render_step(renderer, loaded, name, kind, step)
                 nodes = set(spec.steps) | set(spec.sources)
-                parsed[name] = _check_sql(loaded, sql, nodes, functions, strict=profile.sql_policy == "strict")
+                parsed[name] = _check_sql(
+                    loaded, sql, nodes, functions, strict=profile.sql_policy == "strict", catalog=has_catalog(profile)
+                )
                 rendered[name] = sql
                 declared = [*declared, *sql.sources, *sql.refs]
             inputs[name] = tuple(dict.fromkeys(declared))
@@ -173,6 +175,55 @@ def compile_pipeline(
         interval_sources,
         _append_warnings(loaded),
     )
+
+
+def source_file_problems(compiled: CompiledPipeline, profile: Profile) -> tuple[list[Problem], list[Problem]]:
+    """(problems, notes): what the local files of the sources the selection reads would make a
+    run refuse before Spark starts, said at the source's line (validate and the run both ask).
+
+    A path that matches nothing is refused, a stream's too (its folder must exist; files may
+    arrive in it later); a path naming an interval's files is a note (a run of that interval waits
+    for them, and the scheduler retries it). A CSV file whose first line is a row of data, read
+    with header: true, would lose that row (framework.io.csv_header)."""
+    from framework.io.csv_header import data_row_for_header
+
+    spec, warehouse = compiled.spec, Warehouse.of(compiled.project, profile)
+    needed = {n for step in compiled.selected for n in ({step} | compiled.graph.upstream(step))}
+    problems, notes = [], []
+    for name, source in spec.sources.items():
+        if name not in needed or isinstance(source, DeltaSource):
+            continue
+        location = source_location(compiled.project, warehouse, source)
+        if not missing_files(location):
+            headless = data_row_for_header(source, location) if isinstance(source, FileSource) else None
+            if headless is not None and isinstance(source, FileSource):
+                file, line = headless
+                header = next((("sources", name, "options", k) for k in source.options if str(k).lower() == "header"), None)
+                problems.append(
+                    compiled.loaded.problem(
+                        f"source '{name}': the first line of {compiled.project.relative(Path(file))} is a row of data, "
+                        f"not a header: {line[:200]!r}; read with header: true (the default), Spark would drop it",
+                        header or ("sources", name),
+                        hint="the files have no header: set options: {header: false}; or give each file a header line",
+                    )
+                )
+            continue
+        at = ("sources", name, "path")
+        if name in compiled.interval_sources:
+            given = "" if compiled.interval is not None else " (no interval given: validate rendered the previous UTC day's)"
+            notes.append(
+                compiled.loaded.problem(
+                    f"source '{name}': the interval's files are not there (yet): {source.path}{given}",
+                    at,
+                    hint="a run of that interval waits for them and fails (exit 1) until they land; the scheduler retries it",
+                )
+            )
+            continue
+        hint = "check 'path' (relative paths start at the project root)"
+        if spec.mode == "streaming":
+            hint += "; a stream's folder must exist (its files may arrive later): create it empty"
+        problems.append(compiled.loaded.problem(f"source '{name}': path not found: {location}", at, hint=hint))
+    return problems, notes
 
 
 def _slice_problems(loaded: LoadedPipeline) -> list[Problem]:
@@ -591,12 +642,26 @@ def _check_declared_inputs(loaded: LoadedPipeline, step: str, declared: list[str
 
 
 def _check_sql(
-    loaded: LoadedPipeline, sql: RenderedSql, node_names: set[str], functions: Functions, strict: bool = False
+    loaded: LoadedPipeline,
+    sql: RenderedSql,
+    node_names: set[str],
+    functions: Functions,
+    strict: bool = False,
+    catalog: bool = False,
 ) -> tuple[Any, str]:
     """Spark-dialect syntax check; one query per step; pipeline nodes only through ref()/source();
     with the strict SQL policy, only what framework.sql_policy allows. Returns the query's
     sqlglot tree and the text sqlglot read."""
     text = _for_sqlglot(sql.text)
+    too_deep = _nested_past(sql.text, _MAX_NESTING)
+    if too_deep is not None:  # sqlglot would take it (slowly), Spark's parser would not
+        raise BadInput(
+            sql.problem(
+                f"the SQL is nested too deeply to check (more than {_MAX_NESTING} levels of parentheses)",
+                too_deep,
+                hint="split the query with WITH clauses or steps of their own",
+            )
+        )
     try:
         with _deeper_recursion():
             statements = [s for s in sqlglot.parse(text, read="spark") if s is not None]
@@ -662,8 +727,152 @@ def _check_sql(
             )
     if strict:
         _check_strict(sql, statements[0], functions)
+    if not catalog:
+        _check_unknown_tables(loaded, sql, statements[0], ctes)
+    _check_hints(sql, statements[0])
     _check_functions(sql, statements[0], functions)
     return statements[0], text
+
+
+def has_catalog(profile: Profile) -> bool:
+    """Whether the profile's Spark has a catalog of tables (Hive, or a catalog plug-in), whose
+    tables a query may name; without one, a run's session knows only the pipeline's nodes."""
+    conf = {str(k): str(v).lower() for k, v in profile.spark.conf.items()}
+    return conf.get("spark.sql.catalogImplementation") == "hive" or any(
+        k.startswith("spark.sql.catalog.") or k == "spark.sql.defaultCatalog" for k in conf
+    )
+
+
+def _check_unknown_tables(loaded: LoadedPipeline, sql: RenderedSql, statement: Any, ctes: set[str]) -> None:
+    """A table named bare, that is neither a step, a source nor a CTE of the query: the run's
+    session has only the pipeline's nodes as views (and an empty catalog), so Spark refuses it."""
+    spec = loaded.spec
+    nodes = {**{n: "ref" for n in spec.steps}, **{n: "source" for n in spec.sources}}
+    problems = []
+    for table in statement.find_all(exp.Table):
+        if table.db or not isinstance(table.this, exp.Identifier) or table.find_ancestor(exp.Hint) is not None:
+            continue  # delta.`/path`, db.table, a table function, a hint's relation
+        name = table.name
+        if name in nodes or name in ctes or name.lower() in {c.lower() for c in ctes}:
+            continue
+        near = closest(name, set(nodes))
+        problems.append(
+            sql.problem(
+                f"'{name}' is neither a step, a source nor a table of the query (WITH): Spark would not find it",
+                _meta_line(table.this, table),
+                hint=f"did you mean {{{{ {nodes[near]}('{near}') }}}}?"
+                if near
+                else "read a step with {{ ref('name') }} and a source with {{ source('name') }}; tables of a catalog "
+                "need a profile whose Spark has one (spark.sql.catalogImplementation: hive)",
+            )
+        )
+    if problems:
+        raise BadInput(*problems)
+
+
+#: hints that take an optional number of partitions first, then columns (Spark's ResolveHints)
+_PARTITIONING_HINTS = frozenset({"repartition", "repartition_by_range", "rebalance"})
+_JOIN_HINTS = SPARK_HINTS - _PARTITIONING_HINTS - {"coalesce"}
+
+
+def _check_hints(sql: RenderedSql, statement: Any) -> None:
+    """Each `/*+ … */` hint is one of Spark's, with arguments Spark takes: COALESCE one number of
+    partitions; REPARTITION, REPARTITION_BY_RANGE and REBALANCE an optional positive whole number,
+    then columns; the join hints names of tables. Spark refuses the others' arguments when the
+    run plans the query, and ignores a hint it does not know."""
+    problems = []
+    for hint in statement.find_all(exp.Hint):
+        for item in hint.expressions:
+            name, args = _hint_parts(item)
+            lowered = name.lower()
+            line = _meta_line(item, hint)
+            wrong = _hint_arguments(name, lowered, args)
+            if lowered not in SPARK_HINTS:
+                close = closest(lowered, set(SPARK_HINTS))
+                wrong = (
+                    f"the hint {name} is not one of Spark's hints (Spark would ignore it)",
+                    f"did you mean {close.upper()}?"
+                    if close
+                    else "Spark's hints: " + ", ".join(sorted(h.upper() for h in SPARK_HINTS)),
+                )
+            if wrong is not None:
+                problems.append(sql.problem(wrong[0], line, hint=wrong[1]))
+    if problems:
+        raise BadInput(*problems)
+
+
+def _hint_parts(item: Any) -> tuple[str, list[Any]]:
+    """A hint's name and arguments; sqlglot keeps a hint it cannot read (BROADCAST(1)) as text."""
+    if isinstance(item, str):
+        name, _, rest = item.partition("(")
+        args = []
+        for text in (a.strip() for a in rest.rstrip(")").split(",") if a.strip()):
+            try:
+                args.append(sqlglot.parse_one(text, read="spark"))
+            except sqlglot.errors.SqlglotError:
+                args.append(exp.column(text))
+        return name.strip(), args
+    name = item.sql("spark").split("(")[0].strip()
+    return name, [item.this, *item.expressions] if isinstance(item, exp.Coalesce) else list(item.expressions)
+
+
+def _hint_arguments(name: str, lowered: str, args: list[Any]) -> tuple[str, str] | None:
+    """What Spark would refuse in a known hint's arguments: (message, hint), or None."""
+    if lowered == "coalesce":
+        if len(args) != 1 or _partitions(args[0]) is None:
+            given = ", ".join(a.sql("spark") for a in args) or "nothing"
+            return f"COALESCE takes one number of partitions, not {given}", "e.g. /*+ COALESCE(4) */"
+        return _positive(name, args[0])
+    if lowered in _PARTITIONING_HINTS:
+        for i, arg in enumerate(args):
+            number = _partitions(arg)
+            if number is None:
+                if isinstance(arg, exp.Literal) and not arg.is_string:
+                    return (
+                        f"{name}: the number of partitions must be a whole number, not {arg.sql('spark')}",
+                        f"e.g. /*+ {name}(4) */",
+                    )
+                continue
+            if i > 0:
+                return (
+                    f"{name}: the number of partitions comes first, then the columns ({arg.sql('spark')} is in place {i + 1})",
+                    f"e.g. /*+ {name}({arg.sql('spark')}, {args[0].sql('spark')}) */",
+                )
+            positive = _positive(name, arg)
+            if positive is not None:
+                return positive
+        return None
+    if lowered in _JOIN_HINTS:
+        for arg in args:
+            if isinstance(arg, exp.Literal) and not arg.is_string or isinstance(arg, exp.Neg):
+                return (
+                    f"{name} names tables (or their aliases), not {arg.sql('spark')}",
+                    f"e.g. /*+ {name}(t) */ … from t join u …",
+                )
+    return None
+
+
+def _partitions(arg: Any) -> int | None:
+    """A whole-number literal (negative ones too, which _positive refuses), else None."""
+    literal, sign = (arg.this, -1) if isinstance(arg, exp.Neg) else (arg, 1)
+    if isinstance(literal, exp.Literal) and not literal.is_string and literal.this.isdigit():
+        return sign * int(literal.this)
+    return None
+
+
+def _positive(name: str, arg: Any) -> tuple[str, str] | None:
+    number = _partitions(arg)
+    if number is not None and number < 1:
+        return f"{name}: the number of partitions must be positive, not {number}", f"e.g. /*+ {name}(4) */"
+    return None
+
+
+def _meta_line(*nodes: Any) -> int:
+    for node in nodes:
+        line = getattr(node, "meta", {}).get("line")
+        if line:
+            return int(line)
+    return 1
 
 
 def _check_functions(sql: RenderedSql, statement: Any, functions: Functions) -> None:
@@ -676,8 +885,8 @@ def _check_functions(sql: RenderedSql, statement: Any, functions: Functions) -> 
         name = str(call.name)
         lowered = name.lower()
         line = call.meta.get("line", 1) if hasattr(call, "meta") else 1
-        if isinstance(call.parent, exp.Hint) and lowered in SPARK_HINTS:
-            continue  # /*+ REPARTITION(4) */: a hint, not a function
+        if isinstance(call.parent, exp.Hint):
+            continue  # /*+ REPARTITION(4) */: a hint, not a function (_check_hints)
         if lowered in udfs:
             udf = udfs[lowered]
             if udf.arity is not None and len(call.expressions) != udf.arity:
@@ -776,6 +985,42 @@ def _deepest_line(text: str) -> int:
         elif char == ")":
             depth -= 1
     return at
+
+
+def _nested_past(text: str, limit: int) -> int | None:
+    """The 1-based line where parentheses nest past `limit` levels, outside quotes and comments
+    (Spark SQL's rules, as _unterminated reads them); None when they never do. One pass, and
+    none when the text has too few parentheses to get there."""
+    if text.count("(") <= limit:
+        return None
+    depth, line, i, n = 0, 1, 0, len(text)
+    while i < n:
+        char = text[i]
+        if char == "\n":
+            line += 1
+        elif char == "(":
+            depth += 1
+            if depth > limit:
+                return line
+        elif char == ")":
+            depth -= 1
+        elif text.startswith("--", i) or text.startswith("/*", i) or char in "'\"`":
+            if text.startswith("--", i):
+                end = text.find("\n", i)
+                end = n if end < 0 else end
+            elif text.startswith("/*", i):
+                end = text.find("*/", i + 2)
+                end = n if end < 0 else end + 2
+            else:
+                end = i + 1
+                while end < n and text[end] != char:
+                    end += 2 if text[end] == "\\" and char != "`" else 1
+                end += 1
+            line += text.count("\n", i, min(end, n))
+            i = end
+            continue
+        i += 1
+    return None
 
 
 def _unterminated(text: str) -> int | None:

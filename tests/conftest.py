@@ -64,6 +64,18 @@ def cli(project: Path, monkeypatch: pytest.MonkeyPatch):
     return invoke
 
 
+#: example data that `tributary generate` makes (not in the repository): validate refuses a missing source path
+GENERATED = ("data/samples/service_trace/static", "data/samples/service_trace/images") + tuple(
+    f"data/samples/ticks/{s}" for s in ("MCD", "BKC", "WEN", "YUM", "SBX")
+)
+
+
+def empty_generated_folders(project: Path) -> None:
+    """The folders of the generated example data, empty where missing (enough to validate the examples)."""
+    for folder in GENERATED:
+        (project / folder).mkdir(parents=True, exist_ok=True)
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

@@ -21,6 +21,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import GENERATED
+
 REPO = Path(__file__).resolve().parents[1]
 PIPELINES = ("service_calls", "service_instances", "contact_join")
 
@@ -361,6 +363,9 @@ def write_corpus(root: Path, cases: list[Case]) -> None:
         for folder in ("pipelines", "sql", "configs"):
             shutil.copytree(REPO / folder, project / folder)
         (project / "configs" / "local.yaml").write_text("spark:\n  master: local[1]\nwarehouse: ./warehouse\n")
+        # the examples' data folders, empty: validate refuses a source path that matches nothing
+        for folder in [*(d for d in (REPO / "data").rglob("*") if d.is_dir()), *(REPO / g for g in GENERATED)]:
+            (project / folder.relative_to(REPO)).mkdir(parents=True, exist_ok=True)
         for relative, content in case.files.items():
             target = project / relative
             target.parent.mkdir(parents=True, exist_ok=True)

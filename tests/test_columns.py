@@ -116,6 +116,7 @@ group by to_date(ts), customer
 
 
 def _shop(project: Path, pipeline: str = PIPELINE, daily: str = DAILY) -> None:
+    (project / "data" / "orders").mkdir(parents=True, exist_ok=True)  # no files: Spark reads none
     write(project / "pipelines" / "shop.yaml", pipeline)
     write(project / "sql" / "daily.sql", daily)
 

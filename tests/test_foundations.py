@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import Field
 
-from tests.conftest import write
+from tests.conftest import empty_generated_folders, write
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -273,6 +273,7 @@ def test_plan_shows_the_run_without_starting_spark(cli):
     ],
 )
 def test_light_commands_import_neither_spark_nor_great_expectations(project, command):
+    empty_generated_folders(project)
     code = (
         "import sys\nfrom framework.cli import main\n"
         f"sys.argv = ['tributary', *{command!r}]\n"

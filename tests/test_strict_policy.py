@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, delta_rows, write
+from tests.conftest import REPO, delta_rows, empty_generated_folders, write
 
 PIPELINE = """\
 name: safe
@@ -175,6 +175,7 @@ def test_strict_still_allows_builtins_generators_hints_and_udfs(cli, project):
 
 @pytest.mark.parametrize("pipeline", sorted(p.stem for p in (REPO / "pipelines").glob("*.yaml") if ".tests" not in p.suffixes))
 def test_every_example_pipeline_validates_under_strict(cli, project, pipeline):
+    empty_generated_folders(project)
     _strict(project)
     code, out, err = cli("validate", f"pipelines/{pipeline}.yaml")
     assert code == 0, err

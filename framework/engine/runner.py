@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from framework.compiler import CompiledPipeline
+from framework.compiler import CompiledPipeline, source_file_problems
 from framework.engine.batch import run_batch
 from framework.engine.context import Reporter, RunContext, Silent
 from framework.engine.events import EventLog, record_result
@@ -77,6 +77,9 @@ def run_pipeline(
     plan = plan_for(compiled, profile, full_refresh, limit)
     if continuous and plan.sample is not None:
         raise BadInput("--limit runs once over the first rows, as one batch; --continuous keeps a stream running: give one")
+    refused, _ = source_file_problems(compiled, profile)  # at the source's line, as validate says it
+    if refused:
+        raise BadInput(*refused)
     check_inputs_exist(plan, profile, compiled.interval_sources)
     from framework.engine.session import default_log_file, guard, spark_log_file, spark_session
 

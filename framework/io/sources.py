@@ -53,6 +53,11 @@ def source_location(project: Project, warehouse: Warehouse, spec: AnySource) -> 
     return spec.path if is_uri(spec.path) else str(project.resolve(spec.path))
 
 
+def missing_files(location: str) -> bool:
+    """A local file source's path (a file, a folder or a glob) matches nothing; a URI is not looked at."""
+    return not is_uri(location) and not glob.glob(location)
+
+
 def check_source_exists(name: str, location: str, spec: AnySource, store: DeltaStore) -> None:
     """Fail before Spark starts when a local source is missing (bad input, exit 2)."""
     if isinstance(spec, DeltaSource):
@@ -64,9 +69,7 @@ def check_source_exists(name: str, location: str, spec: AnySource, store: DeltaS
                 )
             )
         return
-    if is_uri(location):
-        return
-    if not glob.glob(location):
+    if missing_files(location):
         raise BadInput(
             Problem(
                 f"source '{name}': path not found: {location}", hint="check 'path' (relative paths start at the project root)"

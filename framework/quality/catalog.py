@@ -36,7 +36,7 @@ def build_catalog() -> dict[str, Any]:
         schema = cls.schema()
         required = set(schema.get("required", []))
         args = {
-            name: {"required": name in required, "types": sorted(_schema_types(prop))}
+            name: {"required": name in required, "types": sorted(_schema_types(prop)), **_bounds(prop)}
             for name, prop in schema.get("properties", {}).items()
             if name not in FRAMEWORK_ARGS
         }
@@ -61,6 +61,16 @@ def _schema_types(prop: dict[str, Any]) -> set[str]:
     if "enum" in prop:
         found |= {type_name(v) for v in prop["enum"]}
     return found
+
+
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _bounds(prop: dict[str, Any]) -> dict[str, Any]:
+    """The range GX's model allows a number argument (`mostly`: 0 to 1), as {"bounds": {...}}."""
+    options = [prop, *(o for key in ("anyOf", "oneOf", "allOf") for o in prop.get(key, []))]
+    found = {k: option[k] for option in options for k in _BOUNDS if k in option}
+    return {"bounds": found} if found else {}
 
 
 def main() -> None:

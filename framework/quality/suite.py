@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+from framework.errors import BadInput, Problem
 from framework.quality.results import ExpectationResult
 from framework.spec.expectation_catalog import COLUMN_ARGS, catalog
 from framework.spec.expectations import ExpectationSpec
@@ -49,7 +50,28 @@ def gx_expectation(spec: ExpectationSpec) -> Any:
     import great_expectations.expectations as gxe
 
     cls = getattr(gxe, catalog()[spec.name]["class"])
-    return cls(**spec.kwargs)
+    try:
+        return cls(**spec.kwargs)
+    except ValueError as e:  # pydantic's ValidationError (v1 in GX): every error, whole
+        raise BadInput(
+            Problem(
+                f"{spec.name}: Great Expectations refuses its arguments: {_errors(e)}",
+                hint="fix the arguments in the expectation (`tributary validate` says where it is)",
+            )
+        ) from None
+
+
+def _errors(error: ValueError) -> str:
+    """A pydantic error's every line as one text: `field: message` per error, a field's
+    alternatives (GX also takes a parameter object for most numbers) after 'or'."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return str(error)
+    by_field: dict[str, list[str]] = {}
+    for one in errors():
+        field = ".".join(str(part) for part in one.get("loc", ())) or "arguments"
+        by_field.setdefault(field, []).append(str(one.get("msg", "")))
+    return "; ".join(f"{field}: {' (or: '.join(said)}{')' * (len(said) - 1)}" for field, said in by_field.items())
 
 
 def missing_columns(df: DataFrame, spec: ExpectationSpec) -> list[str]:

@@ -319,11 +319,8 @@ def _ungrouped_columns(qualified: exp.Expr, text: str | None) -> list[Finding]:
         else:
             continue
         tables = {alias for alias, source in scope.sources.items() if isinstance(source, exp.Table)}
-        for projection in select.expressions:
-            column = projection.this if isinstance(projection, exp.Alias) else projection
-            if not isinstance(column, exp.Column) or column.table not in tables or len(column.parts) != 2:
-                continue
-            if column.sql("spark") in grouped:
+        for column in (c for p in select.expressions for c in _outside_aggregates(p, grouped)):
+            if column.table not in tables or len(column.parts) != 2:
                 continue
             written = _as_written(column, text)
             where = "GROUP BY" if group is not None else "a GROUP BY (the query aggregates)"
@@ -335,6 +332,28 @@ def _ungrouped_columns(qualified: exp.Expr, text: str | None) -> list[Finding]:
                 )
             )
     return findings
+
+
+#: nodes whose value is a plain function of their operands' values, row by row: a column under
+#: only these in a projection is read outside any aggregate (`sum(x) + y`); under anything else
+#: (a function sqlglot does not know, which may be an aggregate or a udaf; a window; a subquery)
+#: it is left to Spark
+_SCALAR = (exp.Binary, exp.Paren, exp.Neg, exp.Not, exp.Cast, exp.TryCast, exp.Case, exp.If, exp.Alias)
+
+
+def _outside_aggregates(projection: exp.Expr, grouped: set[str]) -> list[exp.Column]:
+    """The columns of a projection read outside any aggregate and outside every GROUP BY expression."""
+    found = []
+    for column in projection.find_all(exp.Column):
+        node: exp.Expr = column
+        while node is not projection:
+            if not isinstance(node.parent, _SCALAR) or (grouped and node.sql("spark") in grouped):
+                break
+            node = node.parent
+        else:
+            if not grouped or projection.sql("spark") not in grouped:
+                found.append(column)
+    return found
 
 
 def _aggregates(projection: exp.Expr, select: exp.Select) -> bool:

@@ -81,10 +81,37 @@ def expectation_problems(name: str, kwargs: dict[str, Any]) -> list[str]:
             problems.append(
                 f"{name}: argument '{arg}' must be {' or '.join(sorted(allowed))}, not {type_name(value)} ({value!r})"
             )
+        elif (outside := _outside(args[arg].get("bounds", {}), value)) is not None:
+            problems.append(f"{name}: argument '{arg}' must be {outside}, not {value!r} ({_range(args[arg]['bounds'])})")
     missing = [a for a, spec in args.items() if spec["required"] and a not in kwargs]
     if missing:
         problems.append(f"{name}: missing argument(s) {', '.join(missing)}")
     return problems
+
+
+def _range(bounds: dict[str, Any]) -> str:
+    low = bounds.get("minimum", bounds.get("exclusiveMinimum"))
+    high = bounds.get("maximum", bounds.get("exclusiveMaximum"))
+    if low is not None and high is not None:
+        return f"Great Expectations takes {low} to {high}"
+    return "Great Expectations' range for it"
+
+
+_LIMITS = {
+    "minimum": (lambda v, b: v >= b, "at least"),
+    "maximum": (lambda v, b: v <= b, "at most"),
+    "exclusiveMinimum": (lambda v, b: v > b, "more than"),
+    "exclusiveMaximum": (lambda v, b: v < b, "less than"),
+}
+
+
+def _outside(bounds: dict[str, Any], value: Any) -> str | None:
+    """What a number must be to lie in the range Great Expectations' model gives its argument
+    (the catalog's `bounds`), or None when it does (or is no number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    broken = [f"{word} {bound}" for key, bound in bounds.items() for ok, word in [_LIMITS[key]] if not ok(value, bound)]
+    return " and ".join(broken) or None
 
 
 def _accepts(allowed: set[str], value: Any) -> bool:

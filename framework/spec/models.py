@@ -127,12 +127,9 @@ class LineParse(SpecModel):
 
     @model_validator(mode="after")
     def _valid(self) -> LineParse:
-        import re
+        from framework.spec.java_regex import java_groups
 
-        try:
-            groups = re.compile(self.pattern).groups
-        except re.error as e:
-            raise ValueError(f"pattern is not a regular expression: {e}") from None
+        groups = java_groups(self.pattern)  # Spark runs it with java.util.regex
         if groups != len(self.columns):
             raise ValueError(f"pattern has {groups} group(s) and columns names {len(self.columns)}: give one column per group")
         return self

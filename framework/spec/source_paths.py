@@ -5,9 +5,10 @@ not every file of the year filtered in SQL. A source's `path` is rendered, once 
 run's interval (in the schedule's timezone, as plain text: `.date()` is 2013-01-05, `.strftime('%Y/%m')`
 what it says) and `var(name, default)`; a sandboxed Jinja environment with nothing else in it.
 
-Any other `{{` or `{%` in a source's or an output's settings is not rendered by anything, and would
-be taken literally (a file named with braces): it is bad input at its line, as is a path template
-that does not render (an unknown name, a broken tag, a streaming pipeline's interval).
+Any other `{{` or `{%` in a source's or an output's settings, or in a value of `vars:`, is not
+rendered by anything, and would be taken literally (a file named with braces, a date that is the
+text `{{ interval_start.date() }}`): it is bad input at its line, as is a path template that does
+not render (an unknown name, a broken tag, a streaming pipeline's interval).
 """
 
 from __future__ import annotations
@@ -117,4 +118,15 @@ def _unrendered(loaded: LoadedPipeline) -> list[Problem]:
         if isinstance(data.get(section), dict):
             for name, item in data[section].items():
                 walk(item, (section, name))
+    if isinstance(data.get("vars"), dict):
+        for name, value in data["vars"].items():
+            if is_template(value):
+                found.append(
+                    loaded.problem(
+                        f"vars.{name}: '{value}' is a template, and a var's value is not rendered (it would be taken literally)",
+                        ("vars", name),
+                        hint="write the template where it is rendered, in the step's SQL (e.g. {{ interval_start.date() }}) "
+                        "or a source's path; a var holds a value: give it with --var or in the profile",
+                    )
+                )
     return found

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from framework.compiler import CompiledPipeline
+from framework.compiler import CompiledPipeline, source_file_problems
 from framework.errors import BadInput, Problem
 from framework.project_context import ProjectContext
 
@@ -51,7 +51,12 @@ def validate(context: ProjectContext, paths: list[Path], unreadable_history: Cal
     for path in paths:
         one = Checked(path, context.project.relative(path))
         try:
-            compiled = context.for_pipeline(path).compiled
+            pipeline = context.for_pipeline(path)
+            compiled = pipeline.compiled
+            refused, notes = source_file_problems(compiled, pipeline.profile)  # as the run refuses them
+            if refused:
+                raise BadInput(*refused)
+            compiled.notes.extend(notes)
             if compiled.spec.schedule is not None:
                 backlog.check(path)
             check_tests(context.for_pipeline(path), compiled)

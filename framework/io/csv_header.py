@@ -1,0 +1,86 @@
+"""A CSV source read with `header: true` (Spark's default here) whose files have no header.
+
+Why: Spark takes each file's first line for its header and drops it, so a file without one loses
+its first row, silently. Spark's `enforceSchema: false` would compare the header with the declared
+names, but it also refuses a header that merely names the columns otherwise, which Spark reads
+fine by position. So the first line of each local file is looked at before Spark starts (by
+`validate`, and by the run): a line that names no declared column and holds, under a typed column
+(a number, a date, a boolean), a value of that type is a row of data, not a header.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Callable
+
+from framework.io.sample import source_files
+from framework.schemas.columns import from_ddl
+from framework.spec.models import FileSource
+
+#: files looked at per source: a first line is read from each (bounded, so validate stays fast)
+MAX_FILES = 64
+_COMPRESSED = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz", ".zip")
+
+_INTEGER = re.compile(r"[+-]?\d+")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|NaN|[+-]?Infinity")
+_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
+_TYPED: list[tuple[tuple[str, ...], Callable[[str], bool]]] = [
+    (("TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "LONG", "SHORT", "BYTE"), lambda v: bool(_INTEGER.fullmatch(v))),
+    (("FLOAT", "DOUBLE", "REAL", "DECIMAL", "DEC", "NUMERIC"), lambda v: bool(_NUMBER.fullmatch(v))),
+    (("DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ"), lambda v: bool(_DATE.match(v))),
+    (("BOOLEAN", "BOOL"), lambda v: v.lower() in ("true", "false")),
+]
+
+
+def reads_header(spec: FileSource) -> bool:
+    options = {str(k).lower(): str(v).lower() for k, v in spec.options.items()}
+    return spec.format == "csv" and options.get("header", "true") == "true"
+
+
+def data_row_for_header(spec: FileSource, location: str) -> tuple[str, str] | None:
+    """(file, its first line) when a local file's first line is a row of data that a header-
+    reading CSV source would drop; None when each looks like a header, or nothing can be said
+    (no declared schema, no typed column, compressed or remote files)."""
+    ddl = spec.ddl()
+    if not reads_header(spec) or ddl is None:
+        return None
+    schema = from_ddl(ddl)
+    if not schema.complete:
+        return None
+    options = {str(k).lower(): str(v) for k, v in spec.options.items()}
+    delimiter = options.get("sep", options.get("delimiter", ","))
+    quote = options.get("quote", '"')
+    if len(delimiter) != 1 or len(quote) != 1:
+        return None
+    names = {c.name.lower() for c in schema.columns}
+    checks = [_check_of(c.type) for c in schema.columns]
+    if not any(checks):
+        return None  # only text columns: a header and a row look alike
+    for file in sorted(source_files(location))[:MAX_FILES]:
+        if file.endswith(_COMPRESSED):
+            continue
+        line = _first_line(file)
+        if not line:
+            continue
+        fields = next(csv.reader([line], delimiter=delimiter, quotechar=quote), [])
+        fields = [f.strip() for f in fields]
+        if any(f.lower() in names for f in fields):
+            continue  # it names a declared column: a header
+        if any(check is not None and f and check(f) for f, check in zip(fields, checks, strict=False)):
+            return file, line
+    return None
+
+
+def _check_of(spark_type: str | None) -> Callable[[str], bool] | None:
+    base = (spark_type or "").upper().split("(")[0].strip()
+    return next((check for types, check in _TYPED if base in types), None)
+
+
+def _first_line(file: str) -> str:
+    try:
+        with open(file, "rb") as f:
+            head = f.readline(65536)
+    except OSError:
+        return ""
+    return head.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
