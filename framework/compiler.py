@@ -11,6 +11,7 @@ runner to refuse the run.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -222,6 +223,9 @@ def source_file_problems(compiled: CompiledPipeline, profile: Profile) -> tuple[
         hint = "check 'path' (relative paths start at the project root)"
         if spec.mode == "streaming":
             hint += "; a stream's folder must exist (its files may arrive later): create it empty"
+        made_by = re.search(r"tributary generate [\w-]+(?: --[\w-]+(?: [\w./-]+)?)*", spec.description or "")
+        if made_by:  # the pipeline says what makes its data (the examples do)
+            hint += f"; its description says its data is made by `{made_by.group(0)}`"
         problems.append(compiled.loaded.problem(f"source '{name}': path not found: {location}", at, hint=hint))
     return problems, notes
 
