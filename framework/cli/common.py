@@ -31,9 +31,10 @@ class Terminal:
     command line (framework.cli.engine), so commands look them up here at each print."""
 
     def __init__(self) -> None:
-        # Off a terminal (CI logs, pipes) tables get room instead of 80 columns.
-        self.out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-        self.err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+        # Off a terminal (CI logs, pipes) tables get room instead of 80 columns. No emoji codes:
+        # a location at line 100 (`file.yaml:100:11`) would print as `file.yaml💯11`.
+        self.out = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 160)
+        self.err = Console(stderr=True, highlight=False, emoji=False, width=None if sys.stderr.isatty() else 160)
 
 
 term = Terminal()

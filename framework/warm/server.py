@@ -253,6 +253,7 @@ class Engine:
                 Console(
                     file=cast(IO[str], stream),
                     highlight=False,
+                    emoji=False,  # `file.yaml:100:11` is a location, not the emoji :100:
                     width=t.width if t.tty else 160,
                     force_terminal=t.tty,
                     force_interactive=t.tty,
