@@ -387,13 +387,9 @@ def test_past_the_pipeline_budget_the_column_check_stops_with_one_note(cli, proj
 
 
 def test_a_location_at_line_100_is_printed_as_written(cli, project):
-    """`file.yaml:100:3` is a location, not the emoji code `:100:` (Rich would print 💯)."""
-    body = (
-        "name: hundred\n"
-        + "".join(f"# line {i}\n" for i in range(2, 100))
-        + "sources:\n  a: {format: json, path: x, schema: 'a INT'}\n  b: [unclosed\n"
-    )
+    """`file.yaml:100:7` is a location, not the emoji code `:100:` (Rich would print 💯)."""
+    body = "name: hundred\n" + "".join(f"# line {i}\n" for i in range(2, 99)) + "sources:\n  b: x: y\n"  # line 100
     write(project / "pipelines/hundred.yaml", body)
     code, out, err = cli("validate", "hundred")
     assert code == 2
-    assert "💯" not in out + err and "hundred.yaml:10" in out + err
+    assert "💯" not in out + err and "hundred.yaml:100:7" in out + err
