@@ -54,7 +54,8 @@ def file_lines(reader: Any, location: str | list[str]) -> DataFrame:
     offsets = splits.select(FILE, "__split", "__first", before)
     numbered = tagged.join(F.broadcast(offsets), [FILE, "__split"])
     line = F.col("__before") + F.col("__position") - F.col("__first") + 1
-    return numbered.select(FILE, line.alias(LINE), F.regexp_replace("value", "\r$", "").alias("value"))
+    # an int, as a whole file's line numbers were (tables written before keep their schema)
+    return numbered.select(FILE, line.cast("int").alias(LINE), F.regexp_replace("value", "\r$", "").alias("value"))
 
 
 def stream_lines(stream_reader: Any, location: str) -> DataFrame:
