@@ -120,8 +120,7 @@ def _run_context(
     from framework.io.delta import choose_store
 
     store = choose_store(spark, about.profile.delta_writer, about.profile.storage_options)
-    plan = _test_plan(about, compiled, step, output, given)
-    compiled.functions.use(spark)
+    plan = _test_plan(about, compiled, step, output, given)  # udfs/ are registered once, by run_tests
     return RunContext(compiled, plan, about.profile, spark, store, RunResult(new_run_id(), plan.pipeline, store=store.name))
 
 

@@ -8,6 +8,7 @@ and its time are kept for the summary and the JUnit report.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -80,8 +81,16 @@ def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None])
     from framework.testing.stream import run_scenario
 
     began = time.perf_counter()
+    preload = threading.Thread(target=_preload, args=(planned,), name="tributary-test-preload", daemon=True)
+    preload.start()  # imports while the JVM starts (a cold start), or while the first test plans
     spark = spark_session(planned[0].context.profile)
     guard(spark)
+    preload.join()
+    used: list[object] = []
+    for one in planned:  # udfs/ registered once for the session, not once per test
+        if not any(one.compiled.functions is f for f in used):
+            one.compiled.functions.use(spark)
+            used.append(one.compiled.functions)
     result = TestRun()
     before = spark.conf.get(PARTITIONS) or "200"
     spark.conf.set(PARTITIONS, "1")  # a test's few rows: one task per stage, one state store per operator
@@ -96,3 +105,21 @@ def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None])
         spark.conf.set(PARTITIONS, before)
     result.seconds = time.perf_counter() - began
     return result
+
+
+def _preload(planned: list[PipelineTests]) -> None:
+    """What the tests import anyway, imported while the JVM starts: Great Expectations (seconds of
+    imports) when a planned pipeline has expectations, pandas and Arrow when it has udfs/."""
+    try:
+        if any(one.compiled.functions.modules for one in planned):
+            import pyspark.sql.pandas.functions  # noqa: F401
+        if any(_has_expectations(one.compiled) for one in planned):
+            import great_expectations.expectations.registry
+            import great_expectations.validator.metric_configuration  # noqa: F401
+    except Exception:  # noqa: BLE001 - the test that needs it imports it again and says why it fails
+        pass
+
+
+def _has_expectations(compiled: CompiledPipeline) -> bool:
+    spec = compiled.spec
+    return any(node.expectations for node in (*spec.steps.values(), *spec.outputs.values()))
