@@ -120,6 +120,7 @@ def test_swa_feeds_a_per_minute_sql_aggregation_on_a_stream_as_in_batch(spark, c
     files = hit_files(3, files=4, rows=30)
     batch_sessions, batch_minutes = _batch_reference(cli, project, files)
     write(project / "pipelines/chained.yaml", CHAIN.format(mode="streaming", per_trigger=10))
+    (project / "landing/hits").mkdir(parents=True)  # a stream's folder must exist (validate refuses it otherwise)
     code, out, err = cli("validate", "chained")
     assert code == 0, err
     for i, rows in enumerate(files):  # one file per run: the chain carries its state between runs
