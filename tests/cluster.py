@@ -9,6 +9,7 @@ install; everything binds to 127.0.0.1 and stops by process id (SIGTERM, then SI
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -40,10 +41,8 @@ def _stop(process: subprocess.Popen, grace: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             continue
     # the group may outlive its leader (an executor a worker forked): make sure none is left
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 @dataclass
@@ -55,13 +54,54 @@ class StandaloneCluster:
     web_ui: str
     env: dict[str, str]
     folder: Path
+    cores: int = 1
+    memory: str = "1g"
     processes: list[subprocess.Popen] = field(default_factory=list)
     workers: list[subprocess.Popen] = field(default_factory=list)
+
+    def spawn(self, name: str, arguments: list[str]) -> subprocess.Popen:
+        launcher = Path(self.env["SPARK_HOME"]) / "bin" / "spark-class"
+        with open(self.folder / f"{name}.log", "a") as log:
+            process = subprocess.Popen(
+                [str(launcher), *arguments], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.processes.append(process)
+        return process
+
+    def start_worker(self, n: int) -> None:
+        """Start worker `n` (again, after kill_worker); it registers with the master on its own."""
+        worker = ["org.apache.spark.deploy.worker.Worker", self.master, "--host", "127.0.0.1", "--cores", str(self.cores),
+                  "--memory", self.memory, "--webui-port", str(free_port()), "--work-dir", str(self.folder / f"work-{n}")]  # fmt: skip
+        process = self.spawn(f"worker-{n}", worker)
+        if n < len(self.workers):
+            self.workers[n] = process
+        else:
+            self.workers.append(process)
+
+    def kill_worker(self, n: int) -> None:
+        """SIGKILL worker `n` and the executors it started (its process group): a machine lost."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.workers[n].pid, signal.SIGKILL)
+        self.workers[n].wait()
 
     def alive_workers(self) -> int:
         with urllib.request.urlopen(f"{self.web_ui}/json/", timeout=5) as answer:
             state = json.load(answer)
         return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+
+    def wait_for_workers(self, workers: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.alive_workers() >= workers:
+                    return
+            except OSError:
+                pass  # the master's web UI is not up yet
+            dead = [p for p in (self.processes[0], *self.workers) if p.poll() is not None]  # the master, the live workers
+            if dead or time.monotonic() > deadline:
+                logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted(self.folder.glob("*.log")))
+                raise RuntimeError(f"the standalone cluster did not come up ({workers} workers)\n{logs}")
+            time.sleep(0.5)
 
     def stop(self) -> None:
         for process in reversed(self.processes):
@@ -75,39 +115,15 @@ def start_cluster(folder: Path, workers: int = 2, cores: int = 1, memory: str = 
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     env.pop("SPARK_MASTER", None)
     folder.mkdir(parents=True, exist_ok=True)
-    launch = [str(home / "bin" / "spark-class")]
     port, ui_port = free_port(), free_port()
-    cluster = StandaloneCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}", env, folder)
-
-    def spawn(name: str, arguments: list[str]) -> subprocess.Popen:
-        with open(folder / f"{name}.log", "w") as log:
-            process = subprocess.Popen(
-                [*launch, *arguments], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        cluster.processes.append(process)
-        return process
-
+    cluster = StandaloneCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}", env, folder, cores, memory)
     try:
-        spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                         "--webui-port", str(ui_port)])  # fmt: skip
+        cluster.spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                                 "--webui-port", str(ui_port)])  # fmt: skip
         for n in range(workers):
-            cluster.workers.append(
-                spawn(f"worker-{n}", ["org.apache.spark.deploy.worker.Worker", cluster.master, "--host", "127.0.0.1",
-                                      "--cores", str(cores), "--memory", memory, "--webui-port", str(free_port()),
-                                      "--work-dir", str(folder / f"work-{n}")])  # fmt: skip
-            )
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if cluster.alive_workers() == workers:
-                    return cluster
-            except OSError:
-                pass  # the master's web UI is not up yet
-            dead = [p for p in cluster.processes if p.poll() is not None]
-            if dead or time.monotonic() > deadline:
-                logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted(folder.glob("*.log")))
-                raise RuntimeError(f"the standalone cluster did not come up ({workers} workers)\n{logs}")
-            time.sleep(0.5)
+            cluster.start_worker(n)
+        cluster.wait_for_workers(workers, timeout)
+        return cluster
     except BaseException:
         cluster.stop()
         raise
