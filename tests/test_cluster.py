@@ -7,7 +7,7 @@ streaming checkpoints are written by other processes. Each example runs once on 
 warehouse of its own, and every Delta table it writes (outputs and quarantine) is compared as a
 multiset of rows.
 
-The cluster side runs in one `python -m framework`-like child process (`_CLUSTER_DRIVER`: the CLI's
+The cluster side runs in one child process (`_CLUSTER_DRIVER`: the CLI's
 `run <pipeline> --profile standalone --no-engine`, once per pipeline, on one session) so the suite
 pays one driver JVM and one set of executors, not one per pipeline; the embedded side runs through
 the CLI in the test process on the shared local session.
@@ -95,7 +95,7 @@ def example_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for folder in ("pipelines", "sql", "data", "udfs"):
         if (REPO / folder).exists():
             shutil.copytree(REPO / folder, root / folder)
-    generate_service_trace(root / "data" / "samples" / "service_trace", instances=60, seed=3, files=2, corrupt=4)
+    generate_service_trace(root / "data" / "samples" / "service_trace", instances=800, seed=3, files=2, corrupt=12)
     generate_ticks(root / "data" / "samples" / "ticks", requests=2, ticks=200)
     # six files per server: the stream (four files a trigger) takes three micro-batches, so a worker
     # can be lost between two of them
@@ -109,36 +109,42 @@ def example_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cluster_runs(example_project: Path, standalone_cluster) -> dict[str, list]:
-    (example_project / "configs" / "standalone.yaml").write_text(_profile(standalone_cluster.master))
-    runs = [(name, str(example_project / "cluster" / name)) for name in PIPELINES]
-    env = {**standalone_cluster.env, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0"}
-    done = subprocess.run(
-        [sys.executable, "-c", _CLUSTER_DRIVER, json.dumps(runs)],
-        cwd=example_project, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    marker = [line for line in done.stdout.splitlines() if line.startswith("RESULTS")]
-    assert marker, f"the cluster driver failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
-    return json.loads(marker[-1][len("RESULTS") :])
-
-
-@pytest.fixture(scope="module")
-def embedded_runs(example_project: Path, spark) -> dict[str, list]:
+def runs(example_project: Path, standalone_cluster, spark) -> dict[str, dict[str, list]]:
+    """Each example on both sides: the cluster's child process runs while the embedded side runs in
+    this one (both mostly wait on JVMs starting and tasks scheduling), then (exit code, output) per
+    pipeline and side."""
     from framework.cli import app
 
+    (example_project / "configs" / "standalone.yaml").write_text(_profile(standalone_cluster.master))
+    plan = [(name, str(example_project / "cluster" / name)) for name in PIPELINES]
+    env = {**standalone_cluster.env, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0"}
+    # a file, not `python -c`: pyspark takes a main module without __file__ for its doctests and
+    # exits (pyspark.sql.connect.utils.check_dependencies, reached through Great Expectations)
+    script = example_project / "cluster_driver.py"
+    script.write_text(_CLUSTER_DRIVER)
+    driver = subprocess.Popen(
+        [sys.executable, str(script), json.dumps(plan)],
+        cwd=example_project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    embedded = {}
     runner = CliRunner()
-    results = {}
     here = os.getcwd()
     os.chdir(example_project)
     try:
         for name in PIPELINES:
             os.environ["TRIBUTARY_TEST_WAREHOUSE"] = str(example_project / "embedded" / name)
             result = runner.invoke(app, ["run", name, "--profile", "local"], catch_exceptions=False)
-            results[name] = [result.exit_code, result.stdout + result.stderr]
+            embedded[name] = [result.exit_code, result.stdout + result.stderr]
+        out, err = driver.communicate(timeout=900)
     finally:
         os.chdir(here)
         os.environ.pop("TRIBUTARY_TEST_WAREHOUSE", None)
-    return results
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    marker = [line for line in out.splitlines() if line.startswith("RESULTS")]
+    assert marker, f"the cluster driver failed (exit {driver.returncode}):\n{out[-3000:]}\n{err[-5000:]}"
+    return {"embedded": embedded, "cluster": json.loads(marker[-1][len("RESULTS") :])}
 
 
 def _tables(warehouse: Path) -> dict[str, Counter]:
@@ -168,10 +174,10 @@ def _plain(value):
 
 
 @pytest.mark.parametrize("pipeline", PIPELINES)
-def test_example_gives_the_same_tables_on_a_standalone_cluster(pipeline, example_project, embedded_runs, cluster_runs):
-    code, out = embedded_runs[pipeline]
+def test_example_gives_the_same_tables_on_a_standalone_cluster(pipeline, example_project, runs):
+    code, out = runs["embedded"][pipeline]
     assert code == 0, f"embedded run failed: {out}"
-    code, out = cluster_runs[pipeline]
+    code, out = runs["cluster"][pipeline]
     assert code == 0, f"cluster run failed: {out}"
     embedded = _tables(example_project / "embedded" / pipeline)
     on_cluster = _tables(example_project / "cluster" / pipeline)
@@ -183,7 +189,7 @@ def test_example_gives_the_same_tables_on_a_standalone_cluster(pipeline, example
         assert not missing and not extra, f"{name}: {sum(missing.values())} rows lost, {sum(extra.values())} extra on the cluster"
 
 
-def test_a_worker_killed_mid_stream_loses_and_duplicates_nothing(example_project, embedded_runs, standalone_cluster):
+def test_a_worker_killed_mid_stream_loses_and_duplicates_nothing(example_project, runs, standalone_cluster):
     """SIGKILL one worker (and its executor) once the stream's first micro-batch has committed: Spark
     reruns the lost tasks on the other worker, or the run fails and a second run resumes from the
     checkpoint. Either way the tables equal the uninterrupted (embedded) run's: 0 lost, 0 duplicated.
@@ -191,8 +197,7 @@ def test_a_worker_killed_mid_stream_loses_and_duplicates_nothing(example_project
     import time
 
     name = "access_log_streaming"
-    assert embedded_runs[name][0] == 0, embedded_runs[name][1]
-    (example_project / "configs" / "standalone.yaml").write_text(_profile(standalone_cluster.master))
+    assert runs["embedded"][name][0] == 0, runs["embedded"][name][1]
     warehouse = example_project / "killed" / name
     env = {**standalone_cluster.env, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0", "TRIBUTARY_TEST_WAREHOUSE": str(warehouse)}
     command = [sys.executable, "-m", "framework", "run", name, "--profile", "standalone", "--no-engine"]
