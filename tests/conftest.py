@@ -35,6 +35,18 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def standalone_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """One Spark standalone master and two one-core workers for the whole session (tests/cluster.py)."""
+    from tests.cluster import start_cluster
+
+    cluster = start_cluster(tmp_path_factory.mktemp("standalone"), workers=2, cores=1, memory="1g")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A copy of the repo's example project (pipelines, sql, data) with its own warehouse."""

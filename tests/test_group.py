@@ -675,65 +675,14 @@ def test_trading_example_finds_the_pair_numpy_finds_in_batch_and_streaming(spark
 # -- udfs/ on a real cluster ---------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def standalone_cluster(tmp_path: Path):
-    """A Spark standalone master and one worker on this machine (the launcher ships with pyspark),
-    bound to the loopback address; their executors run in processes of their own."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    import pyspark
-
-    home = Path(pyspark.__file__).parent
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    port = _free_port()
-    master = f"spark://127.0.0.1:{port}"
-    launch = [str(home / "bin" / "spark-class")]
-    started = [
-        subprocess.Popen(
-            [*launch, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(_free_port())],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
-    ]  # fmt: skip
-    worker_log = tmp_path / "worker.log"
-    with open(worker_log, "w") as log:
-        started.append(
-            subprocess.Popen(
-                [*launch, "org.apache.spark.deploy.worker.Worker", master, "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
-                 "--webui-port", str(_free_port()), "--work-dir", str(tmp_path / "work")],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 90
-        while "Successfully registered with master" not in worker_log.read_text():
-            assert time.monotonic() < deadline, "the standalone worker did not register"
-            time.sleep(0.5)
-        yield master, env
-    finally:
-        for process in started:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
+@pytest.mark.cluster
 def test_udfs_reach_the_executors_of_a_standalone_cluster(project, standalone_cluster):
     """Executors of a real cluster cannot import the project's udfs/ (they run elsewhere); the run
     ships the functions by value, for the group step and the SQL udf alike."""
     import subprocess
     import sys
 
-    master, env = standalone_cluster
+    master, env = standalone_cluster.master, standalone_cluster.env
     _pipeline(project, close="{count: 2}")
     _land(project, "1", [("a", 0, 1.0), ("a", 1, 2.0), ("b", 2, 4.0)])
     pipeline = (project / "pipelines" / "groups.yaml").read_text()
