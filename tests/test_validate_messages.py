@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write
+from tests.conftest import empty_generated_folders, write
 
 SERVICE_INSTANCES = "pipelines/service_instances.yaml"
 
@@ -63,6 +63,7 @@ def test_an_unquoted_template_value_says_quote_it(cli, project):
 
 
 def test_a_quoted_template_value_validates(cli, project):
+    empty_generated_folders(project)  # its data is made by `tributary generate`
     pipeline = project / SERVICE_INSTANCES
     replace_in(pipeline, "      size: 13\n", "      size: \"{{ var('n') }}\"\n")
     replace_in(pipeline, "\nsources:\n", "\nvars:\n  n: 13\nsources:\n")
@@ -328,6 +329,7 @@ outputs:
 def timed_validate(cli, *args: str) -> tuple[float, int, str, str]:
     import time
 
+    Path("data/calls").mkdir(parents=True, exist_ok=True)  # the sources' folder (cli runs in the project)
     began = time.perf_counter()
     code, out, err = cli("validate", *args)
     return time.perf_counter() - began, code, out, err
