@@ -113,3 +113,21 @@ tests:
     code, out, err = cli("test", "access_log_streaming")
     assert code == 1, out + err
     assert "after delivery 1: held: expected 3 row(s), the step holds 2" in out, out
+
+
+def test_a_rows_file_outside_the_project_too_large_or_not_text_is_bad_input(cli, project: Path):
+    """A test reads the project's own small text files: a path out of the project, a file past
+    the size bound, or bytes that are not UTF-8 are refused at the test's line, never read."""
+    tests = project / SERVICE_TESTS
+    text = tests.read_text()
+    assert "{file: tests/service_calls_all_calls.csv}" in text
+    (project / "pipelines/tests/big.csv").write_bytes(b"a\n" + b"1\n" * (6 * 2**20))
+    (project / "pipelines/tests/binary.csv").write_bytes(b"\xff\xfe\x00bad")
+    for path, said in (
+        ("../../../../../../etc/passwd", "rows file outside the project"),
+        ("tests/big.csv", "rows file too large"),
+        ("tests/binary.csv", "not UTF-8 text"),
+    ):
+        write(tests, text.replace("{file: tests/service_calls_all_calls.csv}", f"{{file: {path}}}", 1))
+        code, out, err = cli("validate", "service_calls")
+        assert code == 2 and said in err, (path, out + err)

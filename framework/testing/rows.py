@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 SIGNIFICANT = 6  # digits of a double compared
 COMPLEX = ("ARRAY", "MAP", "STRUCT")
 SHOWN = 5  # rows of each kind a difference shows
+MAX_ROWS_FILE = 10 * 2**20  # bytes: a test's rows file is read whole, on the driver
 
 
 def read_rows_file(path: Path, shown: str) -> list[dict[str, Any]]:
@@ -38,7 +39,13 @@ def read_rows_file(path: Path, shown: str) -> list[dict[str, Any]]:
     JSON file (an array of objects, or one object per line)."""
     if not path.is_file():
         raise BadInput(Problem(f"rows file not found: {shown}", hint="a path relative to the file holding the tests"))
-    text = path.read_text(encoding="utf-8")
+    if path.stat().st_size > MAX_ROWS_FILE:
+        hint = "a test gives a few rows; keep its file small (a run reads the real data)"
+        raise BadInput(Problem(f"rows file too large: {shown} ({path.stat().st_size:,} bytes, at most {MAX_ROWS_FILE:,})", hint=hint))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(Problem(f"{shown}: not UTF-8 text", hint="a rows file is CSV or JSON text")) from None
     if path.suffix.lower() == ".csv":
         return [{k: (v if v != "" else None) for k, v in row.items()} for row in csv.DictReader(text.splitlines())]
     try:

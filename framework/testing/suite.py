@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from framework.compiler import CompiledPipeline
 from framework.errors import BadInput, Problem
+from framework.io.locations import within
 from framework.schemas import Schema
 from framework.spec.base import did_you_mean
 from framework.spec.loader import LoadedPipeline, validation_problems
@@ -61,8 +62,12 @@ class DeclaredTest:
     def rows(self, rows: Rows, root: Path, *at: Any) -> list[dict[str, Any]]:
         """Rows written inline, or read from their file (relative to the file holding the test)."""
         if isinstance(rows, RowsFile):
+            path = root / self.folder / rows.file
+            if not within(str(path), str(root)):  # a test reads the project's files, nothing else
+                hint = "give a path inside the project, relative to the file holding the test"
+                raise BadInput(self.problem(f"rows file outside the project: {rows.file}", *at, "file", hint=hint))
             try:
-                return read_rows_file(root / self.folder / rows.file, str(self.folder / rows.file))
+                return read_rows_file(path, str(self.folder / rows.file))
             except BadInput as e:
                 raise BadInput(self.problem(str(e.problems[0].message), *at, "file", hint=e.problems[0].hint)) from None
         return rows
