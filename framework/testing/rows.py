@@ -41,7 +41,9 @@ def read_rows_file(path: Path, shown: str) -> list[dict[str, Any]]:
         raise BadInput(Problem(f"rows file not found: {shown}", hint="a path relative to the file holding the tests"))
     if path.stat().st_size > MAX_ROWS_FILE:
         hint = "a test gives a few rows; keep its file small (a run reads the real data)"
-        raise BadInput(Problem(f"rows file too large: {shown} ({path.stat().st_size:,} bytes, at most {MAX_ROWS_FILE:,})", hint=hint))
+        raise BadInput(
+            Problem(f"rows file too large: {shown} ({path.stat().st_size:,} bytes, at most {MAX_ROWS_FILE:,})", hint=hint)
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
