@@ -75,6 +75,7 @@ PACKAGE_NOTES: dict[str, str] = {
     "code, nothing written; [testing a pipeline](testing.md)",
     "project_context": "root, profile, vars, selection, interval, compiled pipeline, plan, run",
     "watch": "reruns on change: compiles, runs, draws",
+    "localcluster": "`tributary cluster up|status|down`: a standalone master and workers on 127.0.0.1",
     "warm": "a long-lived process holding one SparkSession, which runs the CLI's Spark commands for clients over "
     "a Unix socket, each run in a session of its own; [the warm engine](warm-engine.md)",
     "reporting": "the HTML run report",

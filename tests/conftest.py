@@ -37,8 +37,8 @@ def spark():
 
 @pytest.fixture(scope="session")
 def standalone_cluster(tmp_path_factory: pytest.TempPathFactory):
-    """One Spark standalone master and two one-core workers for the whole session (tests/cluster.py)."""
-    from tests.cluster import start_cluster
+    """One Spark standalone master and two one-core workers for the whole session (framework/localcluster)."""
+    from framework.localcluster.launcher import start_cluster
 
     cluster = start_cluster(tmp_path_factory.mktemp("standalone"), workers=2, cores=1, memory="1g")
     try:

@@ -1,6 +1,6 @@
 """The example pipelines on a real Spark cluster give exactly the tables they give embedded.
 
-Embedded `local[N]` runs every task in the driver's JVM; on a standalone cluster (tests/cluster.py:
+Embedded `local[N]` runs every task in the driver's JVM; on a standalone cluster (framework/localcluster:
 a master and two one-core workers on 127.0.0.1) the tasks run in executors of their own, so the
 udfs and the SWA fold must ship, Parquet is staged by executors and committed on the driver, and
 streaming checkpoints are written by other processes. Each example runs once on each side, into a

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "Run"),
     "watch": ("run", "Run"),
     "engine": ("engine", "Run"),
+    "cluster": ("cluster", "Run"),
     "show": ("look", "Look"),
     "query": ("look", "Look"),
     "history": ("look", "Look"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from framework.errors import BadInput, Problem
 from framework.io.delta.base import CommitResult, DeltaStore, StagedWrite, WriteMode
 
 if TYPE_CHECKING:
@@ -22,6 +23,15 @@ def choose_store(spark: SparkSession | None, preference: str, storage_options: d
     """Spark's Delta writer when its jars are on the classpath (or the profile asks), else delta-rs."""
     if preference == "delta-rs" or spark is None:
         return local_store(storage_options)
+    if preference == "spark" and not has_delta_jars(spark):
+        raise BadInput(
+            Problem(
+                "the profile says delta_writer: spark, but Delta Lake's Spark jars are not on this Spark's class path "
+                "(pyspark does not include them)",
+                hint="add them to the profile's spark.conf (spark.jars.packages: io.delta:delta-spark_2.13:<version>, "
+                "or spark.jars with the files), or write with delta-rs: delta_writer: auto",
+            )
+        )
     if preference == "spark" or has_delta_jars(spark):
         from framework.io.delta.delta_spark import SparkDeltaStore
 

@@ -1,0 +1,117 @@
+"""`tributary cluster up|status|down` starts, reports and stops a real standalone cluster, and a
+profile asking for Spark's Delta writer without Delta's jars says so in one line.
+
+The cluster test starts real JVMs (a master and one worker) through the CLI, so the processes
+must outlive the command that started them and be found again from the record by another one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from framework.localcluster.launcher import runs_spark_class, stop_group
+from tests.conftest import write
+
+pytestmark = [pytest.mark.cluster]
+
+
+def _gone(pid: int, timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not runs_spark_class(pid):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_cluster_up_status_down_start_report_and_stop_a_real_master_and_worker(cli, project: Path) -> None:
+    from framework.localcluster.launcher import free_port
+
+    port = free_port()
+    code, out, err = cli("cluster", "up", "--workers", "1", "--memory", "512m", "--port", str(port))
+    record = json.loads((project / ".tributary" / "cluster" / "cluster.json").read_text())
+    try:
+        assert code == 0, out + err
+        assert f"spark://127.0.0.1:{port}" in out + err
+        assert f"SPARK_MASTER=spark://127.0.0.1:{port} tributary run <pipeline> --profile local-cluster" in out
+        assert set(record["pids"]) == {"master", "worker-0"}
+        assert all(runs_spark_class(pid) for pid in record["pids"].values())
+
+        code, out, err = cli("cluster", "up", "--port", str(free_port()))
+        assert code == 2 and "already running" in err and "tributary cluster down" in err
+
+        code, out, _ = cli("cluster", "status", "--json")
+        status = json.loads(out)
+        assert code == 0 and status["master"] == f"spark://127.0.0.1:{port}"
+        assert status["alive"] == {"master": True, "worker-0": True}
+        assert [w["state"] for w in status["registered_workers"]] == ["ALIVE"]
+        assert status["registered_workers"][0]["memory_mb"] == 512
+
+        code, out, _ = cli("cluster", "status")
+        assert code == 0 and "worker-0 alive" in out and "ALIVE, 1 core(s), 512 MB" in out
+    finally:
+        code, out, err = cli("cluster", "down")
+        for pid in record["pids"].values():  # whatever the assertions said: leave no JVM behind
+            if not _gone(pid, timeout=1):
+                stop_group(pid)
+    assert code == 0 and "stopped worker-0, master" in out + err
+    assert all(_gone(pid) for pid in record["pids"].values())
+    code, out, _ = cli("cluster", "status")
+    assert "no local cluster for this project" in out
+    code, out, err = cli("cluster", "down")
+    assert code == 0 and "no local cluster running" in out + err
+
+
+def test_cluster_down_never_signals_a_recorded_pid_that_is_no_longer_a_spark_process(cli, project: Path) -> None:
+    """A record left from before a reboot names pids that may now be anything: this test process's."""
+    write(
+        project / ".tributary" / "cluster" / "cluster.json",
+        json.dumps(
+            {
+                "master": "spark://127.0.0.1:1",
+                "web_ui": "http://127.0.0.1:1",
+                "folder": str(project / ".tributary" / "cluster"),
+                "workers": 1,
+                "cores": 1,
+                "memory": "1g",
+                "started": 0.0,
+                "pids": {"master": os.getpid()},
+            }
+        ),  # fmt: skip
+    )
+    code, out, err = cli("cluster", "status")
+    assert code == 0 and "master gone" in out
+    code, out, err = cli("cluster", "down")
+    assert code == 0 and "no local cluster running" in out + err  # and this process is still here to say so
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--workers", "0"), "--workers must be 1-16"),
+        (("--memory", "lots"), "--memory 'lots': give megabytes or gigabytes"),
+    ],
+)
+def test_cluster_up_refuses_bad_sizes_before_starting_anything(cli, project: Path, args, words) -> None:
+    code, out, err = cli("cluster", "up", *args)
+    assert code == 2 and words in err
+    assert not (project / ".tributary" / "cluster" / "cluster.json").exists()
+
+
+@pytest.mark.spark
+def test_delta_writer_spark_without_delta_jars_is_one_line_naming_the_missing_jars(cli, project: Path) -> None:
+    """pyspark ships no Delta jars: before, the run failed with `Py4JJavaError ... o76.save`."""
+    write(
+        project / "configs" / "nojars.yaml",
+        "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 2\nwarehouse: ./warehouse\ndelta_writer: spark\n",
+    )
+    code, out, err = cli("run", "service_calls", "--profile", "nojars", "--no-engine")
+    assert code == 2, out + err
+    assert "delta_writer: spark" in err and "io.delta:delta-spark_2.13" in err and "delta_writer: auto" in err
+    assert "Py4J" not in out + err and "Traceback" not in out + err
+    assert not (project / "warehouse" / "service_calls").exists() or not any((project / "warehouse").rglob("*.parquet"))
