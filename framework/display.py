@@ -611,3 +611,22 @@ def join_capacity_table(name: str, rows: list[tuple[str, str, str]]) -> Table:
     for row in rows:
         table.add_row(*(plain(cell) for cell in row))
     return table
+
+
+def micro_batches_table(step: str, run_id: str, batches: list[dict[str, Any]]) -> Table:
+    """`capacity` of a per-micro-batch step: the partitions and executors each micro-batch of its
+    last streaming run had (consecutive batches alike are one row)."""
+    table = Table(title=f"micro-batches of step '{step}' in run {run_id}", title_justify="left", header_style="bold")
+    for column in ("output", "micro-batches", "partitions", "executors"):
+        table.add_column(column)
+    runs: list[list[Any]] = []
+    for b in batches:
+        same = runs and runs[-1][0] == b.get("output") and runs[-1][3:] == [b.get("partitions"), b.get("executors")]
+        if same:
+            runs[-1][2] = b["batch"]
+        else:
+            runs.append([b.get("output"), b["batch"], b["batch"], b.get("partitions"), b.get("executors")])
+    for output, first, last, partitions, executors in runs:
+        span = f"{first}" if first == last else f"{first}–{last}"
+        table.add_row(*_row(output, span, partitions, "–" if executors is None else executors))
+    return table

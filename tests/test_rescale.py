@@ -5,6 +5,7 @@ spreads it over the new N. A stream rescaled mid-way gives an uninterrupted stre
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -43,8 +44,10 @@ outputs:
 TABLES = ("sessions", "pairs", "_tributary/late_rows", "_tributary/quarantine")
 
 
-def _stream(cli, project: Path, files: list[list[dict]], partitions: list[int]) -> dict[str, object]:
-    """Land the files in two runs, the i-th with `partitions[i]`; the tables as multisets."""
+def _stream(cli, project: Path, files: list[list[dict]], partitions: list[int]) -> tuple[dict[str, object], list[dict]]:
+    """Land the files in two runs, the i-th with `partitions[i]`; the tables as multisets, and
+    per run and step the partitions its micro-batches used (the run log's `micro_batches`), and
+    what `tributary capacity` showed after the last run."""
     half = len(files) // 2
     for i, (first, landed) in enumerate(((0, files[:half]), (half, files[half:]))):
         write(project / "pipelines/elastic.yaml", PIPELINE.format(n=partitions[i]))
@@ -53,17 +56,30 @@ def _stream(cli, project: Path, files: list[list[dict]], partitions: list[int]) 
         assert code == 0, out + err
     warehouse = project / "warehouse"
     tables = {t: _multiset(delta_rows(warehouse / t), drop=("run_id", "recorded_at")) for t in TABLES if (warehouse / t).exists()}
+    logged = delta_rows(warehouse / "_tributary/events", order_by="ts")
+    runs = list(dict.fromkeys(e["run_id"] for e in logged if e["event"] == "micro_batches"))
+    spreads = [
+        {e["name"]: {b["partitions"] for b in json.loads(e["details"])["batches"]} for e in logged if e["run_id"] == run and e["event"] == "micro_batches"}
+        for run in runs
+    ]  # fmt: skip
+    code, out, err = cli("capacity", "elastic", "--step", "pairs")
+    assert code == 0, out + err
     for folder in ("warehouse", "landing"):
         shutil.rmtree(project / folder)
-    return tables
+    return tables, [*spreads, {"capacity": " ".join(out.split())}]
 
 
 def test_a_stream_rescaled_between_runs_gives_an_uninterrupted_streams_tables(spark, cli, project: Path):
     files = hit_files(9, files=4, rows=25)
-    steady = _stream(cli, project, files, [2, 2])
-    widened = _stream(cli, project, files, [2, 6])  # hash 2 -> hash 6 (3N) mid-stream
+    steady, _ = _stream(cli, project, files, [2, 2])
+    widened, used = _stream(cli, project, files, [2, 6])  # hash 2 -> hash 6 (3N) mid-stream
     assert steady["sessions"] and steady["pairs"]
     assert widened == steady
+    # the second run's micro-batches really spread the keys (and the carried state) over 6 tasks
+    first, second, shown = used
+    assert first == {"sessions": {2}, "pairs": {2}} and second == {"sessions": {6}, "pairs": {6}}
+    # `tributary capacity` shows them: one row per output and run of alike batches, local mode: 1 executor
+    assert "micro-batches of step 'pairs'" in shown["capacity"] and "│ pairs │ 1 │ 6 │ 1 │" in shown["capacity"]
 
 
 def test_partitions_on_a_time_join_is_refused_saying_why(cli, project: Path):

@@ -96,15 +96,19 @@ def capacity(
     """What the pipeline's stateful steps need, predicted from their input, next to what the last
     run observed: nodes for a windowed join (n = max(K)·Δt·2·max(N)), open windows and state for
     swa (c = ⌊λ/μ⌋ + 1, state c × n × tuple), queue length and residence time for tumbling
-    (formula (11)); docs/references.md."""
+    (formula (11)); docs/references.md. After a streaming run, each per-micro-batch step's
+    micro-batches with the partitions and executors they had."""
 
     def body() -> None:
         from framework.capacity.join import JoinCapacity
-        from framework.display import capacity_table, join_capacity_table
+        from framework.display import capacity_table, join_capacity_table, micro_batches_table
+        from framework.tasks.capacity import MicroBatchSpreads
         from framework.tasks.capacity import capacity as measure
 
         for found in measure(context(pipeline, profile, var), step, sample, term.err.status):
-            if isinstance(found, JoinCapacity):
+            if isinstance(found, MicroBatchSpreads):
+                term.out.print(micro_batches_table(found.step, found.run_id, found.batches))
+            elif isinstance(found, JoinCapacity):
                 term.out.print(join_capacity_table(found.step, found.rows()))
             else:
                 term.out.print(capacity_table(found))

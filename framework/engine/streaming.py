@@ -581,6 +581,11 @@ class StreamingRun:
             found = result.output(query)
             if found is not None:
                 found.observed.update(operator.figures)
+            spreads = getattr(operator, "spreads", None)  # a per-micro-batch operator's partitions and executors
+            if spreads:
+                result.micro_batches[operator.step] = result.micro_batches.get(operator.step, []) + [
+                    {"output": query, **spreads[b]} for b in sorted(spreads)
+                ]
             held = operator.held()
             if held is not None:
                 result.held[operator.step] = held

@@ -85,6 +85,9 @@ class PerBatchOperator:
     #: state it held, reported with its output (peaks over the run); starts as PEAKS at 0
     figures: dict[str, int] = field(default_factory=dict)
     partitions: int | None = None  # the step's `partitions:` (hash N), None: the stream's pinned default
+    #: per micro-batch of this run: the partitions its keys were spread over and the executors
+    #: that ran them (`tributary capacity` shows them; a replayed batch replaces its entry)
+    spreads: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: the figures it reports
     PEAKS: ClassVar[tuple[str, ...]] = ()
     #: the side tables its batches have rows for: rows without a key or event time, late rows
@@ -112,7 +115,7 @@ class PerBatchOperator:
             **own,
         )
 
-    def spread(self, batch: DataFrame) -> None:
+    def spread(self, batch: DataFrame, batch_id: int) -> None:
         """Spread this micro-batch's keys, and the state it carries, over the step's `partitions:`
         tasks. Spark's own stateful operators keep their state in state stores partitioned as the
         stream's first run chose, and pinned in its checkpoint: they can never rescale. These
@@ -120,8 +123,22 @@ class PerBatchOperator:
         may change between runs (hash N → 3N, as the balancers of "ESC: Towards an Elastic Stream
         Computing Platform for the Cloud", §4, widen under load). The setting is the query's own
         session's (foreachBatch runs on it): the run's other queries keep theirs."""
+        session = batch.sparkSession
         if self.partitions is not None:
-            batch.sparkSession.conf.set("spark.sql.shuffle.partitions", str(self.partitions))
+            session.conf.set("spark.sql.shuffle.partitions", str(self.partitions))
+        used = self.partitions or int(session.conf.get("spark.sql.shuffle.partitions") or 200)
+        self.spreads[batch_id] = {"batch": batch_id, "partitions": used, "executors": executors(session)}
+
+
+def executors(session: Any) -> int | None:
+    """The executors a session's tasks run on now: the workers' JVMs on a cluster, the driver's
+    own in local mode (1); None where the driver's JVM is out of reach (Spark Connect)."""
+    try:
+        context = session.sparkContext
+        known = context._jsc.sc().getExecutorMemoryStatus().size()  # the driver is one of them
+    except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext on this side
+        return None
+    return 1 if context.master.startswith("local") else max(known - 1, 0)
 
 
 class MicroBatchOperator(Protocol):

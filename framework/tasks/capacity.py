@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 from framework.errors import BadInput, Problem
@@ -28,20 +29,24 @@ def capacity(context: ProjectContext, step: str | None, sample: int, status: Sta
     from framework.operators.registry import StateModel
 
     compiled = context.selecting(f"+{step}" if step else None).compiled
+    events = local_store(context.profile.storage_options).query(
+        context.events_table(), "SELECT * FROM t WHERE event IN ('output_end', 'capacity', 'micro_batches') ORDER BY ts"
+    )
+    logged = events.to_pylist() if events.num_rows else []
+    spreads = last_spreads(logged, [n for n in compiled.spec.steps if step in (None, n)])
     measured = {n: s for n, s in compiled.spec.steps.items() if kind_of(s).state_model is not None and step in (None, n)}
+    if not measured and spreads:
+        return list(spreads.values())
     if not measured:
         raise BadInput(
             Problem(
                 f"no join, swa or tumbling step {'named ' + repr(step) + ' ' if step else ''}in {compiled.name}",
-                hint="capacity models the steps that hold state: windowed joins and window aggregations",
+                hint="capacity models the steps that hold state: windowed joins and window aggregations "
+                "(and shows the micro-batches of swa, tumbling, count-join and group steps after a streaming run)",
             )
         )
     spark = spark_session(context.profile)
     frames = plan_frames(compiled, context.profile, spark)
-    events = local_store(context.profile.storage_options).query(
-        context.events_table(), "SELECT * FROM t WHERE event IN ('output_end', 'capacity') ORDER BY ts"
-    )
-    logged = events.to_pylist() if events.num_rows else []
     found: list[Any] = []
     for name, spec in measured.items():
         if kind_of(spec).state_model == StateModel.JOIN_NODES:
@@ -61,4 +66,24 @@ def capacity(context: ProjectContext, step: str | None, sample: int, status: Sta
         else:
             figures.notes.append("observed: no run of this step in the run log yet")
         found.append(figures)
-    return found
+    return found + list(spreads.values())
+
+
+@dataclass
+class MicroBatchSpreads:
+    """The partitions and executors each micro-batch of a step's last streaming run had (a
+    per-micro-batch step: swa, tumbling, count join, group; its `partitions:` may change between runs)."""
+
+    step: str
+    run_id: str
+    batches: list[dict[str, Any]]
+
+
+def last_spreads(logged: list[dict[str, Any]], steps: list[str]) -> dict[str, MicroBatchSpreads]:
+    """Per step, its micro-batches in the last run that logged any (the run log's `micro_batches`)."""
+    found: dict[str, MicroBatchSpreads] = {}
+    for event in logged:  # in time order: a later run replaces an earlier one
+        if event["event"] == "micro_batches" and event["name"] in steps:
+            batches = json.loads(event["details"]).get("batches", [])
+            found[event["name"]] = MicroBatchSpreads(event["name"], event["run_id"], batches)
+    return {name: found[name] for name in steps if name in found}

@@ -61,7 +61,7 @@ class GroupStream(PerBatchOperator):
     def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows:
         from pyspark.sql import functions as F
 
-        self.spread(batch)  # `partitions:`, which may change between runs
+        self.spread(batch, batch_id)  # `partitions:`, which may change between runs
         spec = self.spec.group
         state = MicroBatchState(self.state_dir)
         folder = state.previous(batch_id)

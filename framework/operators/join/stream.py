@@ -85,7 +85,7 @@ class CountJoinStream(PerBatchOperator):
     def __call__(self, batch: DataFrame, batch_id: int) -> WrittenRows:
         from pyspark.sql import functions as F
 
-        self.spread(batch)  # `partitions:`, which may change between runs
+        self.spread(batch, batch_id)  # `partitions:`, which may change between runs
         spark = batch.sparkSession
         ts_a, ts_b = self.spec.join.left_event_time, self.spec.join.right_event_time
         new_a = batch.where("__side = 0").select("__a.*")

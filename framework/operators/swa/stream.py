@@ -109,7 +109,7 @@ class SwaStream(PerBatchOperator):
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        self.spread(batch)  # `partitions:`, which may change between runs
+        self.spread(batch, batch_id)  # `partitions:`, which may change between runs
         swa = self.spec.swa
         state = MicroBatchState(self.state_dir)
         folder = state.previous(batch_id)
