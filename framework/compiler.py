@@ -160,6 +160,15 @@ def compile_pipeline(
     loaded, found = _source_schemas(loaded, project, profile)
     if spec.mode == "streaming":
         _check_streaming_spec(loaded, graph)
+    elif spec.elastic is not None:
+        raise BadInput(
+            loaded.problem(
+                "elastic: widens the steps of a stream that falls behind; this pipeline runs in batch",
+                ("elastic",),
+                hint="remove elastic:, or set mode: streaming (a batch step's partitions come from the profile's "
+                "spark.sql.shuffle.partitions)",
+            )
+        )
     schemas, notes = _check_columns(loaded, graph, rendered, parsed, functions, found)
     return CompiledPipeline(
         project,

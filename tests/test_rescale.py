@@ -90,3 +90,73 @@ def test_partitions_on_a_time_join_is_refused_saying_why(cli, project: Path):
     assert "a time window is Spark's own stream-stream join, whose partitions its checkpoint pins" in " ".join(
         (out + err).split()
     )
+
+
+ELASTIC = """\
+name: widening
+mode: streaming
+trigger: {{processing_time: 1ms}}
+{elastic}
+sources:
+  hits:
+    format: json
+    path: landing/hits
+    schema: user STRING, ts TIMESTAMP, ms INT
+    event_time: ts
+    watermark: 10s
+    max_files_per_trigger: 1
+steps:
+  sessions:
+    swa: {{input: hits, key: [user], size: 3, timeout: 30s, event_time: ts, aggregates: {{ms: sum(ms)}}, partitions: 2}}
+outputs:
+  sessions: {{from: sessions, mode: append}}
+"""
+
+
+def test_elastic_widens_a_step_whose_micro_batches_fall_behind_and_its_tables_stay_those_of_a_fixed_run(
+    spark, cli, project: Path
+):
+    """Every micro-batch takes longer than the 1 ms trigger: with `slow_batches: 1, factor: 3` the
+    step spreads over 2 partitions, then 6, 18, and 20 (its max_partitions), in one run."""
+    files = hit_files(5, files=3, rows=20)
+    tables, spread = {}, {}
+    for name, elastic in (("fixed", ""), ("elastic", "elastic: {slow_batches: 1, factor: 3, max_partitions: 20}")):
+        write(project / "pipelines/widening.yaml", ELASTIC.format(elastic=elastic))
+        _land(project, files)
+        code, out, err = cli("run", "widening")
+        assert code == 0, out + err
+        warehouse = project / "warehouse"
+        tables[name] = {t: _multiset(delta_rows(warehouse / t), drop=("run_id", "recorded_at")) for t in ("sessions", "_tributary/late_rows") if (warehouse / t).exists()}  # fmt: skip
+        logged = delta_rows(warehouse / "_tributary/events", order_by="ts")
+        spread[name] = [
+            b["partitions"] for e in logged if e["event"] == "micro_batches" for b in json.loads(e["details"])["batches"]
+        ]
+        spread[f"{name} rescales"] = [json.loads(e["details"]) for e in logged if e["event"] == "rescale"]
+        if name == "elastic":
+            assert "widened: partitions 2 → 6 after batch 0" in " ".join((out + err).split())
+            code, shown, err = cli("capacity", "widening")
+            assert code == 0, shown + err
+            shown = " ".join(shown.split())
+            assert (
+                "│ sessions │ 0 │ 2 │ 1 │" in shown
+                and "│ sessions │ 1 │ 6 │ 1 │" in shown
+                and "│ sessions │ 2 │ 18 │ 1 │" in shown
+                and "│ sessions │ 3 │ 20 │ 1 │" in shown
+            )
+        for folder in ("warehouse", "landing"):
+            shutil.rmtree(project / folder)
+    assert tables["elastic"] == tables["fixed"] and tables["fixed"]["sessions"]
+    assert spread["fixed"] == [2] * 4 and spread["fixed rescales"] == []  # three files and the flush file: four batches
+    assert spread["elastic"] == [2, 6, 18, 20]
+    assert [(r["batch"], r["from"], r["to"]) for r in spread["elastic rescales"]] == [(0, 2, 6), (1, 6, 18), (2, 18, 20)]
+
+
+def test_elastic_on_a_batch_pipeline_is_refused_at_its_line(cli, project: Path):
+    write(
+        project / "pipelines/widening.yaml",
+        ELASTIC.format(elastic="elastic: {factor: 3}").replace("mode: streaming", "mode: batch"),
+    )
+    (project / "landing/hits").mkdir(parents=True)
+    code, out, err = cli("validate", "widening")
+    assert code == 2
+    assert "widening.yaml:4" in err and "elastic: widens the steps of a stream that falls behind" in " ".join(err.split())

@@ -20,7 +20,7 @@ EVENT_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
         ("pipeline", pa.string()),
-        # run_start | run_end | step_end | output_end | quarantine | late_rows | capacity | micro_batches | held | watermark | schedule (an attempt's)
+        # run_start | run_end | step_end | output_end | quarantine | late_rows | capacity | micro_batches | rescale | held | watermark | schedule (an attempt's)
         ("event", pa.string()),
         ("name", pa.string()),  # step or output name (null for run events)
         ("status", pa.string()),  # framework.engine.results: RunStatus, StepStatus, OutputStatus
@@ -104,6 +104,8 @@ def record_result(events: EventLog, result: RunResult) -> None:
         events.record("capacity", name=figures.step, status="ok", details=figures.as_dict())
     for spread_step, batches in result.micro_batches.items():
         events.record("micro_batches", name=spread_step, status="ok", rows=len(batches), details={"batches": batches})
+    for change in result.rescales:
+        events.record("rescale", name=change["step"], status="ok", details=change)
     for holder, held in result.held.items():
         events.record(
             "held",

@@ -141,6 +141,8 @@ class RunResult:
     capacity: list[Any] = field(default_factory=list)  # Figures: predicted and observed state of window steps
     #: streaming: step -> its micro-batches' partitions and executors (per-micro-batch steps)
     micro_batches: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: streaming: each widening by the pipeline's `elastic:` rule (step, output, batch, from, to)
+    rescales: list[dict[str, Any]] = field(default_factory=list)
     held: dict[str, Any] = field(default_factory=dict)  # streaming: step -> Held, rows still waiting at the end
     #: streaming: a chained step -> the watermark its readers see (framework.plan.model.Chain.watermark)
     watermarks: dict[str, str] = field(default_factory=dict)

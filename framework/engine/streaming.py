@@ -25,6 +25,7 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -209,6 +210,7 @@ class StreamingRun:
             ]
             feeding = ChainFeedsOutputs(operator, tuple(f"{_OUTPUT_SIDE}{o.name}" for o in outputs))
             sink = self._sink(name, chain.table, "append", prepare=feeding)
+            sink.after_batch = self._elastic(operator)
             sink.side = {
                 side: self._sink(f"_{side}_{name}", run.internal(_SIDE_TABLES[side]), "append") for side in operator.side_tables
             }
@@ -262,6 +264,7 @@ class StreamingRun:
         checks = self._batch_checks(frames, output)
         prepare = CheckedBatches(checks, operator) if checks else operator
         sink = self._sink(output.name, output.table, output.mode, output.keys, output.partition_by, prepare)
+        sink.after_batch = self._elastic(operator) if operator is not None else None
         sides = set(operator.side_tables if operator is not None else ()) | ({QUARANTINE} if checks else set())
         sink.side = {side: self._sink(f"_{side}_{output.name}", run.internal(_SIDE_TABLES[side]), "append") for side in sides}
         reads_chain = self._reads_chain(output.step)
@@ -329,10 +332,32 @@ class StreamingRun:
             functions=self.run.compiled.functions,
             sizes=frames.contexts[step.name].sizes,
             partitions=getattr(step.kind.settings(step.spec), "partitions", None),
+            elastic=self.run.compiled.spec.elastic,
+            trigger_s=self.run.compiled.spec.trigger.processing_time,
         )
         operator = micro_batch.operator(setup)
         self.operators[query] = operator
         return operator
+
+    def _elastic(self, operator: MicroBatchOperator) -> Callable[[int, float], None] | None:
+        """The pipeline's `elastic:` rule for one operator: told each batch's time, it says when it
+        widened the step."""
+        if self.run.compiled.spec.elastic is None or not hasattr(operator, "finished"):
+            return None
+        reporter = self.run.reporter
+
+        def after_batch(batch_id: int, seconds: float) -> None:
+            change = operator.finished(batch_id, seconds)  # type: ignore[attr-defined]
+            if change is not None:
+                reporter.update(
+                    "step",
+                    operator.step,
+                    Progress.STREAMING,
+                    f"widened: partitions {change['from']} → {change['to']} after batch {batch_id} "
+                    f"({seconds:.1f}s, over the {change['trigger_s']:g}s trigger)",
+                )
+
+        return after_batch
 
     def _parquet_rows(self, node: str) -> bool:
         """Whether every row of `node` is a row of a Parquet file source as the file holds it
@@ -581,6 +606,8 @@ class StreamingRun:
             found = result.output(query)
             if found is not None:
                 found.observed.update(operator.figures)
+            for change in getattr(operator, "rescales", ()):
+                result.rescales.append({"step": operator.step, "output": query, **change})
             spreads = getattr(operator, "spreads", None)  # a per-micro-batch operator's partitions and executors
             if spreads:
                 result.micro_batches[operator.step] = result.micro_batches.get(operator.step, []) + [

@@ -8,6 +8,7 @@ the `noop` sink: Spark 4.2 fails a stateful query whose foreachBatch did not exe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,8 @@ class ExactlyOnceDeltaSink:
     on_commit: Callable[[str, int, int, int | None], None] | None = None
     #: sinks of the side tables a `prepare` may hand rows to (WrittenRows.side)
     side: dict[str, ExactlyOnceDeltaSink] = field(default_factory=dict)
+    #: told each micro-batch's id and the seconds it took here (prepare and commit), once committed
+    after_batch: Callable[[int, float], None] | None = None
     rows: int = 0
     batches: int = 0
     replayed: int = 0
@@ -71,12 +74,15 @@ class ExactlyOnceDeltaSink:
             batch.write.format("noop").mode("overwrite").save()
             self.replayed += 1
             return
+        began = time.perf_counter()
         prepared = self.prepare(batch, batch_id) if self.prepare else batch
         try:
             self._commit(batch.sparkSession, prepared, batch_id)
         finally:
             if isinstance(prepared, SplitRows) and prepared.release is not None:
                 prepared.release()
+        if self.after_batch is not None:
+            self.after_batch(batch_id, time.perf_counter() - began)
 
     def _commit(self, spark: Any, frame: DataFrame | WrittenRows | SplitRows, batch_id: int) -> None:
         if isinstance(frame, (WrittenRows, SplitRows)):

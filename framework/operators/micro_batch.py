@@ -43,6 +43,8 @@ class MicroBatchSetup:
     pipeline: str = ""
     functions: Functions | None = None  # the project's udfs/ (framework.functions.loader)
     sizes: Sizes | None = None  # swa with size: auto / timeout: auto: the run's learned sizes
+    elastic: Any = None  # the pipeline's `elastic:` (framework.spec.models.Elastic), None: fixed partitions
+    trigger_s: float = 10.0  # the pipeline's trigger interval: a micro-batch longer than it is slow
     partitions: int | None = None  # the step's `partitions:` (hash N), None: the profile's shuffle partitions
 
 
@@ -88,6 +90,11 @@ class PerBatchOperator:
     #: per micro-batch of this run: the partitions its keys were spread over and the executors
     #: that ran them (`tributary capacity` shows them; a replayed batch replaces its entry)
     spreads: dict[int, dict[str, Any]] = field(default_factory=dict)
+    elastic: Any = None  # the pipeline's `elastic:` rule, None: partitions stay as set
+    trigger_s: float = 10.0
+    slow_in_a_row: int = 0
+    #: each widening of this run: at which batch, from and to how many partitions, why
+    rescales: list[dict[str, Any]] = field(default_factory=list)
     #: the figures it reports
     PEAKS: ClassVar[tuple[str, ...]] = ()
     #: the side tables its batches have rows for: rows without a key or event time, late rows
@@ -112,6 +119,8 @@ class PerBatchOperator:
             setup.pipeline,
             sources,
             partitions=setup.partitions,
+            elastic=setup.elastic,
+            trigger_s=setup.trigger_s,
             **own,
         )
 
@@ -128,6 +137,27 @@ class PerBatchOperator:
             session.conf.set("spark.sql.shuffle.partitions", str(self.partitions))
         used = self.partitions or int(session.conf.get("spark.sql.shuffle.partitions") or 200)
         self.spreads[batch_id] = {"batch": batch_id, "partitions": used, "executors": executors(session)}
+
+    def finished(self, batch_id: int, seconds: float) -> dict[str, Any] | None:
+        """The `elastic:` rule, told that batch `batch_id` took `seconds` (read, step, commit): after
+        `slow_batches` in a row over the trigger interval, the next batch spreads over `factor`
+        times the partitions (the change, when there is one). A run starts again from the step's
+        `partitions:`; the run log and `tributary capacity` show each widening."""
+        rule = self.elastic
+        if rule is None or batch_id not in self.spreads:
+            return None
+        self.slow_in_a_row = self.slow_in_a_row + 1 if seconds > self.trigger_s else 0
+        if self.slow_in_a_row < rule.slow_batches:
+            return None
+        self.slow_in_a_row = 0
+        now = self.spreads[batch_id]["partitions"]
+        wider = min(now * rule.factor, rule.max_partitions)
+        if wider <= now:
+            return None
+        self.partitions = wider
+        change = {"batch": batch_id, "from": now, "to": wider, "seconds": round(seconds, 2), "trigger_s": self.trigger_s}
+        self.rescales.append(change)
+        return change
 
 
 def executors(session: Any) -> int | None:

@@ -239,6 +239,20 @@ class Trigger(SpecModel):
     processing_time: Duration = Field(10.0, gt=0, description="Interval between micro-batches with --continuous.")
 
 
+class Elastic(SpecModel):
+    """Streaming only: widen the keyed per-micro-batch steps (swa, tumbling, count join, group) of a
+    stream that falls behind, as the balancers of "ESC: Towards an Elastic Stream Computing Platform
+    for the Cloud" (§4) widen under load: when `slow_batches` micro-batches in a row take longer than
+    the trigger interval, the step's partitions are multiplied by `factor` (hash N → hash 3N), up to
+    `max_partitions`. The next micro-batch spreads the state it carries over the new N."""
+
+    slow_batches: Count = Field(
+        3, le=1000, description="Micro-batches in a row over the trigger interval before a step is widened."
+    )
+    factor: int = Field(3, ge=2, le=10, description="How much wider: partitions × factor.")
+    max_partitions: Count = Field(200, le=10_000, description="Never more partitions than this.")
+
+
 class Pipeline(SpecModel):
     """A pipeline: sources are read, steps transform them, outputs write steps to Delta."""
 
@@ -246,6 +260,9 @@ class Pipeline(SpecModel):
     description: str = ""
     mode: Literal["batch", "streaming"] = "batch"
     trigger: Trigger = Field(default_factory=Trigger, description="Streaming only: micro-batch timing.")
+    elastic: Elastic | None = Field(
+        None, description="Streaming only: widen keyed per-micro-batch steps that fall behind the trigger interval."
+    )
     vars: dict[str, Any] = Field(default_factory=dict, description="Defaults for var(); overridden by the profile and --var.")
     sources: dict[Name, Source] = Field(default_factory=dict)
     steps: dict[Name, any_step_type()] = Field(min_length=1)  # type: ignore[valid-type]
