@@ -48,6 +48,9 @@ DEFAULT_CONF: dict[str, str] = {
 #: rendered it, so a var holding `${env:SECRET}` would reach the table as the engine's environment.
 GUARDS: dict[str, str] = {"spark.sql.variable.substitute": "false"}
 
+#: Settings a Spark Connect server fixes when it starts: a client's session cannot change them
+_SERVER_CONF = ("spark.driver.", "spark.ui.", "spark.python.sql.dataFrameDebugging.enabled")
+
 #: PySpark's own loggers that print an error's query context to stderr as JSON
 _PYSPARK_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
@@ -88,7 +91,8 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
         **GUARDS,
     }
     if profile.spark.remote:
-        conf = {k: v for k, v in conf.items() if not k.startswith(("spark.driver.", "spark.ui."))}
+        # the server's own: its driver, its UI and its static confs (a session cannot set them)
+        conf = {k: v for k, v in conf.items() if not k.startswith(_SERVER_CONF)}
     elif jvm.enabled() and (functions_jar := jvm.jar()) is not None:
         conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(functions_jar)]))
     for key, value in conf.items():
