@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,8 +106,10 @@ def runs(example_project: Path, connect_server, spark) -> dict[str, dict]:
     try:
         for name in PIPELINES:
             os.environ["WAREHOUSE"] = str(example_project / "embedded" / name)
+            began = time.perf_counter()
             result = runner.invoke(app, ["run", name, "--profile", "local"], catch_exceptions=False)
-            embedded[name] = {"code": result.exit_code, "output": result.stdout + result.stderr}
+            seconds = round(time.perf_counter() - began, 1)
+            embedded[name] = {"code": result.exit_code, "output": result.stdout + result.stderr, "seconds": seconds}
         out, err = driver.communicate(timeout=900)
     finally:
         os.chdir(here)
@@ -116,7 +119,10 @@ def runs(example_project: Path, connect_server, spark) -> dict[str, dict]:
             driver.wait()
     marker = [line for line in out.splitlines() if line.startswith("RESULTS")]
     assert marker, f"the Connect driver failed (exit {driver.returncode}):\n{out[-3000:]}\n{err[-5000:]}"
-    return {"embedded": embedded, "connect": json.loads(marker[-1][len("RESULTS") :])}
+    remote = json.loads(marker[-1][len("RESULTS") :])
+    # seconds per run on each side (shown with -s): what a pipeline costs on Connect
+    print({name: {"embedded_s": embedded[name]["seconds"], "connect_s": remote[name]["seconds"]} for name in PIPELINES})
+    return {"embedded": embedded, "connect": remote}
 
 
 @pytest.mark.connect
@@ -198,3 +204,20 @@ def test_a_strict_sql_policy_is_refused_on_spark_connect(connect_project, cli):
 def test_a_batch_pipeline_validates_on_spark_connect(connect_project, cli):
     code, out, err = cli("validate", "service_calls", "--profile", "connect")
     assert code == 0, out + err
+
+
+def test_a_run_says_when_no_spark_connect_server_answers(connect_project):
+    """The Connect client retries an unreachable server for minutes (its backoff) before failing:
+    the run checks the server's port first and says which URL from which profile."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0"}
+    command = [sys.executable, "-m", "framework", "run", "service_calls", "--profile", "connect", "--no-engine"]
+    began = time.monotonic()
+    try:
+        done = subprocess.run(command, cwd=connect_project, env=env, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the run still waited for the server after 120 s")
+    text = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, text
+    assert "no Spark Connect server answers at sc://127.0.0.1:9 (profile 'connect', spark.remote)" in text
+    assert "Traceback" not in text
+    assert time.monotonic() - began < 60
