@@ -109,30 +109,36 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-#: The SQL name of the fold on a Connect session (a temporary function of that session)
-CONNECT_FOLD = "tributary_swa_fold"
-#: Connect sessions (by id) that have the jar and the function, and the jar they got
+#: The SQL name of the fold's SQL form (a temporary function of the session)
+SQL_FOLD = "tributary_swa_fold"
+#: Connect sessions (by id) that hold the jar as an artifact, and the jar they hold
 _connect_sessions: dict[str, Path] = {}
+
+
+def sql_fold(spark: SparkSession, micros: Column, size: Column, timeout_micros: Column) -> Column:
+    """The fold through its SQL form (`SwaFoldFunction`, named by CREATE TEMPORARY FUNCTION) in a
+    session whose class path has the jar; the struct swa_fold gives."""
+    from pyspark.sql import functions as F
+
+    spark.sql(f"CREATE OR REPLACE TEMPORARY FUNCTION {SQL_FOLD} AS 'tributary.SwaFoldFunction'")
+    return F.call_function(SQL_FOLD, micros.cast("long"), size.cast("long"), timeout_micros.cast("long"))
 
 
 def _connect_fold(spark: SparkSession, micros: Column, size: Column, timeout_micros: Column) -> Column | None:
     """The fold on a Spark Connect session: the jar uploaded as a session artifact once per session,
-    `SwaFoldFunction` named by a temporary function; None when there is no jar or the server refuses
-    it (logged: the pandas fold runs instead)."""
-    from pyspark.sql import functions as F
-
+    then its SQL form; None when there is no jar or the server refuses it (logged: the pandas fold
+    runs instead)."""
     if not enabled() or (functions_jar := jar()) is None:
         return None
     session_id = str(spark.session_id)  # type: ignore[attr-defined]
-    if _connect_sessions.get(session_id) != functions_jar:
-        try:
+    try:
+        if _connect_sessions.get(session_id) != functions_jar:
             spark.addArtifacts(str(functions_jar))  # type: ignore[attr-defined]
-            spark.sql(f"CREATE OR REPLACE TEMPORARY FUNCTION {CONNECT_FOLD} AS 'tributary.SwaFoldFunction'")
-        except Exception as e:  # noqa: BLE001 - a server that takes no artifacts: the pandas fold
-            log.warning("the Spark Connect server did not take %s (%s): SWA folds in pandas", functions_jar.name, e)
-            return None
-        _connect_sessions[session_id] = functions_jar
-    return F.call_function(CONNECT_FOLD, micros.cast("long"), size.cast("long"), timeout_micros.cast("long"))
+            _connect_sessions[session_id] = functions_jar
+        return sql_fold(spark, micros, size, timeout_micros)
+    except Exception as e:  # noqa: BLE001 - a server that takes no artifacts: the pandas fold
+        log.warning("the Spark Connect server did not take %s (%s): SWA folds in pandas", functions_jar.name, e)
+        return None
 
 
 def swa_fold(spark: SparkSession, size: int, timeout_micros: int, micros: Column) -> Column | None:
