@@ -146,7 +146,7 @@ def compile_pipeline(
     problems.extend(_slice_problems(loaded))
     problems.extend(_unused_cli_vars(cli_vars, spec.vars, rendered, loaded.vars_used))
     problems.extend(_location_problems(loaded, project, profile))
-    problems.extend(connect_problems(loaded, project, profile))
+    problems.extend(connect_problems(loaded, profile))
     if profile.sql_policy == "strict":
         problems.extend(_strict_expressions(loaded, functions))
     if problems:
@@ -416,37 +416,25 @@ def _source_schemas(loaded: LoadedPipeline, project: Project, profile: Profile) 
     return replace(loaded, spec=loaded.spec.model_copy(update={"sources": sources})), found
 
 
-def connect_problems(loaded: LoadedPipeline, project: Project, profile: Profile) -> list[Problem]:
+def connect_problems(loaded: LoadedPipeline, profile: Profile) -> list[Problem]:
     """What a Spark Connect profile (spark.remote) cannot run, said before anything starts: a
     Connect client holds no JVM and no py4j gateway, and the functions it hands the server run in
-    the server's Python, not in this process (docs/profiles.md, "Spark Connect")."""
-    if not profile.spark.remote:
+    the server's Python, not in this process (docs/profiles.md, "Spark Connect"). The strict SQL
+    policy runs there with sqlglot's re-check only (docs/security.md)."""
+    if not profile.spark.remote or loaded.spec.mode != "streaming":
         return []
-    problems = []
     on = f"profile '{profile.name}' runs on Spark Connect ({profile.spark.remote})"
-    if loaded.spec.mode == "streaming":
-        problems.append(
-            loaded.problem(
-                f"pipeline '{loaded.spec.name}' is a stream, and {on}: each output commits its micro-batches "
-                "through foreachBatch in this process (exactly-once Delta transactions, state carried between "
-                "micro-batches, the run's figures), and on Spark Connect foreachBatch runs in the server's Python, "
-                "which cannot reach this process",
-                ("mode",),
-                hint="run streaming pipelines with a profile that sets spark.master (local[*] or a cluster's "
-                "spark://host:7077); batch pipelines run on Spark Connect",
-            )
+    return [
+        loaded.problem(
+            f"pipeline '{loaded.spec.name}' is a stream, and {on}: each output commits its micro-batches "
+            "through foreachBatch in this process (exactly-once Delta transactions, state carried between "
+            "micro-batches, the run's figures), and on Spark Connect foreachBatch runs in the server's Python, "
+            "which cannot reach this process",
+            ("mode",),
+            hint="run streaming pipelines with a profile that sets spark.master (local[*] or a cluster's "
+            "spark://host:7077); batch pipelines run on Spark Connect",
         )
-    if profile.sql_policy == "strict":
-        configs = project.configs_dir / f"{profile.name}.yaml"
-        problems.append(
-            Problem(
-                f"sql_policy: strict, and {on}: the policy's second check reads the plan Spark's own parser "
-                "makes of each step's SQL through the driver's JVM (py4j), which a Spark Connect client does not have",
-                file=project.relative(configs) if configs.is_file() else None,
-                hint="run strict pipelines with a profile that sets spark.master, or set sql_policy: default on this one",
-            )
-        )
-    return problems
+    ]
 
 
 def _location_problems(loaded: LoadedPipeline, project: Project, profile: Profile) -> list[Problem]:
