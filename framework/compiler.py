@@ -146,6 +146,7 @@ def compile_pipeline(
     problems.extend(_slice_problems(loaded))
     problems.extend(_unused_cli_vars(cli_vars, spec.vars, rendered, loaded.vars_used))
     problems.extend(_location_problems(loaded, project, profile))
+    problems.extend(connect_problems(loaded, profile))
     if profile.sql_policy == "strict":
         problems.extend(_strict_expressions(loaded, functions))
     if problems:
@@ -422,6 +423,27 @@ def _source_schemas(loaded: LoadedPipeline, project: Project, profile: Profile) 
         return loaded, found
     sources = {n: s.model_copy(update={"schema_": typed[n]}) if n in typed else s for n, s in loaded.spec.sources.items()}
     return replace(loaded, spec=loaded.spec.model_copy(update={"sources": sources})), found
+
+
+def connect_problems(loaded: LoadedPipeline, profile: Profile) -> list[Problem]:
+    """What a Spark Connect profile (spark.remote) cannot run, said before anything starts: a
+    Connect client holds no JVM and no py4j gateway, and the functions it hands the server run in
+    the server's Python, not in this process (docs/profiles.md, "Spark Connect"). The strict SQL
+    policy runs there with sqlglot's re-check only (docs/security.md)."""
+    if not profile.spark.remote or loaded.spec.mode != "streaming":
+        return []
+    on = f"profile '{profile.name}' runs on Spark Connect ({profile.spark.remote})"
+    return [
+        loaded.problem(
+            f"pipeline '{loaded.spec.name}' is a stream, and {on}: each output commits its micro-batches "
+            "through foreachBatch in this process (exactly-once Delta transactions, state carried between "
+            "micro-batches, the run's figures), and on Spark Connect foreachBatch runs in the server's Python, "
+            "which cannot reach this process",
+            ("mode",),
+            hint="run streaming pipelines with a profile that sets spark.master (local[*] or a cluster's "
+            "spark://host:7077); batch pipelines run on Spark Connect",
+        )
+    ]
 
 
 def _location_problems(loaded: LoadedPipeline, project: Project, profile: Profile) -> list[Problem]:

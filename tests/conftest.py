@@ -47,6 +47,18 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory):
         cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory):
+    """One Spark Connect server on 127.0.0.1 for the whole session (framework/localcluster/connect.py)."""
+    from framework.localcluster.connect import start_connect_server
+
+    server = start_connect_server(tmp_path_factory.mktemp("connect"), REPO)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A copy of the repo's example project (pipelines, sql, data) with its own warehouse."""

@@ -29,17 +29,18 @@ def _gone(pid: int, timeout: float = 20) -> bool:
     return False
 
 
-def test_cluster_up_status_down_start_report_and_stop_a_real_master_and_worker(cli, project: Path) -> None:
+def test_cluster_up_status_down_start_report_and_stop_a_real_master_worker_and_connect_server(cli, project: Path) -> None:
     from framework.localcluster.launcher import free_port
 
     port = free_port()
-    code, out, err = cli("cluster", "up", "--workers", "1", "--memory", "512m", "--port", str(port))
+    code, out, err = cli("cluster", "up", "--workers", "1", "--memory", "512m", "--port", str(port), "--connect")
     record = json.loads((project / ".tributary" / "cluster" / "cluster.json").read_text())
     try:
         assert code == 0, out + err
         assert f"spark://127.0.0.1:{port}" in out + err
         assert f"SPARK_MASTER=spark://127.0.0.1:{port} tributary run <pipeline> --profile local-cluster" in out
-        assert set(record["pids"]) == {"master", "worker-0"}
+        assert "Spark Connect at sc://127.0.0.1:" in out and "--profile connect" in out
+        assert set(record["pids"]) == {"master", "worker-0", "connect"}
         assert all(runs_spark_class(pid) for pid in record["pids"].values())
 
         code, out, err = cli("cluster", "up", "--port", str(free_port()))
@@ -48,7 +49,10 @@ def test_cluster_up_status_down_start_report_and_stop_a_real_master_and_worker(c
         code, out, _ = cli("cluster", "status", "--json")
         status = json.loads(out)
         assert code == 0 and status["master"] == f"spark://127.0.0.1:{port}"
-        assert status["alive"] == {"master": True, "worker-0": True}
+        assert status["alive"] == {"master": True, "worker-0": True, "connect": True}
+        assert status["connect"] == record["connect"] and record["connect"].startswith("sc://127.0.0.1:")
+        # the Connect server's driver is an application of the cluster
+        assert [a["name"] for a in status["applications"]] == ["tributary-connect"]
         assert [w["state"] for w in status["registered_workers"]] == ["ALIVE"]
         assert status["registered_workers"][0]["memory_mb"] == 512
 
@@ -59,7 +63,7 @@ def test_cluster_up_status_down_start_report_and_stop_a_real_master_and_worker(c
         for pid in record["pids"].values():  # whatever the assertions said: leave no JVM behind
             if not _gone(pid, timeout=1):
                 stop_group(pid)
-    assert code == 0 and "stopped worker-0, master" in out + err
+    assert code == 0 and "stopped connect, worker-0, master" in out + err
     assert all(_gone(pid) for pid in record["pids"].values())
     code, out, _ = cli("cluster", "status")
     assert "no local cluster for this project" in out

@@ -531,17 +531,25 @@ def _small_key_trace(spark, rows):
     return spec, frame
 
 
-@pytest.fixture(params=["jvm", "pandas"])
+@pytest.fixture(params=["jvm", "sql", "pandas"])
 def fold(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, spark) -> str:
-    """Each SWA fold in turn: the JVM aggregate (the session has Tributary's jar) and the pandas UDF
-    that runs without it (TRIBUTARY_JVM=0)."""
+    """Each SWA fold in turn: the JVM aggregate (the session has Tributary's jar), its SQL form
+    (`SwaFoldFunction`, what a Spark Connect session names after it uploads the jar; here through
+    the test session's class path) and the pandas UDF that runs without it (TRIBUTARY_JVM=0)."""
     from pyspark.sql import functions as F
 
     from framework import jvm
 
-    monkeypatch.setenv("TRIBUTARY_JVM", "1" if request.param == "jvm" else "0")
+    monkeypatch.setenv("TRIBUTARY_JVM", "0" if request.param == "pandas" else "1")
+    if request.param == "sql":
+        monkeypatch.setattr(
+            jvm, "swa_fold", lambda spark, size, timeout, micros: jvm.sql_fold(spark, micros, F.lit(size), F.lit(timeout))
+        )
+        monkeypatch.setattr(
+            jvm, "swa_fold_sized", lambda spark, micros, size, timeout: jvm.sql_fold(spark, micros, size, timeout)
+        )
     has_jvm_fold = jvm.swa_fold(spark, 2, 1, F.lit(0)) is not None
-    assert has_jvm_fold == (request.param == "jvm"), "the test session must have the JVM functions, and only when enabled"
+    assert has_jvm_fold == (request.param != "pandas"), "the test session must have the JVM functions, and only when enabled"
     return request.param
 
 
@@ -584,7 +592,7 @@ def test_the_batch_step_sorts_its_tuples_once(spark, fold):
     plan = units._jdf.queryExecution().executedPlan().toString()  # the plan's shape is the point
     assert plan.count("Window [") == 1
     assert plan.count("Sort [") == 1
-    assert plan.count("Exchange hashpartitioning") == (1 if fold == "jvm" else 2)
+    assert plan.count("Exchange hashpartitioning") == (2 if fold == "pandas" else 1)
     assert ("ArrowEvalPython" in plan) == (fold == "pandas")
 
 

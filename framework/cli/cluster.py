@@ -26,19 +26,28 @@ def cluster_up_cmd(
     cores: Annotated[int, typer.Option("--cores", help="Cores each worker offers.")] = 1,
     memory: Annotated[str, typer.Option("--memory", help="Memory each worker offers (512m, 1g, ...).")] = "1g",
     port: Annotated[Optional[int], typer.Option("--port", help="The master's port (default 7077 when free).")] = None,
+    connect: Annotated[
+        bool, typer.Option("--connect", help="Also a Spark Connect server on the cluster (port 15002 when free).")
+    ] = False,
     debug: DebugOpt = False,
 ) -> None:
     """Start a master and workers for this project; they run until `tributary cluster down`."""
 
     def body() -> None:
-        from framework.localcluster.recorded import DEFAULT_PORT, cluster_up
+        from framework.localcluster.recorded import DEFAULT_CONNECT_PORT, DEFAULT_PORT, cluster_up
 
         root = context().project.root
-        say(f"starting a master and {workers} worker(s) on 127.0.0.1 …")
-        record = cluster_up(root, workers=workers, cores=cores, memory=memory, port=port)
+        with_connect = " and a Spark Connect server" if connect else ""
+        say(f"starting a master, {workers} worker(s){with_connect} on 127.0.0.1 …")
+        record = cluster_up(root, workers=workers, cores=cores, memory=memory, port=port, connect=connect)
         say(f"cluster up: master {record.master}, web UI {record.web_ui}, logs in {record.folder}")
         env = "" if record.master.endswith(f":{DEFAULT_PORT}") else f"SPARK_MASTER={record.master} "
         term.out.print(_HOW_TO_USE.format(env=env), markup=False)
+        if record.connect:
+            remote = "" if record.connect.endswith(f":{DEFAULT_CONNECT_PORT}") else f"SPARK_REMOTE={record.connect} "
+            term.out.print(
+                f"Spark Connect at {record.connect}: {remote}tributary run <batch pipeline> --profile connect", markup=False
+            )
 
     guard(debug, body)
 
@@ -62,6 +71,8 @@ def cluster_status_cmd(
         up = time.time() - status["started"]
         alive = ", ".join(f"{name} {'alive' if ok else 'gone'}" for name, ok in status["alive"].items())
         term.out.print(f"master {status['master']} (web UI {status['web_ui']}), up {up / 60:.0f} min: {alive}", markup=False)
+        if status.get("connect"):
+            term.out.print(f"  Spark Connect server at {status['connect']}", markup=False)
         for w in status["registered_workers"]:
             term.out.print(f"  worker {w['id']}: {w['state']}, {w['cores']} core(s), {w['memory_mb']} MB", markup=False)
         for a in status["applications"]:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from framework import jvm
+from framework.errors import BadInput, Problem
 from framework.profiles import Profile
 
 if TYPE_CHECKING:
@@ -48,6 +51,9 @@ DEFAULT_CONF: dict[str, str] = {
 #: rendered it, so a var holding `${env:SECRET}` would reach the table as the engine's environment.
 GUARDS: dict[str, str] = {"spark.sql.variable.substitute": "false"}
 
+#: Settings a Spark Connect server fixes when it starts: a client's session cannot change them
+_SERVER_CONF = ("spark.driver.", "spark.ui.", "spark.python.sql.dataFrameDebugging.enabled")
+
 #: PySpark's own loggers that print an error's query context to stderr as JSON
 _PYSPARK_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
@@ -73,6 +79,7 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
         return active
     builder = SparkSession.builder.appName(profile.spark.app_name)
     if profile.spark.remote:
+        check_connect_server(profile)
         builder = builder.remote(profile.spark.remote)
     elif profile.spark.master:
         builder = builder.master(profile.spark.master)
@@ -88,7 +95,8 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
         **GUARDS,
     }
     if profile.spark.remote:
-        conf = {k: v for k, v in conf.items() if not k.startswith(("spark.driver.", "spark.ui."))}
+        # the server's own: its driver, its UI and its static confs (a session cannot set them)
+        conf = {k: v for k, v in conf.items() if not k.startswith(_SERVER_CONF)}
     elif jvm.enabled() and (functions_jar := jvm.jar()) is not None:
         conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(functions_jar)]))
     for key, value in conf.items():
@@ -99,6 +107,25 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
         spark.sparkContext.setLogLevel("ERROR")
     _log_pyspark_to(log)
     return spark
+
+
+def check_connect_server(profile: Profile, timeout_s: float = 5.0) -> None:
+    """Refuse a Spark Connect URL whose host takes no connection. PySpark's client retries an
+    unreachable server with a growing backoff for many minutes before it fails; this says which URL
+    of which profile at once."""
+    url = str(profile.spark.remote)
+    address = urlsplit(url.split(";", 1)[0].replace("sc://", "http://", 1))
+    host, port = address.hostname or "localhost", address.port or 15002
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return
+    except OSError as e:
+        raise BadInput(
+            Problem(
+                f"no Spark Connect server answers at {url} (profile '{profile.name}', spark.remote): {e.strerror or e}",
+                hint='start the server (docs/profiles.md, "Spark Connect") or set spark.remote to where it listens',
+            )
+        ) from None
 
 
 def guard(spark: SparkSession) -> None:

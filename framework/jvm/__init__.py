@@ -7,8 +7,11 @@ shuffle's partitioning, so the windows' aggregates need no second shuffle.
 Why source and not a jar: nothing binary in the repository, and no Maven repository is reachable.
 The jar is built with the JDK's `javac` against the jars pyspark ships, once per source and Spark
 version, and added to the sessions Tributary starts (`spark.jars`, so a cluster's executors get
-it too). Without `javac`, on Spark Connect, with TRIBUTARY_JVM=0, or in a session started without
-the jar, the operators fold in pandas instead, with the same results.
+it too). On Spark Connect there is no py4j gateway to hand the server a function object: the client
+uploads the jar as a session artifact (`addArtifacts`) and names the fold's SQL form
+(`SwaFoldFunction`) with `CREATE TEMPORARY FUNCTION`, the one way a Connect client registers a JVM
+aggregate. Without `javac`, with TRIBUTARY_JVM=0, in a session started without the jar, or on a
+Connect server that refuses the artifact, the operators fold in pandas instead, with the same results.
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ def _build(javac: str, target: Path, spark_jars: Path) -> Path:
 
 def _fold_class(spark: SparkSession, name: str) -> Any:  # a py4j JavaClass or None
     """Tributary's JVM class `name` in this session, or None when the session has no JVM functions
-    (TRIBUTARY_JVM=0, Spark Connect, or a session started without the jar)."""
+    (TRIBUTARY_JVM=0, or a session started without the jar)."""
     from py4j.java_gateway import JavaClass
 
     if not enabled():
@@ -101,12 +104,51 @@ def _fold_class(spark: SparkSession, name: str) -> Any:  # a py4j JavaClass or N
     return found if isinstance(found, JavaClass) else None
 
 
+def is_connect(spark: SparkSession) -> bool:
+    """A Spark Connect session: its plans go to a server over gRPC, and this process holds no JVM."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+#: The SQL name of the fold's SQL form (a temporary function of the session)
+SQL_FOLD = "tributary_swa_fold"
+#: Connect sessions (by id) that hold the jar as an artifact, and the jar they hold
+_connect_sessions: dict[str, Path] = {}
+
+
+def sql_fold(spark: SparkSession, micros: Column, size: Column, timeout_micros: Column) -> Column:
+    """The fold through its SQL form (`SwaFoldFunction`, named by CREATE TEMPORARY FUNCTION) in a
+    session whose class path has the jar; the struct swa_fold gives."""
+    from pyspark.sql import functions as F
+
+    spark.sql(f"CREATE OR REPLACE TEMPORARY FUNCTION {SQL_FOLD} AS 'tributary.SwaFoldFunction'")
+    return F.call_function(SQL_FOLD, micros.cast("long"), size.cast("long"), timeout_micros.cast("long"))
+
+
+def _connect_fold(spark: SparkSession, micros: Column, size: Column, timeout_micros: Column) -> Column | None:
+    """The fold on a Spark Connect session: the jar uploaded as a session artifact once per session,
+    then its SQL form; None when there is no jar or the server refuses it (logged: the pandas fold
+    runs instead)."""
+    if not enabled() or (functions_jar := jar()) is None:
+        return None
+    session_id = str(spark.session_id)  # type: ignore[attr-defined]
+    try:
+        if _connect_sessions.get(session_id) != functions_jar:
+            spark.addArtifacts(str(functions_jar))  # type: ignore[attr-defined]
+            _connect_sessions[session_id] = functions_jar
+        return sql_fold(spark, micros, size, timeout_micros)
+    except Exception as e:  # noqa: BLE001 - a server that takes no artifacts: the pandas fold
+        log.warning("the Spark Connect server did not take %s (%s): SWA folds in pandas", functions_jar.name, e)
+        return None
+
+
 def swa_fold(spark: SparkSession, size: int, timeout_micros: int, micros: Column) -> Column | None:
     """The SWA fold as an aggregate over `micros`, the event time in micros (`tributary.SwaFold`), to
     use over a running frame: a struct (_1: the window's ordinal within its key, _2: its start,
     _3: the tuple's position in it); None when the session has no JVM functions."""
     from pyspark.sql import functions as F
 
+    if is_connect(spark):
+        return _connect_fold(spark, micros, F.lit(size), F.lit(timeout_micros))
     fold_class = _fold_class(spark, "SwaFold")
     if fold_class is None:
         return None
@@ -120,6 +162,8 @@ def swa_fold_sized(spark: SparkSession, micros: Column, size: Column, timeout_mi
     windows sized per key. None when the session has no JVM functions."""
     from pyspark.sql import functions as F
 
+    if is_connect(spark):
+        return _connect_fold(spark, micros, size, timeout_micros)
     fold_class = _fold_class(spark, "SwaFoldSized")
     if fold_class is None:
         return None

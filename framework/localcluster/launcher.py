@@ -26,6 +26,7 @@ from pathlib import Path
 #: command line names one of them: a recorded pid may have been reused by then)
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
 def free_port() -> int:
@@ -79,12 +80,12 @@ def _group_alive(pgid: int) -> bool:
 
 
 def runs_spark_class(pid: int) -> bool:
-    """True when process `pid` is alive and is a master or worker of a local cluster."""
+    """True when process `pid` is alive and is a master, a worker or a Connect server of a local cluster."""
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return any(c.decode(errors="replace") in (MASTER_CLASS, WORKER_CLASS) for c in command)
+    return any(c.decode(errors="replace") in (MASTER_CLASS, WORKER_CLASS, CONNECT_CLASS) for c in command)
 
 
 @dataclass

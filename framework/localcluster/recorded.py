@@ -24,6 +24,8 @@ RECORD = "cluster.json"
 #: The master port `configs/local-cluster.yaml` points at when SPARK_MASTER is not set
 DEFAULT_PORT = 7077
 DEFAULT_UI_PORT = 8080
+#: The Spark Connect port `configs/connect.yaml` points at when SPARK_REMOTE is not set
+DEFAULT_CONNECT_PORT = 15002
 
 
 @dataclass
@@ -35,7 +37,8 @@ class ClusterRecord:
     cores: int
     memory: str
     started: float
-    pids: dict[str, int]  # "master", "worker-0", ... -> process id (and process group id)
+    pids: dict[str, int]  # "master", "worker-0", ..., "connect" -> process id (and process group id)
+    connect: str | None = None  # the Spark Connect server's URL, when `up --connect` started one
 
     def alive(self) -> dict[str, bool]:
         return {name: runs_spark_class(pid) for name, pid in self.pids.items()}
@@ -54,10 +57,11 @@ def recorded(project_root: Path) -> ClusterRecord | None:
 
 
 def cluster_up(
-    project_root: Path, workers: int = 2, cores: int = 1, memory: str = "1g", port: int | None = None
+    project_root: Path, workers: int = 2, cores: int = 1, memory: str = "1g", port: int | None = None, connect: bool = False
 ) -> ClusterRecord:
     """Start a master and `workers` workers and record them. The master takes port 7077 (the local
-    profile's default) when it is free and no port is asked for, else a free port."""
+    profile's default) when it is free and no port is asked for, else a free port. `connect`: also
+    a Spark Connect server whose driver uses the cluster (port 15002 when free)."""
     if not 1 <= workers <= 16 or not 1 <= cores <= (os.cpu_count() or 1) * 4:
         raise BadInput(f"--workers must be 1-16 and --cores 1-{(os.cpu_count() or 1) * 4}")
     if not memory[:-1].isdigit() or memory[-1].lower() not in "mg":
@@ -76,6 +80,18 @@ def cluster_up(
     cluster = start_cluster(folder, workers=workers, cores=cores, memory=memory, port=chosen, ui_port=ui_port)
     pids = {"master": cluster.processes[0].pid, **{f"worker-{n}": p.pid for n, p in enumerate(cluster.workers)}}
     record = ClusterRecord(cluster.master, cluster.web_ui, str(folder), workers, cores, memory, time.time(), pids)
+    if connect:
+        from framework.localcluster.connect import start_connect_server
+
+        try:
+            server = start_connect_server(
+                folder, master=cluster.master, port=DEFAULT_CONNECT_PORT if port_is_free(DEFAULT_CONNECT_PORT) else None
+            )
+        except BaseException:
+            cluster.stop()
+            raise
+        record.pids["connect"] = server.process.pid
+        record.connect = server.url
     (folder / RECORD).write_text(json.dumps(asdict(record), indent=2))
     return record
 
@@ -109,7 +125,8 @@ def cluster_down(project_root: Path) -> list[str]:
     if record is None:
         return []
     stopped = []
-    for name, pid in sorted(record.pids.items(), key=lambda item: item[0] == "master"):
+    order = {"connect": 0, "master": 2}  # the Connect server's driver first, the workers, then the master
+    for name, pid in sorted(record.pids.items(), key=lambda item: order.get(item[0], 1)):
         if runs_spark_class(pid):
             stop_group(pid)
             stopped.append(name)

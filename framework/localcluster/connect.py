@@ -1,0 +1,88 @@
+"""A Spark Connect server on this machine, bound to 127.0.0.1, for a `remote:` profile.
+
+A Connect client holds no JVM: its plans go to the server over gRPC, and what it cannot say as a
+plan (a py4j call into the driver) it cannot do at all. pyspark ships the server's jar
+(jars/spark-connect_2.13-*.jar) and the launcher (bin/spark-class), but not
+sbin/start-connect-server.sh: the server starts as that script would start it, through SparkSubmit
+with the server's main class, on `local[cores]` or a standalone master's URL.
+
+Nothing of the project is put on the server's class path: the client ships Tributary's jar as a
+session artifact (framework.jvm), as it would to a server it did not start. The server's Python
+workers (group steps, udfs, the pandas fold) run this interpreter, so they import the `framework`
+this one imports (`python_path` adds a checkout's folder when it is not installed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from framework.localcluster.launcher import CONNECT_CLASS as SERVER_CLASS
+from framework.localcluster.launcher import free_port, spark_environment, stop_group
+
+
+@dataclass
+class ConnectServer:
+    """`url` is what a profile's `spark.remote` takes; `log` the server's own log."""
+
+    url: str
+    port: int
+    process: subprocess.Popen
+    log: Path
+
+    def stop(self) -> None:
+        stop_group(self.process.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+
+
+def start_connect_server(
+    folder: Path,
+    python_path: Path | None = None,
+    cores: int = 2,
+    master: str | None = None,
+    port: int | None = None,
+    timeout: float = 120,
+) -> ConnectServer:
+    """A Spark Connect server on 127.0.0.1 (`master`, else local[cores]), up and taking connections."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    env = spark_environment()
+    if python_path is not None:
+        env["PYTHONPATH"] = str(python_path)
+    for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
+        env.pop(name, None)
+    command = [
+        str(Path(env["SPARK_HOME"]) / "bin" / "spark-class"), "org.apache.spark.deploy.SparkSubmit", "--class", SERVER_CLASS,
+        "--master", master or f"local[{cores}]", "--name", "tributary-connect",
+        "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", f"spark.connect.grpc.binding.port={port}",
+        "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+    ]  # fmt: skip
+    log = folder / "connect-server.log"
+    with open(log, "a") as out:
+        process = subprocess.Popen(
+            command, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    server = ConnectServer(f"sc://127.0.0.1:{port}", port, process, log)
+    try:
+        _wait_for_port(server, timeout)
+        return server
+    except BaseException:
+        server.stop()
+        raise
+
+
+def _wait_for_port(server: ConnectServer, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as s:
+            s.settimeout(1)
+            if s.connect_ex(("127.0.0.1", server.port)) == 0:
+                return
+        if server.process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the Spark Connect server did not come up\n{server.log.read_text()[-3000:]}")
+        time.sleep(0.5)

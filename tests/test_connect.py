@@ -1,0 +1,216 @@
+"""The example batch pipelines on Spark Connect (with the strict SQL policy) give exactly the tables
+they give embedded; what a Connect profile cannot run is refused by validate, plan and run with
+exit 2 and a line saying why.
+
+A Connect client holds no JVM (framework/localcluster/connect.py starts the server, on 127.0.0.1). The Connect side
+runs in one child process (`_CONNECT_DRIVER`: the CLI's `run <pipeline> --profile connect
+--no-engine`, once per pipeline): PySpark switches a whole process to Connect mode once it makes a
+remote session, which the shared local session of this one must not see. The embedded side runs in
+this process. Every Delta table each side writes (outputs and quarantine, not the run records) is
+compared as a multiset of rows (tests/test_cluster.py's comparison).
+
+The refusal tests start no server: validate and plan import no Spark, and run refuses before it
+starts a session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import REPO, empty_generated_folders
+from tests.test_cluster import _tables
+
+#: The batch examples compared, each run once on each side
+PIPELINES = [
+    "service_calls",  # batch SQL and union; overwrite and merge outputs
+    "service_instances",  # quality with quarantine, integration checks, SWA with the JVM fold shipped to the server
+    "trading_correlation",  # group step with Python user functions (udfs/ in the server's Python workers), SQL
+]
+
+_CONNECT_DRIVER = """
+import json, os, sys, time, traceback
+from typer.testing import CliRunner
+import framework.engine.session as session_module
+from framework import jvm
+from framework.cli import app
+runs = json.loads(sys.argv[1])
+results = {}
+runner = CliRunner()
+for name, warehouse in runs:
+    os.environ["WAREHOUSE"] = warehouse
+    began = time.perf_counter()
+    result = runner.invoke(app, ["run", name, "--profile", "connect", "--no-engine"], catch_exceptions=True)
+    seconds = round(time.perf_counter() - began, 1)
+    session_module.started_here = None  # keep the session for the next pipeline
+    error = "".join(traceback.format_exception(result.exc_info[1])) if result.exc_info and result.exit_code not in (0, 2) else ""
+    output = (result.stdout + result.stderr)[-6000:] + error[-4000:]
+    results[name] = {"code": result.exit_code, "output": output, "seconds": seconds, "jvm_fold": dict(jvm._connect_sessions) != {}}
+print("RESULTS" + json.dumps(results, default=str))
+from pyspark.sql import SparkSession
+active = SparkSession.getActiveSession()
+if active is not None:
+    active.stop()
+"""
+
+
+@pytest.fixture(scope="module")
+def example_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example project with small generated inputs, the repository's `connect` profile and an
+    embedded one."""
+    from framework.generators.service_trace import generate_service_trace
+    from framework.generators.ticks import generate_ticks
+
+    root = tmp_path_factory.mktemp("connect-project")
+    for folder in ("pipelines", "sql", "data", "udfs"):
+        if (REPO / folder).exists():
+            shutil.copytree(REPO / folder, root / folder)
+    generate_service_trace(root / "data" / "samples" / "service_trace", instances=800, seed=3, files=2, corrupt=12)
+    generate_ticks(root / "data" / "samples" / "ticks", requests=2, ticks=200)
+    (root / "configs").mkdir()
+    # strict, as a shared server would want: the runs' re-check of each step's SQL is sqlglot's only there
+    connect = (REPO / "configs" / "connect.yaml").read_text() + "sql_policy: strict\n"
+    (root / "configs" / "connect.yaml").write_text(connect)
+    (root / "configs" / "local.yaml").write_text(
+        "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 2\nwarehouse: ${WAREHOUSE}\n"
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def runs(example_project: Path, connect_server, spark) -> dict[str, dict]:
+    """Each example on both sides: the Connect client's child process runs while the embedded side
+    runs in this one."""
+    from framework.cli import app
+
+    plan = [(name, str(example_project / "connect" / name)) for name in PIPELINES]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0", "SPARK_REMOTE": connect_server.url}
+    env.pop("TRIBUTARY_PROFILE", None)
+    # a file, not `python -c`: pyspark takes a main module without __file__ for its doctests and
+    # exits (pyspark.sql.connect.utils.check_dependencies, reached through Great Expectations)
+    script = example_project / "connect_driver.py"
+    script.write_text(_CONNECT_DRIVER)
+    driver = subprocess.Popen(
+        [sys.executable, str(script), json.dumps(plan)],
+        cwd=example_project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    embedded = {}
+    runner = CliRunner()
+    here = os.getcwd()
+    os.chdir(example_project)
+    try:
+        for name in PIPELINES:
+            os.environ["WAREHOUSE"] = str(example_project / "embedded" / name)
+            began = time.perf_counter()
+            result = runner.invoke(app, ["run", name, "--profile", "local"], catch_exceptions=False)
+            seconds = round(time.perf_counter() - began, 1)
+            embedded[name] = {"code": result.exit_code, "output": result.stdout + result.stderr, "seconds": seconds}
+        out, err = driver.communicate(timeout=900)
+    finally:
+        os.chdir(here)
+        os.environ.pop("WAREHOUSE", None)
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    marker = [line for line in out.splitlines() if line.startswith("RESULTS")]
+    assert marker, f"the Connect driver failed (exit {driver.returncode}):\n{out[-3000:]}\n{err[-5000:]}"
+    remote = json.loads(marker[-1][len("RESULTS") :])
+    # seconds per run on each side (shown with -s): what a pipeline costs on Connect
+    print({name: {"embedded_s": embedded[name]["seconds"], "connect_s": remote[name]["seconds"]} for name in PIPELINES})
+    return {"embedded": embedded, "connect": remote}
+
+
+@pytest.mark.connect
+@pytest.mark.spark
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_example_gives_the_same_tables_on_spark_connect(pipeline, example_project, runs):
+    embedded, remote = runs["embedded"][pipeline], runs["connect"][pipeline]
+    assert embedded["code"] == 0, f"embedded run failed: {embedded['output']}"
+    assert remote["code"] == 0, f"Spark Connect run failed: {remote['output']}"
+    # the server fixes its static confs when it starts: the client sets none of them
+    assert "CANNOT_MODIFY_STATIC_CONFIG" not in remote["output"]
+    on_embedded = _tables(example_project / "embedded" / pipeline)
+    on_connect = _tables(example_project / "connect" / pipeline)
+    assert on_embedded, "the embedded run wrote no table"
+    assert sorted(on_connect) == sorted(on_embedded)
+    for name, rows in on_embedded.items():
+        assert sum(rows.values()) > 0 or "quarantine" in name, f"{name} is empty: the inputs are too small to compare"
+        missing, extra = rows - on_connect[name], on_connect[name] - rows
+        assert not missing and not extra, f"{name}: {sum(missing.values())} rows lost, {sum(extra.values())} extra on Connect"
+
+
+@pytest.mark.connect
+@pytest.mark.spark
+def test_the_swa_fold_runs_in_the_servers_jvm_on_spark_connect(runs, connect_server):
+    """No py4j on a Connect client: the client uploads Tributary's jar as a session artifact and
+    names the fold with CREATE TEMPORARY FUNCTION (framework.jvm), instead of the pandas fold."""
+    swa = runs["connect"]["service_instances"]
+    assert swa["code"] == 0, swa["output"]
+    assert swa["jvm_fold"], "the SWA step folded in pandas: the JVM fold was not registered on the server"
+    log = connect_server.log.read_text()
+    assert "tributary-jvm-" in log and "/artifacts/" in log, "the server never received Tributary's jar as an artifact"
+
+
+# -- what a Connect profile refuses (no server needed) -----------------------------------------------
+
+
+@pytest.fixture
+def connect_project(project: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The example project with the repository's `connect` profile, pointing at a port nothing
+    listens on: a refusal must come before any connection."""
+    empty_generated_folders(project)
+    shutil.copy(REPO / "configs" / "connect.yaml", project / "configs" / "connect.yaml")
+    monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:9")
+    monkeypatch.setenv("WAREHOUSE", str(project / "warehouse"))
+    return project
+
+
+STREAM_REFUSAL = (
+    "pipeline 'contact_join' is a stream, and profile 'connect' runs on Spark Connect (sc://127.0.0.1:9): each "
+    "output commits its micro-batches through foreachBatch in this process"
+)
+
+
+@pytest.mark.parametrize("command", ["validate", "plan", "run"])
+def test_a_streaming_pipeline_is_refused_on_spark_connect(command, connect_project, cli):
+    args = [command, "contact_join", "--profile", "connect"] + (["--no-engine"] if command == "run" else [])
+    code, out, err = cli(*args)
+    text = " ".join((out + err).split())
+    assert code == 2, text
+    assert "pipelines/contact_join.yaml:6" in text  # the `mode: streaming` line
+    assert STREAM_REFUSAL in text
+    assert "run streaming pipelines with a profile that sets spark.master" in text
+    assert "Traceback" not in text
+
+
+def test_a_batch_pipeline_validates_on_spark_connect(connect_project, cli):
+    """Strict too: on Connect the run re-checks each step's SQL with sqlglot only (docs/security.md)."""
+    profile = connect_project / "configs" / "connect.yaml"
+    profile.write_text(profile.read_text() + "sql_policy: strict\n")
+    code, out, err = cli("validate", "service_calls", "--profile", "connect")
+    assert code == 0, out + err
+
+
+def test_a_run_says_when_no_spark_connect_server_answers(connect_project):
+    """The Connect client retries an unreachable server for minutes (its backoff) before failing:
+    the run checks the server's port first and says which URL from which profile."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0"}
+    command = [sys.executable, "-m", "framework", "run", "service_calls", "--profile", "connect", "--no-engine"]
+    began = time.monotonic()
+    try:
+        done = subprocess.run(command, cwd=connect_project, env=env, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the run still waited for the server after 120 s")
+    text = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, text
+    assert "no Spark Connect server answers at sc://127.0.0.1:9 (profile 'connect', spark.remote)" in text
+    assert "Traceback" not in text
+    assert time.monotonic() - began < 60
