@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from framework.engine.context import Reporter
     from framework.engine.results import RunResult
+    from framework.engine.streaming import KeptFrames
     from framework.plan.model import RunPlan
 
 UTC_ZONE = "UTC"
@@ -126,6 +127,7 @@ class ProjectContext:
         limit: int | None = None,
         spark: SparkSession | None = None,
         concurrent: set[str] | None = None,
+        kept: KeptFrames | None = None,
     ) -> RunResult:
         """Run the pipeline (`compiled`, default: this context's) under the profile: the one call
         that starts Spark."""
@@ -140,6 +142,7 @@ class ProjectContext:
             limit=limit,
             spark=spark,
             concurrent=concurrent,
+            kept=kept,
         )
 
     # -- time ----------------------------------------------------------------------------------

@@ -131,3 +131,17 @@ def test_a_rows_file_outside_the_project_too_large_or_not_text_is_bad_input(cli,
         write(tests, text.replace("{file: tests/service_calls_all_calls.csv}", f"{{file: {path}}}", 1))
         code, out, err = cli("validate", "service_calls")
         assert code == 2 and said in err, (path, out + err)
+
+
+def test_a_scenario_builds_its_stream_once(cli, project: Path, spark, monkeypatch):
+    """Each delivery of a scenario is a streaming run of its own, over the frames the first
+    delivery's run built (framework.engine.streaming.KeptFrames): three deliveries, one build."""
+    import framework.engine.streaming as streaming
+
+    built: list[str] = []
+    build = streaming.build_frames
+    monkeypatch.setattr(streaming, "build_frames", lambda run, reading: built.append(run.run_id) or build(run, reading))
+    code, out, err = cli("test", "access_log_streaming", "--no-engine")
+    assert code == 0, out + err
+    assert "1 passed, 0 failed" in out, out
+    assert len(built) == 1, built

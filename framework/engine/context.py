@@ -67,6 +67,9 @@ class RunContext:
     key: str | None = None
     #: runs of this pipeline going on beside this one (a parallel backfill): not to be recovered
     siblings: set[str] = field(default_factory=set)
+    #: streaming: frames a first run built, kept for the next runs of the same plan and session
+    #: (framework.engine.streaming.KeptFrames); None: each run builds its own
+    kept: Any = None
 
     def __post_init__(self) -> None:
         self.result.quality = self.quality.results

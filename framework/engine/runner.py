@@ -29,7 +29,7 @@ from framework.engine.failures import is_spark_error, spark_failure
 from framework.engine.frames import Frames, static_frames
 from framework.engine.lock import RunLock
 from framework.engine.results import OutputStatus, RunResult, RunStatus, new_run_id
-from framework.engine.streaming import run_streaming
+from framework.engine.streaming import KeptFrames, run_streaming
 from framework.errors import BadInput, RunFailed, TributaryError
 from framework.io.delta import DeltaStore, choose_store, local_store
 from framework.io.locations import (
@@ -65,13 +65,16 @@ def run_pipeline(
     spark: SparkSession | None = None,
     concurrent: set[str] | None = None,
     limit: int | None = None,
+    kept: KeptFrames | None = None,
 ) -> RunResult:
     """Run the pipeline's selected steps and outputs; raises BadInput or RunFailed on failure,
     with every output table at its previous version. With `limit`, a try: each source's first
     `limit` rows, in batch, into the scratch warehouse (framework.plan.model.Sample).
 
     concurrent: the caller holds the pipeline's run lock; this run adds its id to the set while
-    it goes, and recovery leaves the runs in it alone (see the module's docstring)."""
+    it goes, and recovery leaves the runs in it alone (see the module's docstring).
+    kept: a stream's frames, built by the first run that gets it and used by the next ones
+    (framework.engine.streaming.KeptFrames)."""
     started = time.perf_counter()
     check_interval(compiled)
     plan = plan_for(compiled, profile, full_refresh, limit)
@@ -93,6 +96,7 @@ def run_pipeline(
         result.limit, result.scratch = plan.sample.rows, plan.warehouse.root
     result.started_at = time.time() - (time.perf_counter() - started)  # Spark's start counts
     run = RunContext(compiled, plan, profile, spark, store, result, reporter or Silent(), continuous, stop or threading.Event())
+    run.kept = kept
     if concurrent is not None:
         concurrent.add(run.run_id)
         run.siblings = concurrent

@@ -71,6 +71,24 @@ class _Query:
 
 
 @dataclass
+class KeptFrames:
+    """A streaming plan's frames, built by its first run and used again by the next runs over the
+    same session (each delivery of a `tributary test` scenario is one run; framework.testing.stream).
+
+    Why: building a stream's frames (each source's reader, each step planned, a chain's table read
+    as a stream) costs seconds, and what they describe does not change from one run to the next:
+    a query started again over the same frames resumes from its checkpoint as one started over new
+    ones. Only for a plan without expectations: the checks frames carry report to the run that
+    attached them (framework.quality.gate), so such a plan builds its frames each run."""
+
+    frames: Frames | None = None
+
+    @staticmethod
+    def allowed(run_plan: Any) -> bool:
+        return not any(s.expectations for s in run_plan.steps) and not any(o.expectations for o in run_plan.outputs)
+
+
+@dataclass
 class StreamingRun:
     run: RunContext
     queries: list[_Query] = field(default_factory=list)
@@ -87,7 +105,10 @@ class StreamingRun:
     def execute(self) -> None:
         run = self.run
         executors = _executors(run.spark)
-        frames = build_frames(run, StreamReading())
+        kept = run.kept if isinstance(run.kept, KeptFrames) and KeptFrames.allowed(run.plan) else None
+        frames = kept.frames if kept is not None and kept.frames is not None else build_frames(run, StreamReading())
+        if kept is not None:
+            kept.frames = frames
         self._check_streaming(frames)
         check_source_columns(run, frames)
         check_outputs(run, frames)

@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import sys
 import traceback
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -44,7 +45,7 @@ class Functions:
         Shipping is pickling the code by value, so executors run it without the project's files
         (local and cluster profiles alike); cloudpickle would otherwise pickle a module's function
         by its import path, which executors cannot import."""
-        if not self.modules:
+        if not self.modules or _used_on.get(spark) is self:
             return
         from pyspark import cloudpickle
         from pyspark.sql.functions import pandas_udf
@@ -54,9 +55,13 @@ class Functions:
                 cloudpickle.register_pickle_by_value(sys.modules[name])
         for function in self.sql.values():
             spark.udf.register(function.name, pandas_udf(function.fn, function.returns))  # type: ignore[call-overload]
+        _used_on[spark] = self
 
 
 NONE = Functions()
+#: the functions last registered on each session: another run over the same session (each delivery
+#: of a `tributary test` scenario is one) does not build the same pandas udfs again (~1 s each time)
+_used_on: weakref.WeakKeyDictionary[SparkSession, Functions] = weakref.WeakKeyDictionary()
 _loaded: dict[Path, tuple[tuple, Functions]] = {}
 
 

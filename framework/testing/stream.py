@@ -9,6 +9,12 @@ by the source's known columns, and each delivery lands its rows there as one fil
 available-now run processes what is new (its micro-batches, its watermark, its state kept in the
 checkpoints). After each run the test reads what the scratch tables hold so far and what the
 run says the step still holds, and compares them with the delivery's expectations.
+
+The runs of one scenario share their frames (framework.engine.streaming.KeptFrames): the first
+delivery's run builds them (seconds: readers, steps, udfs), the next ones start their queries
+over them again. Each delivery is still a run of its own, started and stopped: a query kept
+running between deliveries could start a micro-batch while a delivery's files for several
+sources are landing, and see one source's file but not another's.
 """
 
 from __future__ import annotations
@@ -49,6 +55,9 @@ def run_scenario(context: ProjectContext, compiled_all: CompiledPipeline, test: 
     profile = context.profile.model_copy(update={"warehouse": str(folder / "warehouse"), "scratch": None})
     about = replace(test_context(context, test, step), profile=profile)
     compiled, written = _scenario_pipeline(about.compiled, step, output, folder)
+    from framework.engine.streaming import KeptFrames
+
+    kept = KeptFrames()  # built by the first delivery's run, used by the next ones'
     outcome = Outcome(test)
     try:
         for i, delivery in enumerate(test.spec.then):
@@ -58,7 +67,7 @@ def run_scenario(context: ProjectContext, compiled_all: CompiledPipeline, test: 
                     test.rows(rows, context.project.root, "then", i, "rows", source),
                 )
             try:
-                result = about.run(compiled, spark=spark)
+                result = about.run(compiled, spark=spark, kept=kept)
             except TributaryError as e:
                 outcome.failure = f"delivery {i + 1}: the run stopped: {e}"
                 break

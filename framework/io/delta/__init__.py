@@ -8,6 +8,7 @@ Spark writes the Parquet files either way; the store commits them in one Delta t
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from framework.errors import BadInput, Problem
@@ -46,8 +47,23 @@ def local_store(storage_options: dict[str, str] | None = None) -> DeltaStore:
     return DeltaRsStore(storage_options or {})
 
 
+#: has_delta_jars per session: a JVM's classpath does not change, and asking costs a round trip
+#: through py4j (~0.1 s on a busy machine) for every store chosen (each test, each delivery of a scenario)
+_jars_known: weakref.WeakKeyDictionary[SparkSession, bool] = weakref.WeakKeyDictionary()
+
+
 def has_delta_jars(spark: SparkSession) -> bool:
     """True when Spark's own Delta implementation is on the classpath (a cluster with delta-spark jars)."""
+    try:
+        known = _jars_known.get(spark)
+    except TypeError:  # a session that cannot be weakly referenced: asked each time
+        return _has_delta_jars(spark)
+    if known is None:
+        known = _jars_known[spark] = _has_delta_jars(spark)
+    return known
+
+
+def _has_delta_jars(spark: SparkSession) -> bool:
     try:
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - Spark Connect has no JVM on this side; trust the server's extensions
