@@ -240,11 +240,12 @@ def bench(args) -> list[dict]:
 def record_ratios(rows: list[dict]) -> None:
     for operator in OPERATORS:
         found = {r["size"]: r for r in rows if r["operator"] == operator}
-        if 1 not in found or 100 not in found:
-            continue
-        record(f"scale.{operator}_per_million_100x", found[100]["per_million"] / found[1]["per_million"])
-        if found[1]["state_rows_peak"]:
-            record(f"scale.{operator}_state_100x", found[100]["state_rows_peak"] / found[1]["state_rows_peak"])
+        for multiple in (10, 100):
+            if 1 not in found or multiple not in found:
+                continue
+            record(f"scale.{operator}_per_million_{multiple}x", found[multiple]["per_million"] / found[1]["per_million"])
+            if found[1]["state_rows_peak"]:
+                record(f"scale.{operator}_state_{multiple}x", found[multiple]["state_rows_peak"] / found[1]["state_rows_peak"])
 
 
 def on_cluster(args) -> None:
