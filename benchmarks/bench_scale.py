@@ -11,9 +11,11 @@ untimed run at 1× per operator first: JIT, Python workers). Generating the inpu
 It prints, per operator and size: input tuples, seconds, seconds per million tuples, micro-batches,
 the peak state rows the run kept between micro-batches (the operator's own figure: SWA's held
 tuples, the group step's held events, the time join's Spark state-store rows from its progress
-reports) with an estimate of their bytes (rows × the Arrow bytes of one input tuple), the driver
-JVM's resident memory after the run (embedded only; a JVM seldom returns memory, so it is a
-high-water mark), and the ratios of seconds per million and of peak state at each size to 1×.
+reports; for SWA also their median over its micro-batches) with an estimate of their bytes (rows ×
+the Arrow bytes of one input tuple), the driver JVM's resident memory after the run (embedded
+only; a JVM seldom returns memory, so it is a high-water mark), and the ratios of seconds per
+million and of peak state at each size to 1×. The 1× peak is one sample (the state after the first
+of two micro-batches), a larger size's the largest of many: compare 10× with 100× for the trend.
 
 Why this shape: a stream that grows 10× should take 10× as long and hold the same state, as long
 as the number of keys open at once does not change. So the input grows in event time, not in
@@ -46,6 +48,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -141,6 +144,10 @@ def run_once(spark, root: Path, pipeline: Path, warehouse: Path) -> tuple[float,
     seconds = time.perf_counter() - began
     observed = dict(result.outputs[0].observed)
     observed["rows_out"] = sum(o.rows or 0 for o in result.outputs)
+    # an operator that models its state per micro-batch (SWA) reports the rows held after each one:
+    # their median besides the peak (the last micro-batch of an availableNow run closes everything)
+    held = [b["state_rows"] for f in result.capacity for b in (f.batches or []) if b.get("state_rows") is not None]
+    observed["state_rows_median"] = statistics.median(held[:-1]) if len(held) > 1 else None
     return seconds, observed
 
 
@@ -165,6 +172,7 @@ def measure(spark, tmp: Path, operator: str, multiple: int, args) -> dict:
         "batches": observed.get("batches"),
         "state_rows_peak": peak,
         "state_mib": peak * bytes_per_tuple / 2**20,
+        "state_rows_median": observed.get("state_rows_median"),
         "rows_out": observed["rows_out"],
         "rss_mib": jvm_rss_mib(spark),
         "generated_s": generated,
@@ -172,7 +180,8 @@ def measure(spark, tmp: Path, operator: str, multiple: int, args) -> dict:
     }
     print(
         f"    {operator} {multiple}×: {tuples:,} tuples in {seconds:.1f} s ({row['per_million']:.1f} s per million), "
-        f"{row['batches']} micro-batches, peak state {peak:,} rows, {row['rows_out']:,} rows out "
+        f"{row['batches']} micro-batches, peak state {peak:,} rows (median {row['state_rows_median'] or '–'}), "
+        f"{row['rows_out']:,} rows out "
         f"(generated in {generated:.0f} s; {row['load']})",
         flush=True,
     )
@@ -183,16 +192,17 @@ def table(operator: str, rows: list[dict], where: str) -> None:
     base = rows[0]
     print(f"\n{operator} ({where}): seconds per million and peak state, ratios to {base['size']}×")
     print(
-        f"  {'size':>5} {'tuples':>11} {'seconds':>8} {'s/M':>7} {'batches':>7} {'state rows':>10} {'≈ MiB':>6} "
+        f"  {'size':>5} {'tuples':>11} {'seconds':>8} {'s/M':>7} {'batches':>7} {'state rows':>10} {'median':>7} {'≈ MiB':>6} "
         f"{'JVM MiB':>7} {'s/M ratio':>9} {'state ratio':>11}  load"
     )
     for r in rows:
         per = r["per_million"] / base["per_million"]
         state = r["state_rows_peak"] / base["state_rows_peak"] if base["state_rows_peak"] else float("nan")
         rss = f"{r['rss_mib']:.0f}" if r["rss_mib"] is not None else "–"
+        median = f"{r['state_rows_median']:,.0f}" if r.get("state_rows_median") is not None else "–"
         print(
             f"  {str(r['size']) + '×':>5} {r['tuples']:>11,} {r['seconds']:>8.1f} {r['per_million']:>7.1f} "
-            f"{r['batches'] if r['batches'] is not None else '–':>7} {r['state_rows_peak']:>10,} {r['state_mib']:>6.1f} "
+            f"{r['batches'] if r['batches'] is not None else '–':>7} {r['state_rows_peak']:>10,} {median:>7} {r['state_mib']:>6.1f} "
             f"{rss:>7} {per:>9.2f} {state:>11.2f}  {r['load']}"
         )
 
