@@ -1,25 +1,34 @@
-"""The cost of a suite of 8 common expectations on ~1M rows, against the step's own run and a hand-written pass.
+"""The cost of a suite of expectations on ~1M rows, against the step's own run and a hand-written pass.
 
-    .venv/bin/python benchmarks/bench_quality.py [--rows 1000000] [--repeat 3] [--profile] [--per-expectation]
+    .venv/bin/python benchmarks/bench_quality.py [--rows 1000000] [--repeat 3] [--shape both|service|wide]
+                                                 [--reference] [--profile] [--per-expectation]
 
 One generated service trace (Parquet, two streams, a few corrupted tuples) and one Tributary
 project in a temp folder. One SQL step stacks both streams, adds derived columns and per-instance
-window figures and filters; one output, overwrite. All in one process on one SparkSession
-(local[2], JVM start excluded), alternating, each run into a fresh warehouse:
+window figures and filters; one output, overwrite. Two shapes:
+
+- service: the step's 16 columns, 8 expectations (not_null x2, between: drop; in_set,
+  match_regex, compound unique, table row count, column mean: warn);
+- wide: the same step with 24 more derived columns (40), 20 expectations (3 drop, 17 warn: nulls,
+  ranges, sets, regexes, lengths, two compound keys, row count, means, max, min, a column pair).
+
+Per shape, all in one process on one SparkSession (local[2], JVM start excluded), one warm-up
+round, then `--repeat` rounds, each running A, B and C in turn (the order rotates by round),
+each pipeline run into a fresh warehouse:
 
 A. the pipeline without expectations: the whole run (read, step, stage, commit) is the step's
    own compute time, the baseline;
-B. the same pipeline with 8 expectations on the step (not_null x2, between: drop; in_set,
-   match_regex, compound unique, table row count, column mean: warn). Cost = median(B) - median(A);
-C. the same 8 checks as one hand-written Spark SQL aggregation (count_if ... in one select) over
-   the step's rows, cached beforehand so only the checks are timed.
+B. the same pipeline with the suite on the step. Cost = median(B) - median(A);
+C. the same checks as one hand-written Spark SQL aggregation (count_if ... in one select) over
+   the step's rows, cached beforehand (a copy with one more column, so A and B never read the
+   cache) so only the checks are timed.
 
-Also times, for reference, the step's rows sent to Spark's noop sink (compute only), the same with
-7 of the checks as an Observation of that pass (what Tributary does inside its staging pass), and
-persist + count (what caching the checked step would cost). Prints medians, the per-phase breakdown of A and B (functions of framework.engine and
-QualityGate.check_rows wrapped from the outside, nothing in the framework changed), B's Spark jobs
-per phase and call site (job groups + Spark's status store), and the ratios
-cost / A (target <= 0.25) and cost / C.
+Figures: cost / A (target <= 0.25) and cost / C (target <= 1.5), ratios of medians within the
+run; the load average is printed with them (the machine is shared). Also prints B's per-phase
+breakdown (functions of framework.engine and QualityGate.check_rows wrapped from the outside,
+nothing in the framework changed) and B's Spark jobs per phase and call site (job groups +
+Spark's status store).
+--reference: the step's rows sent to Spark's noop sink, with the checks observed, and persist + count.
 --profile: cProfile of one more B run's quality phase. --per-expectation: each expectation alone
 through Tributary's suite runner (framework.quality.suite.check) over the cached step rows.
 """
@@ -29,6 +38,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import shutil
 import statistics
@@ -37,6 +47,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from _common import REPO, record
@@ -105,6 +116,105 @@ select
 from checked
 """
 
+
+#: the wide shape: 24 more derived columns (40 in all)
+WIDE_COLUMNS = ",\n".join(
+    [f"        (bytes * {k} + response_ms) % 1000 as n{k:02d}" for k in range(1, 9)]
+    + [f"        substr(requested_service, {k}, 6) as s{k:02d}" for k in range(1, 9)]
+    + [f"        round(response_ms / {k + 1}.0, 2) as d{k:02d}" for k in range(1, 9)]
+)
+WIDE_SQL = STEP_SQL.replace("as instance_bytes\n", "as instance_bytes,\n" + WIDE_COLUMNS + "\n")
+
+WIDE_SUITE = r"""
+    expectations:
+      - expect_column_values_to_not_be_null: {column: head_service}
+        severity: drop
+      - expect_column_values_to_not_be_null: {column: client_ip}
+        severity: drop
+      - expect_column_values_to_not_be_null: {column: s01}
+        severity: warn
+      - expect_column_values_to_be_between: {column: response_ms, min_value: 0, max_value: 60000}
+        severity: drop
+      - expect_column_values_to_be_between: {column: n01, min_value: 0, max_value: 999}
+        severity: warn
+      - expect_column_values_to_be_between: {column: d01, min_value: 0, max_value: 100000}
+        severity: warn
+      - expect_column_values_to_be_in_set: {column: kind, value_set: [page, image, style, script]}
+        severity: warn
+      - expect_column_values_to_be_in_set: {column: stream, value_set: [static, images]}
+        severity: warn
+      - expect_column_values_to_match_regex: {column: client_ip, regex: '^\d{1,3}(\.\d{1,3}){3}$'}
+        severity: warn
+      - expect_column_values_to_match_regex: {column: requested_service, regex: '^/'}
+        severity: warn
+      - expect_column_values_to_not_match_regex: {column: head_service, regex: '\s'}
+        severity: warn
+      - expect_column_value_lengths_to_be_between: {column: s02, min_value: 0, max_value: 6}
+        severity: warn
+      - expect_compound_columns_to_be_unique: {column_list: [instance_id, requested_service]}
+        severity: warn
+      - expect_compound_columns_to_be_unique: {column_list: [client_ip, ts, requested_service]}
+        severity: warn
+      - expect_table_row_count_to_be_between: {min_value: 1, max_value: 1000000000}
+        severity: warn
+      - expect_column_mean_to_be_between: {column: response_ms, min_value: 10, max_value: 1000}
+        severity: warn
+      - expect_column_mean_to_be_between: {column: bytes_per_ms, min_value: 0, max_value: 1000000000}
+        severity: warn
+      - expect_column_max_to_be_between: {column: n02, max_value: 999}
+        severity: warn
+      - expect_column_min_to_be_between: {column: d02, min_value: 0}
+        severity: warn
+      - expect_column_pair_values_a_to_be_greater_than_b: {column_A: instance_bytes, column_B: bytes, or_equal: true}
+        severity: warn
+"""
+
+WIDE_HAND_CHECKS = r"""
+select
+  count(*)                                                                             as row_count,
+  count_if(head_service is null)                                                       as head_service_null,
+  count_if(client_ip is null)                                                          as client_ip_null,
+  count_if(s01 is null)                                                                as s01_null,
+  count_if(response_ms is not null and not response_ms between 0 and 60000)            as response_ms_out_of_range,
+  count_if(n01 is not null and not n01 between 0 and 999)                              as n01_out_of_range,
+  count_if(d01 is not null and not d01 between 0 and 100000)                           as d01_out_of_range,
+  count_if(kind is not null and kind not in ('page', 'image', 'style', 'script'))      as kind_not_in_set,
+  count_if(stream is not null and stream not in ('static', 'images'))                  as stream_not_in_set,
+  count_if(client_ip is not null and not client_ip rlike '^\\d{1,3}(\\.\\d{1,3}){3}$') as client_ip_bad,
+  count_if(requested_service is not null and not requested_service rlike '^/')         as service_bad,
+  count_if(head_service is not null and head_service rlike '\\s')                      as head_service_spaces,
+  count_if(s02 is not null and not length(s02) between 0 and 6)                        as s02_length,
+  count(*) - count(distinct instance_id, requested_service)                            as duplicate_calls,
+  count(*) - count(distinct client_ip, ts, requested_service)                          as duplicate_requests,
+  avg(response_ms)                                                                     as response_ms_mean,
+  avg(bytes_per_ms)                                                                    as bytes_per_ms_mean,
+  max(n02)                                                                             as n02_max,
+  min(d02)                                                                             as d02_min,
+  count_if(instance_bytes is not null and bytes is not null and instance_bytes < bytes) as bytes_above_instance
+from checked
+"""
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    step_sql: str
+    suite: str
+    hand_checks: str
+    figures: tuple[str, str]  # docs/benchmarks.yaml ids: cost / A, cost / C
+
+    @property
+    def expectations(self) -> int:
+        return self.suite.count("- expect_")
+
+
+SHAPES = {
+    "service": Shape("service", STEP_SQL, SUITE, HAND_CHECKS, ("quality.vs_step", "quality.vs_sql")),
+    "wide": Shape("wide", WIDE_SQL, WIDE_SUITE, WIDE_HAND_CHECKS, ("quality.wide_vs_step", "quality.wide_vs_sql")),
+}
+TARGET_VS_STEP, TARGET_VS_SQL = 0.25, 1.5
+
+
 PIPELINE = """\
 name: {name}
 mode: batch
@@ -161,11 +271,16 @@ def observed_checks(frame) -> dict:
     return observation.get
 
 
-def write_pipeline(root: Path, name: str, data: Path, expectations: str) -> Path:
+def write_pipeline(root: Path, name: str, data: Path, expectations: str, sql: str = STEP_SQL) -> Path:
     path = root / "pipelines" / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(PIPELINE.format(name=name, data=data, schema=SCHEMA, sql=STEP_SQL, expectations=expectations))
+    path.write_text(PIPELINE.format(name=name, data=data, schema=SCHEMA, sql=sql, expectations=expectations))
     return path
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.1f} (5 min {five:.1f})"
 
 
 class Phases:
@@ -272,18 +387,18 @@ def median_of(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000, help="tuples in the trace, both streams together (approx.)")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of A, B and C after one warm-up round (at least 3)")
+    parser.add_argument("--shape", choices=["both", *SHAPES], default="both")
     parser.add_argument("--corrupt", type=int, default=None, help="corrupted tuples (default rows / 10,000)")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--reference", action="store_true", help="time the step alone: noop sink, observed checks, persist")
     parser.add_argument("--profile", action="store_true", help="cProfile one more run's quality phase")
     parser.add_argument("--per-expectation", action="store_true", help="time each expectation alone on the cached rows")
     args = parser.parse_args()
 
-    from framework.compiler import compile_pipeline
     from framework.engine.session import spark_session
     from framework.generators.service_trace import generate_service_trace
-    from framework.profiles import Profile, SparkSettings, load_profile
-    from framework.project import Project
+    from framework.profiles import Profile, SparkSettings
 
     with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
         root = Path(tmp) / "project"
@@ -298,47 +413,88 @@ def main() -> None:
             data, instances=max(round(args.rows / TUPLES_PER_INSTANCE), 1), seed=7, files=8, fmt="parquet", corrupt=corrupt
         )
         generated_s = time.perf_counter() - began
-        plain_file = write_pipeline(root, "plain", data, "")
-        checked_file = write_pipeline(root, "checked", data, SUITE)
-
-        project = Project(root)
-        profile = load_profile(project)
         spark = spark_session(
             Profile(spark=SparkSettings(master=args.master, conf={"spark.sql.shuffle.partitions": 4, "spark.ui.enabled": False}))
         )
-        plain = compile_pipeline(project, plain_file, profile)
-        checked = compile_pipeline(project, checked_file, profile)
         spark.range(10).count()  # JVM warm-up, excluded from all
-
         print(
             f"trace: {trace.tuples:,} tuples ({trace.instances:,} instances, {trace.corrupted} corrupted), "
             f"Parquet, 2 streams x {trace.files_per_stream['static']} files; generated in {generated_s:.1f} s"
         )
-        print(f"spark: {args.master}, 4 shuffle partitions; {args.repeat} alternating runs of A and B after one warm-up of each")
+        print(
+            f"spark: {args.master}, 4 shuffle partitions; per shape one warm-up round, then {args.repeat} rounds "
+            f"of A, B, C (order rotating); {os.cpu_count()} cores, {load()}"
+        )
+        shapes = list(SHAPES) if args.shape == "both" else [args.shape]
+        summary = [measure_shape(spark, SHAPES[name], root, data, Path(tmp), args) for name in shapes]
+        print()
+        print("== summary (ratios of medians within this run; targets: cost/A <= 0.25, cost/C <= 1.5) ==")
+        for line in summary:
+            print(line)
+        print("note: one shared 2-core machine; medians of few runs; differences under ~0.3 s are within noise")
+        shutil.rmtree(root, ignore_errors=True)
 
-        # -- A and B: warm up both once (GX context, Python workers, JIT), then alternate
-        run_pipeline(spark, plain, profile, Path(tmp) / "wh-a-warm", "A-warm")
-        warm_b, _ = run_pipeline(spark, checked, profile, Path(tmp) / "wh-b-warm", "B-warm")
-        totals: dict[str, list[float]] = {"A": [], "B": []}
-        phase_runs: dict[str, list[Phases]] = {"A": [], "B": []}
-        last_b = warm_b
-        for i in range(args.repeat):
-            for label, compiled in (("A", plain), ("B", checked)):
-                result, phases = run_pipeline(spark, compiled, profile, Path(tmp) / f"wh-{label.lower()}{i}", f"{label}{i}")
-                totals[label].append(phases.seconds["total"])
-                phase_runs[label].append(phases)
+
+def measure_shape(spark, shape: Shape, root: Path, data: Path, tmp: Path, args) -> str:
+    """A, B and C of one shape, alternated; prints the details, records the figures, returns a summary line."""
+    from framework.compiler import compile_pipeline
+    from framework.engine.runner import plan_frames
+    from framework.profiles import load_profile
+    from framework.project import Project
+
+    plain_file = write_pipeline(root, f"plain_{shape.name}", data, "", shape.step_sql)
+    checked_file = write_pipeline(root, f"checked_{shape.name}", data, shape.suite, shape.step_sql)
+    project = Project(root)
+    profile = load_profile(project)
+    plain = compile_pipeline(project, plain_file, profile)
+    checked = compile_pipeline(project, checked_file, profile)
+    print()
+    print(f"== shape {shape.name}: {shape.expectations} expectations ==")
+
+    # C's rows: the step's rows cached once, as a copy with one more column (so neither A's nor
+    # B's plan matches the cached one: they never read it)
+    step_frame = plan_frames(plain, profile.model_copy(update={"warehouse": str(tmp / f"wh-c-{shape.name}")}), spark).frames[
+        "calls"
+    ]
+    from pyspark.sql import functions as F
+
+    step_rows = step_frame.withColumn("__bench_copy", F.lit(1)).persist()
+    cached_rows = step_rows.count()
+    step_rows.createOrReplaceTempView("checked")
+    columns = len(step_frame.columns)
+
+    def run_c() -> tuple[float, object]:
+        began = time.perf_counter()
+        row = spark.sql(shape.hand_checks).collect()[0]
+        return time.perf_counter() - began, row
+
+    totals: dict[str, list[float]] = {"A": [], "B": [], "C": []}
+    phase_runs: dict[str, list[Phases]] = {"A": [], "B": []}
+    loads: list[str] = []
+    last_b, hand_result = None, None
+    order = ["A", "B", "C"]
+    for i in range(args.repeat + 1):  # round 0 warms up (GX context, Python workers, JIT): not counted
+        for label in order[i % 3 :] + order[: i % 3]:
+            if label == "C":
+                seconds, hand_result = run_c()
+            else:
+                compiled = plain if label == "A" else checked
+                where = tmp / f"wh-{shape.name}-{label.lower()}{i}"
+                result, phases = run_pipeline(spark, compiled, profile, where, f"{shape.name}-{label}{i}")
+                seconds = phases.seconds["total"]
+                shutil.rmtree(where, ignore_errors=True)
                 if label == "B":
                     last_b = result
-                shutil.rmtree(Path(tmp) / f"wh-{label.lower()}{i}", ignore_errors=True)
+                if i:
+                    phase_runs[label].append(phases)
+            if i:
+                totals[label].append(seconds)
+        loads.append(load())
+    print(f"  load average after each round (round 0 = warm-up): {'; '.join(loads)}")
 
-        # -- C: the same checks by hand, one aggregation over the step's rows (cached beforehand)
-        from framework.engine.runner import plan_frames
-
-        step_frame = plan_frames(plain, profile.model_copy(update={"warehouse": str(Path(tmp) / "wh-c")}), spark).frames["calls"]
-        # where B's extra time can go: the step computed alone, with the checks observed in the same
-        # pass, and computed into the cache (what persisting the checked step costs)
-        reference: dict[str, list[float]] = defaultdict(list)
-        observed: list[dict] = []
+    reference: dict[str, list[float]] = defaultdict(list)
+    observed: list[dict] = []
+    if args.reference and shape.name == "service":
         for i in range(args.repeat + 1):  # the first round is a warm-up, not counted
             for label, action in (
                 ("step -> noop sink (compute only)", lambda: step_frame.write.format("noop").mode("overwrite").save()),
@@ -350,123 +506,108 @@ def main() -> None:
                 if i:
                     reference[label].append(time.perf_counter() - began)
                 step_frame.unpersist(blocking=True)
-        step_rows = step_frame.persist()
-        cached_rows = step_rows.count()
-        step_rows.createOrReplaceTempView("checked")
-        hand: list[float] = []
-        hand_result = None
-        for _ in range(args.repeat + 1):  # the first is a warm-up, not counted
-            began = time.perf_counter()
-            hand_result = spark.sql(HAND_CHECKS).collect()[0]
-            hand.append(time.perf_counter() - began)
-        hand = hand[1:]
 
-        # -- optional: each expectation alone through Tributary's suite runner, on the same cached rows
-        single: list[tuple[str, float, int]] = []
-        if args.per_expectation:
-            from framework.quality.suite import check
+    single: list[tuple[str, float, int]] = []
+    if args.per_expectation:
+        from framework.quality.suite import check
 
-            specs = list(checked.spec.steps["calls"].expectations)
-            for spec in [None, *specs]:
-                chosen = specs if spec is None else [spec]
-                times = []
-                for k in range(2):
-                    group = f"bench/single/{len(single)}/{k}"
-                    spark.sparkContext.setJobGroup(group, "single")
-                    began = time.perf_counter()
-                    check(step_rows, "calls", "step", chosen)
-                    times.append(time.perf_counter() - began)
-                    clear_job_group(spark)
-                    jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
-                single.append(("whole suite (8), one check() call" if spec is None else spec.label, min(times), jobs))
-        step_rows.unpersist()
-        spark.catalog.dropTempView("checked")
+        specs = list(checked.spec.steps["calls"].expectations)
+        for spec in [None, *specs]:
+            chosen = specs if spec is None else [spec]
+            times = []
+            for k in range(2):
+                group = f"bench/single/{shape.name}/{len(single)}/{k}"
+                spark.sparkContext.setJobGroup(group, "single")
+                began = time.perf_counter()
+                check(step_rows, "calls", "step", chosen)
+                times.append(time.perf_counter() - began)
+                clear_job_group(spark)
+                jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+            single.append((f"whole suite ({len(specs)}), one check() call" if spec is None else spec.label, min(times), jobs))
+    step_rows.unpersist()
+    spark.catalog.dropTempView("checked")
 
-        # -- optional: cProfile of one more B run's quality phase
-        profiled = None
-        if args.profile:
-            _, profiled = run_pipeline(spark, checked, profile, Path(tmp) / "wh-b-profile", "B-profile", cprofile=True)
-
-        # -- report
-        a, b, c = median_of(totals["A"]), median_of(totals["B"]), median_of(hand)
-        cost = b - a
-        print()
-        print(f"step rows: {cached_rows:,}; hand-written checks: {dict(hand_result.asDict()) if hand_result else {}}")
-        print(f"observed in the noop pass: {observed[-1]}")
-        quality = last_b.quality
-        print(
-            f"B's expectations: {sum(r.success for r in quality)}/{len(quality)} passed; "
-            f"quarantined {sum(last_b.quarantined.values()):,} rows; output {last_b.outputs[0].rows:,} rows"
+    profiled = None
+    if args.profile:
+        _, profiled = run_pipeline(
+            spark, checked, profile, tmp / f"wh-{shape.name}-profile", f"{shape.name}-profile", cprofile=True
         )
-        for r in quality:
-            seen = f"{r.unexpected_count:,} unexpected" if r.unexpected_count is not None else f"observed {r.observed_value}"
-            print(f"  {'ok  ' if r.success else 'FAIL'} {r.severity:<4} {r.expectation}({r.threshold or ''}) {seen}")
-        print()
-        print("wall time, median over runs (s):")
-        for label, values in (
-            ("A  pipeline, no expectations (baseline)", totals["A"]),
-            ("B  pipeline + 8 expectations", totals["B"]),
-            ("C  8 checks by hand, one SQL pass (cached rows)", hand),
-        ):
-            print(f"  {label:<50} {median_of(values):7.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
-        print(f"  {'cost of the suite = B - A':<50} {cost:7.2f}")
-        print("  for reference, the step's rows without writing them:")
-        for label, values in reference.items():
-            print(f"    {label:<48} {median_of(values):7.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
 
-        print()
-        columns = [*PHASES, "other", "total"]
-        print("phases, median over runs (s); other = the rest of run_pipeline (events, lock, recovery check, cleanup):")
-        print("     " + " ".join(f"{c:>{max(len(c), 6)}}" for c in columns))
-        for label in ("A", "B"):
-            for ph in phase_runs[label]:
-                ph.seconds["other"] = ph.seconds["total"] - sum(ph.seconds.get(c, 0.0) for c in columns[:-2])
-            row = [median_of([ph.seconds.get(c, 0.0) for ph in phase_runs[label]]) for c in columns]
-            print(f"  {label:<2} " + " ".join(f"{v:>{max(len(c), 6)}.2f}" for c, v in zip(columns, row, strict=True)))
+    # -- report
+    a, b, c = median_of(totals["A"]), median_of(totals["B"]), median_of(totals["C"])
+    cost = b - a
+    print(
+        f"  step rows: {cached_rows:,}, {columns} columns; hand-written checks: {dict(hand_result.asDict()) if hand_result else {}}"
+    )
+    if observed:
+        print(f"  observed in the noop pass: {observed[-1]}")
+    assert last_b is not None
+    quality = last_b.quality
+    print(
+        f"  B's expectations: {sum(r.success for r in quality)}/{len(quality)} passed; "
+        f"quarantined {sum(last_b.quarantined.values()):,} rows; output {last_b.outputs[0].rows:,} rows"
+    )
+    for r in quality:
+        seen = f"{r.unexpected_count:,} unexpected" if r.unexpected_count is not None else f"observed {r.observed_value}"
+        print(f"    {'ok  ' if r.success else 'FAIL'} {r.severity:<4} {r.expectation}({r.threshold or ''}) {seen}")
+    print("  wall time, median over rounds (s):")
+    for label, values in (
+        ("A  pipeline, no expectations (baseline)", totals["A"]),
+        (f"B  pipeline + {shape.expectations} expectations", totals["B"]),
+        (f"C  {shape.expectations} checks by hand, one SQL pass (cached rows)", totals["C"]),
+    ):
+        print(f"    {label:<50} {median_of(values):7.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
+    print(f"    {'cost of the suite = B - A':<50} {cost:7.2f}")
+    per_round = [(bv - av) / cv for av, bv, cv in zip(totals["A"], totals["B"], totals["C"], strict=True) if cv]
+    print(f"    cost / C per round (B - A of that round over its C): {', '.join(f'{v:.2f}' for v in per_round)}")
+    for label, values in reference.items():
+        print(f"    {label:<50} {median_of(values):7.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
+
+    phase_columns = [*PHASES, "other", "total"]
+    print("  phases, median over rounds (s); other = the rest of run_pipeline (events, lock, recovery check, cleanup):")
+    print("       " + " ".join(f"{col:>{max(len(col), 6)}}" for col in phase_columns))
+    for label in ("A", "B"):
+        for ph in phase_runs[label]:
+            ph.seconds["other"] = ph.seconds["total"] - sum(ph.seconds.get(col, 0.0) for col in phase_columns[:-2])
+        row = [median_of([ph.seconds.get(col, 0.0) for ph in phase_runs[label]]) for col in phase_columns]
+        print(f"    {label:<2} " + " ".join(f"{v:>{max(len(col), 6)}.2f}" for col, v in zip(phase_columns, row, strict=True)))
+    last = args.repeat
+    for label in ("A", "B"):
+        jobs = spark_jobs(spark, f"bench/{shape.name}-{label}{last}/")
+        per_phase: dict[str, list[dict]] = defaultdict(list)
+        for job in jobs:
+            per_phase[job["group"].rsplit("/", 1)[-1]].append(job)
         print(
-            "  B computes its metrics while it stages (an Observation of the staging pass), so its extra time is "
-            "in plan (GX resolving the checks on an empty frame), stage and check_rows (GX judging the observed metrics)"
+            f"  {label}'s Spark jobs (last round): {len(jobs)}; "
+            + ", ".join(f"{p} {len(js)} ({sum(j['seconds'] for j in js):.2f} s)" for p, js in per_phase.items())
         )
-        print()
-        print("Spark jobs per phase (last repeat):")
-        for label in ("A", "B"):
-            jobs = spark_jobs(spark, f"bench/{label}{args.repeat - 1}/")
-            per_phase: dict[str, list[dict]] = defaultdict(list)
-            for job in jobs:
-                per_phase[job["group"].rsplit("/", 1)[-1]].append(job)
-            print(
-                f"  {label}: {len(jobs)} jobs; "
-                + ", ".join(f"{p} {len(js)} ({sum(j['seconds'] for j in js):.2f} s)" for p, js in per_phase.items())
-            )
-        print("  B's jobs by phase and call site (last repeat): jobs, summed job seconds")
-        grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
-        for job in spark_jobs(spark, f"bench/B{args.repeat - 1}/"):
-            grouped[(job["group"].rsplit("/", 1)[-1], short_call_site(job["name"]))].append(job)
-        for (phase, site), js in grouped.items():
-            print(f"    {phase:<16} {len(js):>3} {sum(j['seconds'] for j in js):6.2f} s  {site}")
+    grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for job in spark_jobs(spark, f"bench/{shape.name}-B{last}/"):
+        grouped[(job["group"].rsplit("/", 1)[-1], short_call_site(job["name"]))].append(job)
+    for (phase, site), js in grouped.items():
+        print(f"      {phase:<16} {len(js):>3} {sum(j['seconds'] for j in js):6.2f} s  {site}")
 
-        if single:
-            print()
-            print("each expectation alone via framework.quality.suite.check on the cached step rows (best of 2):")
-            for label, seconds, jobs in single:
-                print(f"  {seconds:6.2f} s  {jobs:>2} jobs  {label}")
+    if single:
+        print("  each expectation alone via framework.quality.suite.check on the cached step rows (best of 2):")
+        for label, seconds, jobs in single:
+            print(f"    {seconds:6.2f} s  {jobs:>2} jobs  {label}")
+    if profiled is not None and profiled.profiler is not None:
+        print(f"  cProfile of one B run's quality phase ({profiled.seconds.get('check_rows', 0):.2f} s), top 25 cumulative:")
+        out = io.StringIO()
+        pstats.Stats(profiled.profiler, stream=out).sort_stats("cumulative").print_stats(25)
+        print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
 
-        if profiled is not None and profiled.profiler is not None:
-            print()
-            print(f"cProfile of one B run's quality phase ({profiled.seconds.get('check_rows', 0):.2f} s), top 25 cumulative:")
-            out = io.StringIO()
-            pstats.Stats(profiled.profiler, stream=out).sort_stats("cumulative").print_stats(25)
-            print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
-
-        print()
-        print(
-            f"ratio cost / A (the step's own run):          {cost / a:5.2f}  (target <= 0.25: {'met' if cost / a <= 0.25 else 'MISSED'})"
-        )
-        print(f"ratio cost / C (same checks by hand, one pass): {cost / c:5.1f}")
-        record("quality.vs_step", cost / a)
-        record("quality.vs_sql", cost / c, digits=1)
-        print("note: one noisy 2-core machine; medians of few runs; differences under ~0.3 s are within noise")
-        shutil.rmtree(root, ignore_errors=True)
+    vs_step, vs_sql = cost / a, cost / c
+    verdict_step = "met" if vs_step <= TARGET_VS_STEP else "MISSED"
+    verdict_sql = "met" if vs_sql <= TARGET_VS_SQL else "MISSED"
+    print(f"  ratio cost / A (the step's own run):          {vs_step:5.2f}  (target <= {TARGET_VS_STEP}: {verdict_step})")
+    print(f"  ratio cost / C (same checks by hand, one pass): {vs_sql:5.2f}  (target <= {TARGET_VS_SQL}: {verdict_sql})")
+    record(shape.figures[0], vs_step)
+    record(shape.figures[1], vs_sql)
+    return (
+        f"  {shape.name:<8} {shape.expectations:>2} expectations, {columns} columns: A {a:.2f} s, B {b:.2f} s, C {c:.2f} s; "
+        f"cost/A {vs_step:.2f} ({verdict_step}), cost/C {vs_sql:.2f} ({verdict_sql}); {load()}"
+    )
 
 
 if __name__ == "__main__":
