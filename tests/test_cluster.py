@@ -36,7 +36,21 @@ PIPELINES = [
     "access_log_streaming",  # text source (regex, _file/_line) as an available-now stream: checkpoints, SWA state
     "contact_join",  # streaming time join
     "trading_correlation",  # context join, group step, udfs
+    "hit_pairs",  # streaming count-window join (per micro-batch, its own state files), written below
 ]
+#: No example has a count-window join: this stream pairs each user's hits with their next ones.
+HIT_PAIRS = """\
+name: hit_pairs
+mode: streaming
+sources:
+  hits: {format: json, path: landing/hits, schema: "user STRING, ts TIMESTAMP, ms INT", event_time: ts, watermark: 10s, max_files_per_trigger: 2}
+  again: {format: json, path: landing/hits, schema: "user STRING, ts TIMESTAMP, ms INT", event_time: ts, watermark: 10s, max_files_per_trigger: 2}
+steps:
+  pairs:
+    join: {left: hits, right: again, on: [user], last: {left: 2, right: 2}, tiebreak: [ms], partitions: 3}
+outputs:
+  pairs: {from: pairs, mode: append}
+"""
 # Not here, to keep this file within minutes on a 2-core machine (each run is ~30-100 s there):
 # service_calls (batch SQL, covered by the steps above), access_log (the batch twin of
 # access_log_streaming), trading_correlation_streaming (the stream twin of trading_correlation).
@@ -101,6 +115,10 @@ def example_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # can be lost between two of them
     shutil.rmtree(root / "data" / "samples" / "access_log")
     generate_access_log(root / "data" / "samples" / "access_log", instances=60, files=6)
+    from tests.test_stream_chain import _land, hit_files
+
+    (root / "pipelines" / "hit_pairs.yaml").write_text(HIT_PAIRS)
+    _land(root, hit_files(4, files=4, rows=25))
     (root / "configs").mkdir()
     (root / "configs" / "local.yaml").write_text(
         "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 2\nwarehouse: ${TRIBUTARY_TEST_WAREHOUSE}\n"
