@@ -99,6 +99,8 @@ def test_cluster_down_never_signals_a_recorded_pid_that_is_no_longer_a_spark_pro
     [
         (("--workers", "0"), "--workers must be 1-16"),
         (("--memory", "lots"), "--memory 'lots': give megabytes or gigabytes"),
+        (("--memory", "0g"), "a worker needs at least 256m"),
+        (("--port", "99999"), "--port 99999: give a port from 1024 to 65535"),
     ],
 )
 def test_cluster_up_refuses_bad_sizes_before_starting_anything(cli, project: Path, args, words) -> None:

@@ -64,8 +64,12 @@ def cluster_up(
     a Spark Connect server whose driver uses the cluster (port 15002 when free)."""
     if not 1 <= workers <= 16 or not 1 <= cores <= (os.cpu_count() or 1) * 4:
         raise BadInput(f"--workers must be 1-16 and --cores 1-{(os.cpu_count() or 1) * 4}")
-    if not memory[:-1].isdigit() or memory[-1].lower() not in "mg":
+    if not memory[:-1].isdigit() or memory[-1:].lower() not in ("m", "g"):
         raise BadInput(f"--memory {memory!r}: give megabytes or gigabytes, e.g. 512m or 1g")
+    if int(memory[:-1]) * (1024 if memory[-1].lower() == "g" else 1) < 256:
+        raise BadInput(f"--memory {memory!r}: a worker needs at least 256m to run an executor")
+    if port is not None and not 1024 <= port <= 65535:
+        raise BadInput(f"--port {port}: give a port from 1024 to 65535, or leave it out for 7077 (or a free one)")
     running = recorded(project_root)
     if running is not None and any(running.alive().values()):
         raise BadInput(
