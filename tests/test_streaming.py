@@ -386,6 +386,11 @@ def test_contact_join_example_streams_the_same_pairs_as_batch(spark, cli, projec
     assert code == 0, err
     streamed = _as_multiset(delta_rows(project / "warehouse" / "contacts"))
     assert sum(streamed.values()) > 100
+    from deltalake import DeltaTable
+
+    run_id = DeltaTable(str(project / "warehouse" / "contacts")).history(1)[0].get("tributary.run_id")
+    assert run_id, "a micro-batch's commit names the run that made it, as a batch run's does"
+    assert run_id in cli("runs", "--pipeline", "contact_join")[1]
     pipeline = project / "pipelines" / "contact_join.yaml"
     pipeline.write_text(
         pipeline.read_text()

@@ -443,6 +443,7 @@ class StreamingRun:
             app_id=f"tributary/{self.run.pipeline}/{name}/{generation}",
             staging_root=self.run.internal(f"{STAGING_DIR}/{self.run.run_id}/{name}"),
             checkpoint=folder,
+            run_id=self.run.run_id,
             mode=mode,
             keys=keys,
             partition_by=partition_by,

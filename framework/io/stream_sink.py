@@ -53,6 +53,7 @@ class ExactlyOnceDeltaSink:
     app_id: str
     staging_root: str
     checkpoint: str = ""  # the streaming query's checkpoint folder
+    run_id: str = ""  # the run whose commits these are (in each commit's metadata, as a batch run's)
     mode: str = "append"
     keys: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
@@ -99,7 +100,7 @@ class ExactlyOnceDeltaSink:
         if staged.rows == 0:
             self.store.discard(staged)
             return
-        result = self.store.commit(spark, staged, self.mode, list(self.keys), self.app_id, batch_id)  # type: ignore[arg-type]
+        result = self.store.commit(spark, staged, self.mode, list(self.keys), self.app_id, batch_id, self.run_id)  # type: ignore[arg-type]
         self.batches += 1
         if not result.skipped:
             self.rows += staged.rows
