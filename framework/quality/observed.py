@@ -241,7 +241,7 @@ def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False, 
             raise NotObservable(f"{configuration.metric_name} with a row_condition")
         if kind == "unobservable" or (resolution is not None and resolution.id not in resolved):
             raise NotObservable(configuration.metric_name)
-        value = resolved[resolution.id] if resolution is not None else None
+        value: Any = resolved[resolution.id] if resolution is not None else None
         if kind == "schema":
             source = ("value", value)
         elif kind == "no values":
