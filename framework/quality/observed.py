@@ -50,6 +50,8 @@ _SCHEMA_METRICS = ("table.columns", "table.column_types")  # exact from the sche
 #: map metrics whose condition is "the key's group has more than one row" (a window over the key)
 KEY_COUNTED = ("column_values.unique", "compound_columns.unique")
 _PLANS_KEPT = 32
+#: repeated key hashes counted exactly from their rows alone; past this, from every row
+_CANDIDATES_KEPT = 1_000
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,25 @@ class KeyCount:
         return rows.groupBy(*keys).agg(F.count(F.lit(1)).alias("n"), F.count_if(self.domain).alias("d"))
 
     def count(self, rows: DataFrame) -> int:
+        """Exact, over every row (see `count_keys` for the cheaper way several are taken)."""
         from pyspark.sql import functions as F
 
         total = self.groups(rows).where(F.col("n") > 1).agg(F.sum("d")).collect()[0][0]
         return int(total or 0)
+
+    def hashed(self) -> Column:
+        """One 64-bit hash of the key: rows with equal keys have equal hashes (the converse is
+        what `count_keys` checks exactly)."""
+        from pyspark.sql import functions as F
+
+        return F.xxhash64(*[F.col(f"`{c}`") for c in self.columns])
+
+    def count_among(self, rows: DataFrame, hashes: list[int]) -> int:
+        """The exact count over the rows whose key hashes to one of `hashes` (every repeated key's
+        rows are among them: the other keys' groups cannot have more than one row)."""
+        from pyspark.sql import functions as F
+
+        return self.count(rows.where(self.hashed().isin(hashes)))
 
     def failing(self, rows: DataFrame) -> DataFrame:
         """The unexpected rows themselves (for samples)."""
@@ -111,6 +128,9 @@ class ObservedSuite:
     #: warn/fail expectation's samples come from which of them
     key_counts: dict[str, KeyCount] = field(default_factory=dict)
     key_samples: dict[int, str] = field(default_factory=dict)
+    #: warn/fail row-level expectation -> its hidden check column, when its failing samples are
+    #: taken after the pass from the checked rows, and only if it failed (see `failed_samples`)
+    samples_after: dict[int, str] = field(default_factory=dict)
     expectations: dict[int, Any] = field(default_factory=dict)  # GX's expectation objects, built once
     engine: Any = None  # GX's Spark engine (over the empty frame): metrics_validate wants one
     sample_row: Any = None  # the row as JSON, for failing samples
@@ -125,14 +145,56 @@ class ObservedSuite:
         return df.withColumns(self.checks) if self.checks else df
 
     def count_keys(self, rows: DataFrame) -> dict[str, int]:
-        """The key-counted unexpected counts over the checked rows (as staged or cached)."""
-        return {alias: how.count(rows) for alias, how in self.key_counts.items()}
+        """The key-counted unexpected counts over the checked rows (as staged or cached), exact.
+
+        One job groups every key count's rows by the 64-bit hash of its key (a long per row to
+        shuffle and group, where the key's own columns would be strings): a hash seen once is a
+        key seen once, so only the hashes seen more than once (few when the check passes, none
+        mostly) are counted exactly, from their rows alone (`KeyCount.count_among`). Past
+        `_CANDIDATES_KEPT` such hashes, each key is counted exactly over all its rows."""
+        from pyspark.sql import functions as F
+
+        hows = list(self.key_counts.items())
+        if not hows:
+            return {}
+        per_row = F.explode(
+            F.array(*[F.struct(F.lit(k).alias("c"), how.hashed().alias("h")) for k, (_, how) in enumerate(hows)])
+        )
+        repeated = (
+            rows.select(per_row.alias("e"))
+            .groupBy("e.c", "e.h")
+            .agg(F.count(F.lit(1)).alias("n"))
+            .where(F.col("n") > 1)
+        )
+        kept = repeated.select("c", "h").limit(_CANDIDATES_KEPT + 1).collect()
+        if len(kept) > _CANDIDATES_KEPT:  # many repeated keys: each counted over all its rows
+            return {alias: how.count(rows) for alias, how in hows}
+        candidates: dict[int, list[int]] = {k: [] for k in range(len(hows))}
+        for row in kept:
+            candidates[row["c"]].append(row["h"])
+        return {
+            alias: how.count_among(rows, candidates[k]) if candidates[k] else 0 for k, (alias, how) in enumerate(hows)
+        }
 
     def key_failing_samples(self, rows: DataFrame, alias: str) -> list[dict[str, Any]]:
         """Failing samples of a key-counted expectation, picked as the pass picks them (one per hash bucket)."""
         failing = self.key_counts[alias].failing(rows)
         buckets = [_bucket_sample(self, j) for j in range(SAMPLE_ROWS)]
         return _samples(list(failing.agg(*buckets).collect()[0]))
+
+    def failed_samples(self, rows: DataFrame, failed: list[int]) -> dict[int, list[dict[str, Any]]]:
+        """Failing samples of the `failed` expectations of `samples_after`, in one pass over the
+        checked rows: each one's check evaluated again, the rows picked as the pass would have
+        picked them (the least row of each hash bucket)."""
+        from pyspark.sql import functions as F
+
+        picks = [
+            F.min(F.when(self.checks[self.samples_after[i]], F.when(self.sample_bucket == j, self.sample_row)))
+            for i in failed
+            for j in range(SAMPLE_ROWS)
+        ]
+        values = list(rows.agg(*picks).collect()[0])
+        return {i: _samples(values[k * SAMPLE_ROWS : (k + 1) * SAMPLE_ROWS]) for k, i in enumerate(failed)}
 
     def results(
         self, observed: dict[str, Any], target: str, scope: str, rows: Callable[[], DataFrame] | None = None
@@ -157,6 +219,10 @@ class ObservedSuite:
             elif not result.success and i in self.key_samples and result.unexpected_count and rows is not None:
                 result.failing_samples = self.key_failing_samples(rows(), self.key_samples[i])
             results[i] = result
+        failed = [i for i in self.samples_after if not results[i].success]
+        if failed and rows is not None:
+            for i, samples in self.failed_samples(rows(), failed).items():
+                results[i].failing_samples = samples
         for i, message in self.errors.items():
             result = make_result(target, scope, self.specs[i], None)
             result.error = message
@@ -291,7 +357,10 @@ def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False, 
                 _sample_expressions(suite, df)
                 continue
             suite.failing[i] = suite.counted_check[alias]
-            if spec.severity != "drop":
+            if spec.severity != "drop" and keys_after:  # taken afterwards, and only if it failed
+                suite.samples_after[i] = suite.failing[i]
+                _sample_expressions(suite, df)
+            elif spec.severity != "drop":
                 suite.samples[i] = _sample_aggregates(suite, df, suite.failing[i])
     if not probe_each:
         try:
