@@ -87,7 +87,6 @@ class KeyCount:
     def count_among(self, rows: DataFrame, hashes: list[int]) -> int:
         """The exact count over the rows whose key hashes to one of `hashes` (every repeated key's
         rows are among them: the other keys' groups cannot have more than one row)."""
-        from pyspark.sql import functions as F
 
         return self.count(rows.where(self.hashed().isin(hashes)))
 
@@ -157,24 +156,15 @@ class ObservedSuite:
         hows = list(self.key_counts.items())
         if not hows:
             return {}
-        per_row = F.explode(
-            F.array(*[F.struct(F.lit(k).alias("c"), how.hashed().alias("h")) for k, (_, how) in enumerate(hows)])
-        )
-        repeated = (
-            rows.select(per_row.alias("e"))
-            .groupBy("e.c", "e.h")
-            .agg(F.count(F.lit(1)).alias("n"))
-            .where(F.col("n") > 1)
-        )
+        per_row = F.explode(F.array(*[F.struct(F.lit(k).alias("c"), how.hashed().alias("h")) for k, (_, how) in enumerate(hows)]))
+        repeated = rows.select(per_row.alias("e")).groupBy("e.c", "e.h").agg(F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
         kept = repeated.select("c", "h").limit(_CANDIDATES_KEPT + 1).collect()
         if len(kept) > _CANDIDATES_KEPT:  # many repeated keys: each counted over all its rows
             return {alias: how.count(rows) for alias, how in hows}
         candidates: dict[int, list[int]] = {k: [] for k in range(len(hows))}
         for row in kept:
             candidates[row["c"]].append(row["h"])
-        return {
-            alias: how.count_among(rows, candidates[k]) if candidates[k] else 0 for k, (alias, how) in enumerate(hows)
-        }
+        return {alias: how.count_among(rows, candidates[k]) if candidates[k] else 0 for k, (alias, how) in enumerate(hows)}
 
     def key_failing_samples(self, rows: DataFrame, alias: str) -> list[dict[str, Any]]:
         """Failing samples of a key-counted expectation, picked as the pass picks them (one per hash bucket)."""
