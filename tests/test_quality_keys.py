@@ -167,3 +167,48 @@ def test_a_runs_uniqueness_results_are_the_windows(spark, cli, project, step_che
         assert json.loads(row["failing_samples"] or "[]") == old.failing_samples
     compound = next(r for r in recorded if r["expectation"] == "expect_compound_columns_to_be_unique")
     assert compound["unexpected_count"] == 8  # ids 1/4, 3/5, 2/7 (customer null, amount not), 8/9
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(customers, amounts), min_size=0, max_size=25))
+def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, rows):
+    """The key counts group a hash of the key first: with a hash of one bit (every other key
+    collides) they still equal the counts over the keys themselves, whether the repeated hashes
+    are counted from their rows alone or, past the limit, each key over all its rows."""
+    from dataclasses import dataclass
+
+    from pyspark.sql import functions as F
+
+    from framework.quality import observed
+    from framework.quality.observed import KeyCount, plan
+    from framework.spec.expectations import ExpectationSpec
+
+    @dataclass(frozen=True)
+    class OneBitKey(KeyCount):
+        def hashed(self):
+            return F.pmod(super().hashed(), F.lit(2))
+
+    specs = [ExpectationSpec.model_validate(s) for s in KEYED_SUITE]
+    frame = spark.createDataFrame([(i, c, a) for i, (c, a) in enumerate(rows)], "id INT, customer STRING, amount DOUBLE")
+    suite = plan(frame, specs, keys_after=True)
+    assert suite.key_counts
+    exact = {alias: how.count(frame) for alias, how in suite.key_counts.items()}
+    assert suite.count_keys(frame) == exact
+    suite.key_counts = {alias: OneBitKey(how.columns, how.domain) for alias, how in suite.key_counts.items()}
+    assert suite.count_keys(frame) == exact
+    monkeypatch.setattr(observed, "_CANDIDATES_KEPT", 1)
+    assert suite.count_keys(frame) == exact
+
+
+def test_a_passed_warn_check_adds_no_sample_to_the_pass(spark):
+    """When the checked rows can be read again, failing samples are taken afterwards, for the
+    failed checks only: the pass aggregates no row as JSON."""
+    from framework.quality.observed import plan
+    from framework.spec.expectations import ExpectationSpec
+
+    specs = [ExpectationSpec.model_validate(s) for s in KEYED_SUITE]
+    frame = spark.createDataFrame([(1, "ann", 2.0)], "id INT, customer STRING, amount DOUBLE")
+    after = plan(frame, specs, keys_after=True)
+    assert after.samples_after and not after.samples
+    assert not any("to_json" in str(a) for a in after.aggregates.values())
+    assert any("to_json" in str(a) for a in plan(frame, specs).aggregates.values())  # in the pass otherwise
