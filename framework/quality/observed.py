@@ -17,7 +17,14 @@ unexpected when its key's group (over all the rows) has more than one row, and i
 domain. In the staging pass that window would shuffle and sort whole rows by the key, doubling
 the step. When the rows are written or cached anyway and no `drop` expectation needs the per-row
 condition, the same count is taken afterwards from the key columns alone (`KeyCount`: group by
-the key, sum the domain's rows of the groups with more than one row), so only the keys are read.
+the key, sum the domain's rows of the groups with more than one row), so only the keys are read;
+every such count of a suite in one job that groups a 64-bit hash of each key, then exactly over
+the rows of the hashes seen more than once only (`ObservedSuite.count_keys`).
+
+Failing samples (a few failing rows as JSON) would be aggregated in the pass for every warn check,
+failed or not, at the price of a hash and a JSON per candidate row; when the rows can be read again
+they are taken afterwards instead, for the failed checks only, in one job
+(`ObservedSuite.failed_samples`), picked as the pass would have picked them.
 
 GX's planning on the empty frame costs more than most checks (~0.7 s per suite): a plan depends
 only on the frame's schema and the suite, so it is kept per session, schema and suite (`planned`).
