@@ -38,7 +38,7 @@ from framework.io import staging as staging_files
 from framework.io.delta.base import Slice, WriteMode
 from framework.io.locations import QUARANTINE_TABLE, is_uri
 from framework.operators.context import Rejected, quarantine_records, quarantine_shape
-from framework.plan.model import CheckScope, PlannedOutput
+from framework.plan.model import CheckScope, PlannedOutput, QuarantineSplit
 from framework.quality.gate import MASK
 from framework.spec.models import DeltaSource
 
@@ -92,6 +92,11 @@ def stage_outputs(run: RunContext, frames: Frames) -> list[Staged]:
             if is_spark_error(e):
                 raise RunFailed(spark_failure(run, e, output.step)) from e
             raise
+        checked = output.split or (
+            QuarantineSplit(output.name, CheckScope.OUTPUT) if any(e.on == "rows" for e in output.expectations) else None
+        )
+        if checked is not None:  # the write holds the checked rows: uniqueness is counted from its keys
+            run.quality.staged(checked.target, checked.scope, write)
         if split and output.split is not None:
             target, scope = output.split.target, output.split.scope
             rows = run.quality.quarantined(target, scope, store.read_split_off(frame.sparkSession, write, frame.schema))

@@ -9,7 +9,10 @@ Attaching a suite to a frame (framework.quality.observed):
   expectation): an output that stages the frame directly splits its write on it, so the
   quarantined rows come out of the same pass; a frame read further on is persisted and its
   masked rows are read again for the quarantine. Passed rows + quarantined rows = the frame's rows.
-- expectations GX cannot be fed that way are validated by GX itself on the persisted frame.
+- expectations GX cannot be fed that way are validated by GX itself on the persisted frame;
+- a uniqueness check no drop needs is counted after the pass from the key columns of the rows
+  as written (the output's staged files, which the run names with `staged`) or cached, instead
+  of a window that would sort whole rows in the pass (framework.quality.observed.KeyCount).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.errors import RunFailed
 from framework.observations import has_run
-from framework.quality.observed import ObservedSuite, plan
+from framework.quality.observed import ObservedSuite, planned
 from framework.quality.results import ExpectationResult
 from framework.quality.suite import (
     check,
@@ -35,6 +38,8 @@ from framework.spec.expectations import ExpectationSpec
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from framework.io.delta.base import StagedWrite
+
 MASK = "__tributary_drop"
 
 
@@ -47,6 +52,8 @@ class _Pending:
     observation: Any  # the Observation of `frame`, None when nothing is observed
     frame: DataFrame  # the frame as attached (a job over it fires the observation)
     cached: DataFrame | None  # the persisted rows, for the expectations GX validates itself
+    base: DataFrame | None = None  # the rows before the checks were attached (recomputed if nothing else holds them)
+    staged: StagedWrite | None = None  # the output write that holds exactly these rows (split off ones included)
 
     @property
     def drops(self) -> list[ExpectationSpec]:
@@ -85,8 +92,8 @@ class QualityGate:
             tagged = frame.withColumn(MASK, drop_mask([conditions[s.label] for s in specs]))
             self._pending.append(_Pending(target, scope, specs, ObservedSuite(specs), None, tagged, None))
             return tagged
-        observed = plan(frame, specs)
         drops = [i for i, s in enumerate(specs) if s.severity == "drop"]
+        observed = planned(frame, specs, keys_after=bool(split or shared or drops))  # the rows are written or cached
         cached = persist(frame) if shared or observed.fallback or (drops and not split) else None
         base = cached if cached is not None else frame
         tagged = observed.tag(base)
@@ -103,8 +110,15 @@ class QualityGate:
             observation = Observation(f"tributary_quality_{scope}_{target}_{len(self._pending)}")
             tagged = tagged.observe(observation, *aggregates)
         tagged = tagged.drop(*hidden) if hidden else tagged
-        self._pending.append(_Pending(target, scope, specs, observed, observation, tagged, cached))
+        self._pending.append(_Pending(target, scope, specs, observed, observation, tagged, cached, base))
         return tagged
+
+    def staged(self, target: str, scope: str, write: StagedWrite) -> None:
+        """The output write that holds the checked rows of (target, scope) as they are: the
+        uniqueness counts are read from its key columns (nothing is recomputed)."""
+        for pending in self._pending:
+            if (pending.target, pending.scope) == (target, scope):
+                pending.staged = write
 
     def quarantined(self, target: str, scope: str, rows: DataFrame) -> DataFrame:
         """Rows with a MASK as quarantine rows: the reason rebuilt from the mask and the row's values,
@@ -148,11 +162,20 @@ class QualityGate:
     @staticmethod
     def _judge(pending: _Pending) -> list[ExpectationResult]:
         by_index: dict[int, ExpectationResult] = {}
+        observed: dict[str, Any] = {}
         if pending.observation is not None:
             if not has_run(pending.observation):
                 # nothing computed the frame (e.g. its output was already written by an identical run)
                 pending.frame.write.format("noop").mode("overwrite").save()
-            by_index |= pending.observed.results(pending.observation.get, pending.target, pending.scope)
+            observed |= pending.observation.get
+        if pending.observed.key_counts:
+            keys = [c for how in pending.observed.key_counts.values() for c in how.columns]
+            observed |= pending.observed.count_keys(_checked_rows(pending, keys))
+        if pending.observed.observable or pending.observed.errors:
+            every_column = list(pending.base.columns) if pending.base is not None else []
+            by_index |= pending.observed.results(
+                observed, pending.target, pending.scope, rows=lambda: _checked_rows(pending, every_column)
+            )
         fallback = pending.observed.fallback
         if fallback:
             assert pending.cached is not None
@@ -182,6 +205,41 @@ class QualityGate:
             raise RunFailed(
                 f"quality: {len(blocking)} expectation(s) with severity fail did not pass, nothing was committed: {shown}{more}"
             )
+
+
+def _checked_rows(pending: _Pending, columns: list[str]) -> DataFrame:
+    """The rows a suite checked, with `columns` as computed: cached, else read back from the output's
+    staged files (only the columns asked for are read), else computed again (e.g. an identical
+    rerun skipped the write)."""
+    if pending.cached is not None:
+        return pending.cached
+    write = pending.staged
+    if write is not None and _holds(write, columns):
+        return _staged_rows(pending.frame.sparkSession, write)
+    assert pending.base is not None
+    return pending.base
+
+
+def _holds(write: StagedWrite, columns: list[str]) -> bool:
+    """The staged files hold these columns' values as the rows had them (a partition column's
+    value went through a folder name: an empty string comes back null)."""
+    names = set(write.schema.names)
+    return all(c in names and c not in write.partition_by for c in columns)
+
+
+def _staged_rows(spark: SparkSession, write: StagedWrite) -> DataFrame:
+    """Every row of a staged write, the rows its split set aside included."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    if write.rows + write.split_rows == 0:
+        return spark.createDataFrame([], write.schema)
+    if write.split_by and write.split_off:
+        schema = StructType([*write.schema.fields, StructField(write.split_by, LongType())])
+        return spark.read.schema(schema).option("basePath", write.split_off).parquet(write.split_off)
+    reader = spark.read.schema(write.schema)
+    if write.partition_by:
+        reader = reader.option("basePath", write.staging)
+    return reader.parquet(write.staging)
 
 
 def _describe(result: ExpectationResult) -> str:

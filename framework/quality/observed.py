@@ -12,6 +12,23 @@ taken from GX as Spark expressions, resolved on an empty frame (no job):
 They are observed while the run stages its outputs, then handed back to GX (`metrics_validate`),
 so GX still judges, with its own definitions, and the checks cost no pass of their own.
 
+Uniqueness (`column_values.unique`, `compound_columns.unique`) is GX's window condition: a row is
+unexpected when its key's group (over all the rows) has more than one row, and it is in the
+domain. In the staging pass that window would shuffle and sort whole rows by the key, doubling
+the step. When the rows are written or cached anyway and no `drop` expectation needs the per-row
+condition, the same count is taken afterwards from the key columns alone (`KeyCount`: group by
+the key, sum the domain's rows of the groups with more than one row), so only the keys are read;
+every such count of a suite in one job that groups a 64-bit hash of each key, then exactly over
+the rows of the hashes seen more than once only (`ObservedSuite.count_keys`).
+
+Failing samples (a few failing rows as JSON) would be aggregated in the pass for every warn check,
+failed or not, at the price of a hash and a JSON per candidate row; when the rows can be read again
+they are taken afterwards instead, for the failed checks only, in one job
+(`ObservedSuite.failed_samples`), picked as the pass would have picked them.
+
+GX's planning on the empty frame costs more than most checks (~0.7 s per suite): a plan depends
+only on the frame's schema and the suite, so it is kept per session, schema and suite (`planned`).
+
 An expectation needing anything else (quantiles, value counts, distinct sets, a row_condition)
 is validated by GX itself (framework.quality.suite.check) on the persisted rows.
 """
@@ -19,6 +36,7 @@ is validated by GX itself (framework.quality.suite.check) on the persisted rows.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -27,6 +45,8 @@ from framework.quality.results import ExpectationResult
 from framework.quality.suite import SAMPLE_ROWS, EmptyFrame, first_line, gx_expectation, make_result, row_domain
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import Column, DataFrame
 
     from framework.spec.expectations import ExpectationSpec
@@ -34,6 +54,61 @@ if TYPE_CHECKING:
 CHECK_PREFIX = "__tributary_check_"
 RESULT_FORMAT = {"result_format": "BASIC", "partial_unexpected_count": 0}
 _SCHEMA_METRICS = ("table.columns", "table.column_types")  # exact from the schema alone
+#: map metrics whose condition is "the key's group has more than one row" (a window over the key)
+KEY_COUNTED = ("column_values.unique", "compound_columns.unique")
+_PLANS_KEPT = 32
+#: repeated key hashes counted exactly from their rows alone; past this, from every row
+_CANDIDATES_KEPT = 1_000
+
+
+@dataclass(frozen=True)
+class KeyCount:
+    """GX's unexpected count of a uniqueness metric, counted from the rows' key columns: the rows
+    in `domain` whose key (its `columns`, as GX's window partitions them) occurs more than once."""
+
+    columns: tuple[str, ...]
+    domain: Column
+
+    def groups(self, rows: DataFrame) -> DataFrame:
+        """Per key: its rows (n) and its rows in the domain (d). Grouped by the columns themselves
+        (nulls equal, as in GX's window over their struct), which hashes cheaper than a struct."""
+        from pyspark.sql import functions as F
+
+        keys = [F.col(f"`{c}`").alias(f"__tributary_key{k}") for k, c in enumerate(self.columns)]
+        return rows.groupBy(*keys).agg(F.count(F.lit(1)).alias("n"), F.count_if(self.domain).alias("d"))
+
+    def count(self, rows: DataFrame) -> int:
+        """Exact, over every row (see `count_keys` for the cheaper way several are taken)."""
+        from pyspark.sql import functions as F
+
+        total = self.groups(rows).where(F.col("n") > 1).agg(F.sum("d")).collect()[0][0]
+        return int(total or 0)
+
+    def hashed(self) -> Column:
+        """One 64-bit hash of the key: rows with equal keys have equal hashes (the converse is
+        what `count_keys` checks exactly)."""
+        from pyspark.sql import functions as F
+
+        return F.xxhash64(*[F.col(f"`{c}`") for c in self.columns])
+
+    def count_among(self, rows: DataFrame, hashes: list[int]) -> int:
+        """The exact count over the rows whose key hashes to one of `hashes` (every repeated key's
+        rows are among them: the other keys' groups cannot have more than one row)."""
+
+        return self.count(rows.where(self.hashed().isin(hashes)))
+
+    def failing(self, rows: DataFrame) -> DataFrame:
+        """The unexpected rows themselves (for samples)."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        repeated = self.groups(rows).where(F.col("n") > 1).drop("n", "d")
+        same = reduce(
+            lambda a, b: a & b,
+            [F.col(f"`{c}`").eqNullSafe(F.col(f"__tributary_key{k}")) for k, c in enumerate(self.columns)],
+        )
+        return rows.join(repeated, same, "left_semi").where(self.domain)
 
 
 class NotObservable(Exception):
@@ -55,6 +130,14 @@ class ObservedSuite:
     samples: dict[int, list[str]] = field(default_factory=dict)  # warn/fail row-level -> sample aliases
     errors: dict[int, str] = field(default_factory=dict)  # GX could not even plan it (reported as an error)
     counted_check: dict[str, str] = field(default_factory=dict)  # unexpected-count alias -> the check it counts
+    #: unexpected counts taken after the pass from the key columns (alias -> how), and which
+    #: warn/fail expectation's samples come from which of them
+    key_counts: dict[str, KeyCount] = field(default_factory=dict)
+    key_samples: dict[int, str] = field(default_factory=dict)
+    #: warn/fail row-level expectation -> its hidden check column, when its failing samples are
+    #: taken after the pass from the checked rows, and only if it failed (see `failed_samples`)
+    samples_after: dict[int, str] = field(default_factory=dict)
+    expectations: dict[int, Any] = field(default_factory=dict)  # GX's expectation objects, built once
     engine: Any = None  # GX's Spark engine (over the empty frame): metrics_validate wants one
     sample_row: Any = None  # the row as JSON, for failing samples
     sample_bucket: Any = None
@@ -67,14 +150,60 @@ class ObservedSuite:
         """`df` with the hidden check columns (computed once, read by the Observation and the drops)."""
         return df.withColumns(self.checks) if self.checks else df
 
-    def results(self, observed: dict[str, Any], target: str, scope: str) -> dict[int, ExpectationResult]:
-        """GX's verdict on each observable expectation, from the observed metric values."""
+    def count_keys(self, rows: DataFrame) -> dict[str, int]:
+        """The key-counted unexpected counts over the checked rows (as staged or cached), exact.
+
+        One job groups every key count's rows by the 64-bit hash of its key (a long per row to
+        shuffle and group, where the key's own columns would be strings): a hash seen once is a
+        key seen once, so only the hashes seen more than once (few when the check passes, none
+        mostly) are counted exactly, from their rows alone (`KeyCount.count_among`). Past
+        `_CANDIDATES_KEPT` such hashes, each key is counted exactly over all its rows."""
+        from pyspark.sql import functions as F
+
+        hows = list(self.key_counts.items())
+        if not hows:
+            return {}
+        per_row = F.explode(F.array(*[F.struct(F.lit(k).alias("c"), how.hashed().alias("h")) for k, (_, how) in enumerate(hows)]))
+        repeated = rows.select(per_row.alias("e")).groupBy("e.c", "e.h").agg(F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
+        kept = repeated.select("c", "h").limit(_CANDIDATES_KEPT + 1).collect()
+        if len(kept) > _CANDIDATES_KEPT:  # many repeated keys: each counted over all its rows
+            return {alias: how.count(rows) for alias, how in hows}
+        candidates: dict[int, list[int]] = {k: [] for k in range(len(hows))}
+        for row in kept:
+            candidates[row["c"]].append(row["h"])
+        return {alias: how.count_among(rows, candidates[k]) if candidates[k] else 0 for k, (alias, how) in enumerate(hows)}
+
+    def key_failing_samples(self, rows: DataFrame, alias: str) -> list[dict[str, Any]]:
+        """Failing samples of a key-counted expectation, picked as the pass picks them (one per hash bucket)."""
+        failing = self.key_counts[alias].failing(rows)
+        buckets = [_bucket_sample(self, j) for j in range(SAMPLE_ROWS)]
+        return _samples(list(failing.agg(*buckets).collect()[0]))
+
+    def failed_samples(self, rows: DataFrame, failed: list[int]) -> dict[int, list[dict[str, Any]]]:
+        """Failing samples of the `failed` expectations of `samples_after`, in one pass over the
+        checked rows: each one's check evaluated again, the rows picked as the pass would have
+        picked them (the least row of each hash bucket)."""
+        from pyspark.sql import functions as F
+
+        picks = [
+            F.min(F.when(self.checks[self.samples_after[i]], F.when(self.sample_bucket == j, self.sample_row)))
+            for i in failed
+            for j in range(SAMPLE_ROWS)
+        ]
+        values = list(rows.agg(*picks).collect()[0])
+        return {i: _samples(values[k * SAMPLE_ROWS : (k + 1) * SAMPLE_ROWS]) for k, i in enumerate(failed)}
+
+    def results(
+        self, observed: dict[str, Any], target: str, scope: str, rows: Callable[[], DataFrame] | None = None
+    ) -> dict[int, ExpectationResult]:
+        """GX's verdict on each observable expectation, from the observed metric values (`rows`:
+        the checked rows, for the samples of a failed key-counted expectation)."""
         results = {}
         for i, sources in self.observable.items():
             spec = self.specs[i]
             metrics = {mid: observed[value] if kind == "alias" else value for mid, (kind, value) in sources.items()}
             try:
-                verdict = gx_expectation(spec).metrics_validate(
+                verdict = self.expectations[i].metrics_validate(
                     metrics, runtime_configuration={"result_format": dict(RESULT_FORMAT)}, execution_engine=self.engine
                 )
             except Exception as e:  # noqa: BLE001 - GX's own failure is the expectation's result
@@ -84,7 +213,13 @@ class ObservedSuite:
                 result.error = error
             if not result.success and i in self.samples:
                 result.failing_samples = _samples([observed[a] for a in self.samples[i]])
+            elif not result.success and i in self.key_samples and result.unexpected_count and rows is not None:
+                result.failing_samples = self.key_failing_samples(rows(), self.key_samples[i])
             results[i] = result
+        failed = [i for i in self.samples_after if not results[i].success]
+        if failed and rows is not None:
+            for i, samples in self.failed_samples(rows(), failed).items():
+                results[i].failing_samples = samples
         for i, message in self.errors.items():
             result = make_result(target, scope, self.specs[i], None)
             result.error = message
@@ -92,8 +227,31 @@ class ObservedSuite:
         return results
 
 
-def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False) -> ObservedSuite:
+_plans: OrderedDict[tuple[Any, ...], tuple[Any, ObservedSuite]] = OrderedDict()
+
+
+def planned(df: DataFrame, specs: list[ExpectationSpec], keys_after: bool = False) -> ObservedSuite:
+    """`plan`, kept per Spark session, frame schema and suite: a plan is made of Spark expressions
+    (by column name) and GX's metric configurations, which depend on nothing else. The plan is
+    shared: callers only read it."""
+    session = df.sparkSession
+    key = (id(session), df.schema.json(), keys_after, tuple(s.model_dump_json() for s in specs))
+    kept = _plans.get(key)
+    if kept is not None and kept[0] is session:
+        _plans.move_to_end(key)
+        return kept[1]
+    suite = plan(df, specs, keys_after=keys_after)
+    _plans[key] = (session, suite)
+    while len(_plans) > _PLANS_KEPT:
+        _plans.popitem(last=False)
+    return suite
+
+
+def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False, keys_after: bool = False) -> ObservedSuite:
     """Which expectations the pass can judge, and the columns and aggregates it needs for them.
+
+    keys_after: the checked rows can be read again after the pass (written or cached), so a
+    uniqueness count no `drop` expectation needs is taken then, from the key columns (`KeyCount`).
 
     Spark is asked once whether it accepts the whole Observation (an analysis, no job); only if it
     refuses is each expectation's part asked on its own, to leave the refused ones to GX."""
@@ -132,6 +290,8 @@ def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False) 
             )
         except Exception as e:  # noqa: BLE001 - reported as the expectation's error, as GX would
             suite.errors[i] = first_line(e)
+    suite.expectations = dict(expectations)
+    needed_by_drops = {c.id for i, cs in needs.items() if specs[i].severity == "drop" for c in cs}
     hows = {c.id: how(c) for cs in needs.values() for c in cs}
     resolved = empty.resolve(list({r.id: r for _, r in hows.values() if r is not None}.values()))
     by_metric: dict[Any, tuple[str, Any]] = {}  # metric id -> source, shared by the expectations
@@ -144,11 +304,18 @@ def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False) 
             raise NotObservable(f"{configuration.metric_name} with a row_condition")
         if kind == "unobservable" or (resolution is not None and resolution.id not in resolved):
             raise NotObservable(configuration.metric_name)
-        value = resolved[resolution.id] if resolution is not None else None
+        value: Any = resolved[resolution.id] if resolution is not None else None
         if kind == "schema":
             source = ("value", value)
         elif kind == "no values":
             source = ("value", [])
+        elif kind == "unexpected_count" and _key_counted(configuration, keys_after, needed_by_drops):
+            _, compute_kwargs, accessor_kwargs = value
+            columns = accessor_kwargs.get("column_list") or [accessor_kwargs["column"]]
+            domain = F.coalesce(row_domain(compute_kwargs, accessor_kwargs, empty.engine), F.lit(False))
+            alias = f"k{len(suite.key_counts)}"
+            suite.key_counts[alias] = KeyCount(tuple(columns), domain)
+            source = ("alias", alias)
         elif kind == "unexpected_count":
             condition, compute_kwargs, accessor_kwargs = value
             domain = row_domain(compute_kwargs, accessor_kwargs, empty.engine)
@@ -170,26 +337,40 @@ def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False) 
 
     for i, needed in needs.items():
         spec = specs[i]
-        before = (dict(suite.checks), dict(suite.aggregates), dict(by_metric))
+        before = (dict(suite.checks), dict(suite.aggregates), dict(by_metric), dict(suite.key_counts))
         try:
             sources = {c.id: source_of(c) for c in needed}
             if probe_each:  # Spark accepts them in an Observation (no distinct, no window in an aggregate)
                 _probe(empty.frame, suite)
         except Exception:  # noqa: BLE001 - anything GX or Spark refuses here is left to GX's own validation
-            suite.checks, suite.aggregates, by_metric = before
+            suite.checks, suite.aggregates, by_metric, suite.key_counts = before
             continue
         suite.observable[i] = sources
         counted = [c for c in needed if c.metric_name == f"{getattr(expectations[i], 'map_metric', None)}.unexpected_count"]
         if spec.row_level and counted:
-            suite.failing[i] = suite.counted_check[sources[counted[0].id][1]]
-            if spec.severity != "drop":
+            alias = sources[counted[0].id][1]
+            if alias in suite.key_counts:  # never a drop's (see _key_counted)
+                suite.key_samples[i] = alias
+                _sample_expressions(suite, df)
+                continue
+            suite.failing[i] = suite.counted_check[alias]
+            if spec.severity != "drop" and keys_after:  # taken afterwards, and only if it failed
+                suite.samples_after[i] = suite.failing[i]
+                _sample_expressions(suite, df)
+            elif spec.severity != "drop":
                 suite.samples[i] = _sample_aggregates(suite, df, suite.failing[i])
     if not probe_each:
         try:
             _probe(empty.frame, suite)
         except Exception:  # noqa: BLE001 - find which expectations Spark refuses
-            return plan(df, specs, probe_each=True)
+            return plan(df, specs, probe_each=True, keys_after=keys_after)
     return suite
+
+
+def _key_counted(configuration: Any, keys_after: bool, needed_by_drops: set[Any]) -> bool:
+    """A uniqueness count taken from the key columns after the pass (see the module's docstring)."""
+    base = configuration.metric_name.rpartition(".")[0]
+    return keys_after and base in KEY_COUNTED and configuration.id not in needed_by_drops
 
 
 def _registered(metric: str, engine: Any) -> bool:
@@ -214,14 +395,27 @@ def _aggregate(suite: ObservedSuite, aggregate: Column) -> tuple[str, str]:
     return ("alias", alias)
 
 
-def _sample_aggregates(suite: ObservedSuite, df: DataFrame, check: str) -> list[str]:
-    """Up to SAMPLE_ROWS failing rows, one per hash bucket: constant memory, no extra pass."""
+def _sample_expressions(suite: ObservedSuite, df: DataFrame) -> None:
     from pyspark.sql import functions as F
 
     if suite.sample_row is None:  # one JSON and one hash expression, shared by every sample
         columns = [F.col(f"`{c}`") for c in df.columns]
         suite.sample_row = F.to_json(F.struct(*columns), {"ignoreNullFields": "false"})
         suite.sample_bucket = F.pmod(F.xxhash64(*columns), F.lit(SAMPLE_ROWS))
+
+
+def _bucket_sample(suite: ObservedSuite, j: int) -> Column:
+    """The least failing row (as JSON) of hash bucket j, over rows that are all failing."""
+    from pyspark.sql import functions as F
+
+    return F.min(F.when(suite.sample_bucket == j, suite.sample_row))
+
+
+def _sample_aggregates(suite: ObservedSuite, df: DataFrame, check: str) -> list[str]:
+    """Up to SAMPLE_ROWS failing rows, one per hash bucket: constant memory, no extra pass."""
+    from pyspark.sql import functions as F
+
+    _sample_expressions(suite, df)
     # nested, not `failing & bucket == j`: Spark hoists what an And shares across aggregates and
     # would hash every row; a CASE's value is only computed for the rows that reach it
     failing = F.col(check)
