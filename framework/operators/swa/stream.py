@@ -135,7 +135,7 @@ class SwaStream(PerBatchOperator):
         current = state.begin(batch_id)
         windows = self.windows(work, mark)
         with _windows_hashed_in_memory(batch.sparkSession, self.sizes.largest_size if self.sizes else int(swa.size)):
-            written, counted = write_counted(windows, _output_and_held(current, self._timeout_micros))
+            written, tallies = write_counted(windows, _output_and_held(current, self._timeout_micros))
         turned = _observed(turned_away) or _one_row(rows.agg(*counts))
         side = {}
         if turned["rejected"]:
@@ -145,8 +145,8 @@ class SwaStream(PerBatchOperator):
         state.complete(batch_id, {"max": seen, "mark": mark})
         keys = [field_of(good, c).name for c in swa.key_columns()]
         # learned sizes count keys holding tuples, which the tasks cannot sum: read back
-        windows_open = self._measure(current, written[HELD], keys, mark, None if swa.learns else counted[HELD].get(WINDOWS, 0))
-        emitted = counted[OUTPUT]
+        windows_open = self._measure(current, written[HELD], keys, mark, None if swa.learns else tallies[HELD].get(WINDOWS, 0))
+        emitted = tallies[OUTPUT]
         self._record(batch_id, old_mark, mark, windows_open, written[HELD], emitted.get(WINDOWS, 0), emitted.get(LIFETIMES, 0))
         return WrittenRows(join(current, OUTPUT), windows.drop(FINAL, HELD).schema, side)
 
