@@ -703,3 +703,36 @@ def test_an_empty_micro_batch_emits_nothing_and_keeps_the_state(spark, tmp_path)
     assert run([("a", 3), ("b", 2)], 0) == []
     assert run([], 1) == []
     assert run([("c", 20)], 2) == [("a", 1, "timeout"), ("b", 1, "timeout")]
+
+
+def test_a_streaming_batchs_figures_counted_in_its_tasks_are_what_its_files_hold(spark, tmp_path):
+    """The windows a batch emitted, their lifetimes and the windows it left open come from the
+    fold job's tasks: they equal what its output files and the SWA rule over its held tuples say."""
+    import pyarrow.dataset as ds
+
+    from framework.operators.micro_batch_state import OUTPUT, MicroBatchState
+    from framework.operators.swa.stream import HELD, SwaStream
+    from framework.spec.steps import SwaStep
+
+    step = SwaStep.model_validate({"swa": {"input": "x", "key": ["k"], "size": 3, "timeout": "10s", "event_time": "ts"}})
+    start = datetime.datetime(2026, 1, 1)
+    operator = SwaStream("w", step, str(tmp_path / "state"), delay=4.0)
+    state = MicroBatchState(operator.state_dir)
+    batches = [
+        [("a", 0), ("a", 1), ("b", 2), ("a", 5), ("c", 6)],
+        [("a", 20), ("b", 9), ("b", 30), ("a", 8), ("c", 26)],
+        [("a", 45)],
+    ]
+    for batch_id, seconds in enumerate(batches):
+        rows = [(k, start + datetime.timedelta(seconds=s)) for k, s in seconds]
+        operator(spark.createDataFrame(rows, "k STRING, ts TIMESTAMP"), batch_id)
+        folder, figures = state.folder(batch_id), operator.batches[batch_id]
+        held = state.rows(folder, HELD)
+        assert figures["open_windows"] == operator._measure(folder, held, ["k"], state.meta(folder)["mark"]) > 0
+        out = ds.dataset(f"{folder}/{OUTPUT}", format="parquet").to_table() if state.rows(folder, OUTPUT) else None
+        windows = [] if out is None else out.to_pylist()
+        lifetimes = sum(
+            (w["window_end"] - w["window_start"]).total_seconds() if w["closed_by"] == "count" else 10.0 for w in windows
+        )
+        assert (figures["windows_closed"], figures["lifetime_sum_s"]) == (len(windows), pytest.approx(lifetimes))
+    assert [operator.batches[i]["windows_closed"] for i in range(3)] == [0, 4, 3]

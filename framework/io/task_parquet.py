@@ -11,6 +11,10 @@ task overwrites what a failed attempt left, and files of different jobs can shar
 sink moves them all into the table's). The `pick` functions run in the tasks: they must be
 picklable and need only pyarrow (a nested function is pickled by value; one defined at a module's
 top level would make the executors import that module).
+
+A folder may also say what to count in the tasks (`figures`), summed over the job: an operator
+that reports figures about what it wrote (windows emitted, windows still open) gets them from the
+same pass instead of reading its files back.
 """
 
 from __future__ import annotations
@@ -31,21 +35,32 @@ if TYPE_CHECKING:
 class Folder:
     location: str
     pick: Callable[[pa.Table], pa.Table]  # the rows (and columns) of one Arrow batch that go here
+    #: whole numbers to count in one Arrow batch (before `pick`), summed over every batch of the job
+    figures: Callable[[pa.Table], dict[str, int]] | None = None
 
 
 def write_folders(frame: DataFrame, folders: dict[str, Folder]) -> dict[str, int]:
     """Run `frame` once, writing each folder's rows; returns the rows written per folder. Every
     folder exists afterwards, empty when no row went there."""
+    return write_counted(frame, folders)[0]
+
+
+def write_counted(frame: DataFrame, folders: dict[str, Folder]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """`write_folders`, also returning each folder's `figures` summed over the job (a folder
+    without `figures`: an empty dict)."""
     targets = {}
     for name, folder in folders.items():
         fs, path = filesystem(folder.location)
         fs.create_dir(path, recursive=True)
-        targets[name] = (fs, path, folder.pick)
+        targets[name] = (fs, path, folder.pick, folder.figures)
     written = dict.fromkeys(folders, 0)
+    counted: dict[str, dict[str, int]] = {name: {} for name in folders}
     writer = _task_writer(targets, uuid.uuid4().hex)
-    for row in frame.mapInArrow(writer, "folder string, rows long").collect():
+    for row in frame.mapInArrow(writer, "folder string, rows long, figures map<string, bigint>").collect():
         written[row["folder"]] += row["rows"]
-    return written
+        for figure, value in (row["figures"] or {}).items():
+            counted[row["folder"]][figure] = counted[row["folder"]].get(figure, 0) + value
+    return written, counted
 
 
 def _task_writer(targets: dict, job: str) -> Callable[[Iterator[Any]], Iterator[Any]]:  # the function mapInArrow runs
@@ -59,10 +74,13 @@ def _task_writer(targets: dict, job: str) -> Callable[[Iterator[Any]], Iterator[
         task = running.partitionId()
         writers: dict = {}
         rows = dict.fromkeys(targets, 0)
+        counted: dict = {name: {} for name in targets}
         try:
             for batch in batches:
                 table = pa.Table.from_batches([batch])
-                for name, (fs, path, pick) in targets.items():
+                for name, (fs, path, pick, figures) in targets.items():
+                    for figure, value in (figures(table) if figures else {}).items():
+                        counted[name][figure] = counted[name].get(figure, 0) + int(value)
                     picked = pick(table)
                     if picked.num_rows == 0:
                         continue
@@ -73,6 +91,8 @@ def _task_writer(targets: dict, job: str) -> Callable[[Iterator[Any]], Iterator[
         finally:
             for writer in writers.values():
                 writer.close()
-        yield pa.RecordBatch.from_pydict({"folder": list(rows), "rows": list(rows.values())})
+        schema = pa.schema([("folder", pa.string()), ("rows", pa.int64()), ("figures", pa.map_(pa.string(), pa.int64()))])
+        figures = [list(counted[name].items()) for name in rows]
+        yield pa.RecordBatch.from_pydict({"folder": list(rows), "rows": list(rows.values()), "figures": figures}, schema=schema)
 
     return write

@@ -30,7 +30,8 @@ that may stay held (`windows`: one shuffle and one sort), and counts the late an
 it reads them. Its tasks write its result twice with pyarrow (framework.io.task_parquet): the
 final windows beside the state, as the output's files, which the sink commits as they are, and
 the held tuples as the state: one job, where materialising the result and writing each part
-with Spark took three.
+with Spark took three. The same tasks count what the batch's figures need (windows emitted and
+their lifetimes, windows left open), so no file is read back for them.
 
 State is the held tuples (MicroBatchState `held`, beside the checkpoint), with only the columns
 the units show. Rows without a key or an event time, and late rows, are handed back with the
@@ -52,7 +53,7 @@ from framework.io.locations import join
 from framework.io.parquet_footers import BatchFooters, NoStatistics
 from framework.io.staging import filesystem
 from framework.io.stream_sink import WrittenRows
-from framework.io.task_parquet import Folder, write_folders
+from framework.io.task_parquet import Folder, write_counted
 from framework.observations import has_run
 from framework.operators.columns import field_of, quoted
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
@@ -134,7 +135,7 @@ class SwaStream(PerBatchOperator):
         current = state.begin(batch_id)
         windows = self.windows(work, mark)
         with _windows_hashed_in_memory(batch.sparkSession, self.sizes.largest_size if self.sizes else int(swa.size)):
-            written = write_folders(windows, _output_and_held(current))
+            written, tallies = write_counted(windows, _output_and_held(current, self._timeout_micros))
         turned = _observed(turned_away) or _one_row(rows.agg(*counts))
         side = {}
         if turned["rejected"]:
@@ -142,8 +143,11 @@ class SwaStream(PerBatchOperator):
         if turned["late"]:  # late: older than the previous batch's mark, so there was one
             side[LATE] = self._late(rows.where(is_late).drop(REASON), old_mark)  # type: ignore[arg-type]
         state.complete(batch_id, {"max": seen, "mark": mark})
-        windows_open = self._measure(current, written[HELD], [field_of(good, c).name for c in swa.key_columns()], mark)
-        self._record(batch_id, current, old_mark, mark, windows_open, written[HELD])
+        keys = [field_of(good, c).name for c in swa.key_columns()]
+        # learned sizes count keys holding tuples, which the tasks cannot sum: read back
+        windows_open = self._measure(current, written[HELD], keys, mark, None if swa.learns else tallies[HELD].get(WINDOWS, 0))
+        emitted = tallies[OUTPUT]
+        self._record(batch_id, old_mark, mark, windows_open, written[HELD], emitted.get(WINDOWS, 0), emitted.get(LIFETIMES, 0))
         return WrittenRows(join(current, OUTPUT), windows.drop(FINAL, HELD).schema, side)
 
     def _newest(self, rows: DataFrame, batch_id: int) -> int | None:
@@ -214,30 +218,34 @@ class SwaStream(PerBatchOperator):
             return self.spec.swa.timeout_micros
         return self.sizes.fallback[1] if self.sizes else 0
 
-    def _record(self, batch_id: int, folder: str, old_mark: int | None, mark: int | None, windows: int, state_rows: int) -> None:
+    def _record(
+        self, batch_id: int, old_mark: int | None, mark: int | None, windows: int, state_rows: int, closed: int, lifetime_us: int
+    ) -> None:
         """This batch's entry for the state model (framework.engine.state_figures); a replayed
-        batch replaces its entry."""
-        closed, lifetimes = _closed_windows(join(folder, OUTPUT), self._timeout_micros)
+        batch replaces its entry. `closed`: the windows it emitted, `lifetime_us` the sum of their
+        lifetimes (to the n-th tuple for count, else the timeout), both counted by its tasks."""
         self.batches[batch_id] = {
             "batch": batch_id,
             "windows_closed": closed,
-            "lifetime_sum_s": lifetimes,
+            "lifetime_sum_s": lifetime_us / 1e6,
             "advance_s": (mark - old_mark) / 1e6 if mark is not None and old_mark is not None else 0.0,
             "open_windows": windows,
             "state_rows": state_rows,
         }
 
-    def _measure(self, folder: str, state_rows: int, keys: list[str], mark: int | None) -> int:
-        """State held after this batch: its tuples (as written), and its open windows, read from
-        the state files without Spark. Every held tuple is in a window not emitted yet, also one
-        the watermark has not reached (the fold assigns all of them): a key's held tuples continue
-        where its emitted windows stopped, so the SWA rule over them from their first tuple gives
-        its open windows (one per key holding tuples when each key has sizes of its own)."""
+    def _measure(self, folder: str, state_rows: int, keys: list[str], mark: int | None, windows: int | None = None) -> int:
+        """State held after this batch: its tuples (as written), and its open windows: `windows`
+        when the tasks counted them, else read from the state files without Spark. Every held
+        tuple is in a window not emitted yet, also one the watermark has not reached (the fold
+        assigns all of them): a key's held tuples continue where its emitted windows stopped, so
+        the SWA rule over them from their first tuple gives its open windows, the windows the
+        batch did not emit (one per key holding tuples when each key has sizes of its own)."""
         import numpy as np
         import pyarrow.dataset as ds
 
-        windows = 0
-        if state_rows:
+        if windows is None and not state_rows:
+            windows = 0
+        elif windows is None:
             fs, path = filesystem(folder)
             held = ds.dataset(f"{path}/{HELD}", filesystem=fs, format="parquet").to_table(columns=[*keys, MICROS])
             swa = self.spec.swa
@@ -258,32 +266,16 @@ class SwaStream(PerBatchOperator):
         return windows
 
 
-def _closed_windows(folder: str, timeout_us: int) -> tuple[int, float]:
-    """How many windows a batch emitted, and the sum of their lifetimes in seconds (to the n-th
-    tuple for count, else the timeout), from its output files without Spark."""
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
-    fs, path = filesystem(folder)
-    columns = ["window_start", "window_end", "closed_by"]
-    try:
-        dataset = ds.dataset(path, filesystem=fs, format="parquet")
-    except FileNotFoundError:
-        return 0, 0.0
-    if not set(columns) <= set(dataset.schema.names):  # no file: the batch emitted no window
-        return 0, 0.0
-    table = dataset.to_table(columns=columns)
-    if table.num_rows == 0:
-        return 0, 0.0
-    start, end = (pc.cast(pc.cast(table.column(c), "timestamp[us]"), "int64") for c in ("window_start", "window_end"))
-    life = pc.if_else(pc.equal(table.column("closed_by"), "count"), pc.subtract(end, start), timeout_us)
-    return table.num_rows, pc.sum(life).as_py() / 1e6
+WINDOWS = "windows"  # counted by the tasks: windows emitted (output), windows left open (held)
+LIFETIMES = "lifetime_us"  # counted by the tasks: the emitted windows' lifetimes, summed
 
 
-def _output_and_held(folder: str) -> dict[str, Folder]:
+def _output_and_held(folder: str, timeout_us: int) -> dict[str, Folder]:
     """Where a batch's windows go: the final ones (FINAL) to the output, without the hidden
-    columns; the tuples of the others to the state. Picked in the tasks, with pyarrow only."""
-    final, held = FINAL, HELD
+    columns; the tuples of the others to the state. Picked in the tasks, with pyarrow only, which
+    also count the windows of each and the emitted ones' lifetimes (to the n-th tuple for count,
+    else the timeout `timeout_us`)."""
+    final, held, windows_, lifetimes = FINAL, HELD, WINDOWS, LIFETIMES
 
     def output(windows: pa.Table) -> pa.Table:
         return windows.filter(windows.column(final)).drop_columns([final, held])
@@ -295,7 +287,25 @@ def _output_and_held(folder: str) -> dict[str, Folder]:
         kept = windows.filter(pc.invert(windows.column(final))).column(held)
         return pa.Table.from_struct_array(pc.list_flatten(kept).combine_chunks())
 
-    return {OUTPUT: Folder(join(folder, OUTPUT), output), HELD: Folder(join(folder, HELD), held_tuples)}
+    def emitted(windows: pa.Table) -> dict[str, int]:
+        import pyarrow.compute as pc
+
+        done = windows.filter(windows.column(final))
+        if done.num_rows == 0:
+            return {windows_: 0, lifetimes: 0}
+        start, end = (pc.cast(pc.cast(done.column(c), "timestamp[us]"), "int64") for c in ("window_start", "window_end"))
+        life = pc.if_else(pc.equal(done.column("closed_by"), "count"), pc.subtract(end, start), timeout_us)
+        return {windows_: done.num_rows, lifetimes: pc.sum(life).as_py()}
+
+    def still_open(windows: pa.Table) -> dict[str, int]:
+        import pyarrow.compute as pc
+
+        return {windows_: windows.num_rows - (pc.sum(windows.column(final)).as_py() or 0)}
+
+    return {
+        OUTPUT: Folder(join(folder, OUTPUT), output, emitted),
+        HELD: Folder(join(folder, HELD), held_tuples, still_open),
+    }
 
 
 def _one_row(aggregate: DataFrame) -> dict[str, Any]:
