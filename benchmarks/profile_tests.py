@@ -40,6 +40,22 @@ def spark_work(spark: Any) -> tuple[int, int, int]:
     return count, stages, tasks
 
 
+class Printer:
+    """Told each test's outcome: prints its seconds and the Spark work since the one before."""
+
+    def __init__(self, spark: Any, work: list[tuple[int, int, int]]):
+        self.spark, self.work = spark, work
+
+    def __call__(self, outcome: Any) -> None:
+        self.work.append(spark_work(self.spark))
+        jobs, stages, tasks = (a - b for a, b in zip(self.work[-1], self.work[-2], strict=True))
+        mark = "ok  " if outcome.passed else "FAIL"
+        print(
+            f"  {mark} {outcome.test.id:72} {outcome.seconds:6.2f} s  jobs {jobs:3}  stages {stages:3}  tasks {tasks:3}",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--passes", type=int, default=1, help="runs of every test in the same session")
@@ -77,18 +93,8 @@ def main() -> None:
             for number in range(args.passes):
                 print(f"\npass {number + 1}")
                 work = [spark_work(spark)]
-
-                def progress(outcome: Any) -> None:
-                    work.append(spark_work(spark))
-                    jobs, stages, tasks = (a - b for a, b in zip(work[-1], work[-2]))
-                    mark = "ok  " if outcome.passed else "FAIL"
-                    print(
-                        f"  {mark} {outcome.test.id:72} {outcome.seconds:6.2f} s  jobs {jobs:3}  stages {stages:3}  tasks {tasks:3}",
-                        flush=True,
-                    )
-
-                run = run_tests(planned, progress)
-                total = [a - b for a, b in zip(work[-1], work[0])]
+                run = run_tests(planned, Printer(spark, work))
+                total = [a - b for a, b in zip(work[-1], work[0], strict=True)]
                 print(
                     f"  all {len(run.outcomes)} tests {run.seconds:6.1f} s  jobs {total[0]}  stages {total[1]}  tasks {total[2]}"
                     f"  (load {os.getloadavg()[0]:.1f})"
