@@ -108,11 +108,11 @@ def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None])
                 result.outcomes.append(outcome)
                 progress(outcome)
     finally:
-        for key, value in before.items():
-            if value is None:
+        for key, own in before.items():
+            if own is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, own)
     result.seconds = time.perf_counter() - began
     return result
 
