@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -27,9 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, record
-
-COPIED = ("pipelines", "sql", "configs", "udfs", "data")
+from _common import REPO, example_copy, record
 
 
 class Commands:
@@ -63,10 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     figures: dict[str, list[float]] = {"validate": [], "run": [], "cold": [], "warm": []}
     with tempfile.TemporaryDirectory() as tmp:
-        project = Path(tmp) / "project"
-        for folder in COPIED:
-            if (REPO / folder).exists():
-                shutil.copytree(REPO / folder, project / folder)
+        project = example_copy(Path(tmp) / "project")  # a fresh checkout has no generated data: empty folders
         commands = Commands(project, Path(tmp) / "runtime")
         try:
             for round_ in range(args.repeat):

@@ -145,3 +145,30 @@ def test_a_scenario_builds_its_stream_once(cli, project: Path, spark, monkeypatc
     assert code == 0, out + err
     assert "1 passed, 0 failed" in out, out
     assert len(built) == 1, built
+
+
+def test_tests_run_with_the_test_settings_and_put_the_session_back(cli, project: Path, spark, monkeypatch):
+    """A test runs with one shuffle partition and no adaptive execution (framework.testing.run:
+    fewer jobs for a few rows, the same rows); the session's own settings are back afterwards (a
+    warm engine runs the next command on the same session)."""
+    from pyspark.sql import SparkSession
+
+    import framework.testing.batch as batch
+    from framework.testing.run import TEST_CONF
+
+    session = SparkSession.getActiveSession() or spark  # the one `tributary test` in-process runs on
+    seen: list[dict[str, str | None]] = []
+    run_test = batch.run_test
+
+    def watched(context, compiled, test, used):
+        assert used is session
+        seen.append({key: used.conf.get(key, None) for key in TEST_CONF})
+        return run_test(context, compiled, test, used)
+
+    monkeypatch.setattr(batch, "run_test", watched)
+    before = {key: session.conf.get(key, None) for key in TEST_CONF}
+    code, out, err = cli("test", "service_calls", "--select", "both_streams_are_stacked", "--no-engine")
+    assert code == 0, out + err
+    assert "1 passed, 0 failed" in out, out
+    assert seen == [TEST_CONF]
+    assert {key: session.conf.get(key, None) for key in TEST_CONF} == before
