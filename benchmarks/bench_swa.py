@@ -9,7 +9,7 @@ Key head+client+time, n = 13, t = 22 s, the same aggregates everywhere. Prints, 
 1. streaming: `tributary run` of an SWA pipeline (trigger availableNow, the same files per
    micro-batch) ÷ a hand-written native streaming `session_window` aggregation (gap 22 s, same
    watermark, foreachBatch into Delta via delta-rs): the ratio of the medians, and the median
-   ratio of each two rounds (both run twice back to back, in either order). Target ≥ 1.0.
+   ratio of each two rounds (both run twice back to back, in either order). Target ≥ 1.5 (the source paper's case: less state and less work than session windows).
 2. batch: the swa step's plan ÷ plain `groupBy(key).agg(...)`, both over the same files written
    to Spark's `noop` sink (compute only). Target ≤ 1.5.
 3. state: peak open windows and tuples held by SWA vs the tumbling baseline at W = 32000 (from
@@ -250,10 +250,10 @@ def stream_bench(spark, root: Path, data: Path, tmp: Path, tuples: int, stream_f
     # compares the two at one machine speed, without favouring either.
     blocks = [sum(times[native_label][i : i + 2]) / sum(times[swa_label][i : i + 2]) for i in range(0, args.repeat - 1, 2)]
     paired = f"{statistics.median(blocks):.2f} (median of {len(blocks)} pairs of rounds)" if blocks else "n/a (--repeat < 2)"
-    met = ratio >= 1.0 and (not blocks or statistics.median(blocks) >= 1.0)
+    met = ratio >= 1.5 and (not blocks or statistics.median(blocks) >= 1.5)
     print(
         f"  streaming ratio swa / native session_window (baseline): {ratio:.2f} (medians), {paired}"
-        f"  (target >= 1.0: {'met' if met else 'MISSED'})"
+        f"  (target >= 1.5: {'met' if met else 'MISSED'})"
     )
     record("swa.streaming_medians", ratio)
     if blocks:
