@@ -240,30 +240,32 @@ class SwaStream(PerBatchOperator):
         assigns all of them): a key's held tuples continue where its emitted windows stopped, so
         the SWA rule over them from their first tuple gives its open windows, the windows the
         batch did not emit (one per key holding tuples when each key has sizes of its own)."""
-        import numpy as np
-        import pyarrow.dataset as ds
-
-        if windows is None and not state_rows:
-            windows = 0
-        elif windows is None:
-            fs, path = filesystem(folder)
-            held = ds.dataset(f"{path}/{HELD}", filesystem=fs, format="parquet").to_table(columns=[*keys, MICROS])
-            swa = self.spec.swa
-            if swa.learns:
-                windows = held.group_by(keys).aggregate([]).num_rows
-            else:
-                held = held.sort_by([(k, "ascending") for k in keys] + [(MICROS, "ascending")])
-                new_key = np.zeros(held.num_rows, dtype=bool)
-                new_key[0] = True
-                for k in keys:
-                    values = held.column(k).to_numpy(zero_copy_only=False)
-                    new_key[1:] |= values[1:] != values[:-1]
-                micros = held.column(MICROS).to_numpy(zero_copy_only=False).astype(np.int64)
-                _, _, _, position = fold_windows(new_key, micros, int(swa.size), swa.timeout_micros)
-                windows = int((position == 1).sum())
+        if windows is None:
+            windows = self._open_windows_read_back(folder, keys) if state_rows else 0
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], state_rows)
         self.figures["open_windows_peak"] = max(self.figures["open_windows_peak"], windows)
         return windows
+
+    def _open_windows_read_back(self, folder: str, keys: list[str]) -> int:
+        """The open windows of the held tuples in the state files, without Spark: the keys holding
+        tuples for learned sizes, else the SWA rule over each key's tuples."""
+        import numpy as np
+        import pyarrow.dataset as ds
+
+        fs, path = filesystem(folder)
+        held = ds.dataset(f"{path}/{HELD}", filesystem=fs, format="parquet").to_table(columns=[*keys, MICROS])
+        swa = self.spec.swa
+        if swa.learns:
+            return held.group_by(keys).aggregate([]).num_rows
+        held = held.sort_by([(k, "ascending") for k in keys] + [(MICROS, "ascending")])
+        new_key = np.zeros(held.num_rows, dtype=bool)
+        new_key[0] = True
+        for k in keys:
+            values = held.column(k).to_numpy(zero_copy_only=False)
+            new_key[1:] |= values[1:] != values[:-1]
+        micros = held.column(MICROS).to_numpy(zero_copy_only=False).astype(np.int64)
+        _, _, _, position = fold_windows(new_key, micros, int(swa.size), swa.timeout_micros)
+        return int((position == 1).sum())
 
 
 WINDOWS = "windows"  # counted by the tasks: windows emitted (output), windows left open (held)
