@@ -36,6 +36,7 @@ is validated by GX itself (framework.quality.suite.check) on the persisted rows.
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import partial
@@ -228,6 +229,7 @@ class ObservedSuite:
 
 
 _plans: OrderedDict[tuple[Any, ...], tuple[Any, ObservedSuite]] = OrderedDict()
+_plans_lock = threading.Lock()  # runs side by side (backfill --parallel, tributary test)
 
 
 def planned(df: DataFrame, specs: list[ExpectationSpec], keys_after: bool = False) -> ObservedSuite:
@@ -236,14 +238,16 @@ def planned(df: DataFrame, specs: list[ExpectationSpec], keys_after: bool = Fals
     shared: callers only read it."""
     session = df.sparkSession
     key = (id(session), df.schema.json(), keys_after, tuple(s.model_dump_json() for s in specs))
-    kept = _plans.get(key)
-    if kept is not None and kept[0] is session:
-        _plans.move_to_end(key)
-        return kept[1]
+    with _plans_lock:
+        kept = _plans.get(key)
+        if kept is not None and kept[0] is session:
+            _plans.move_to_end(key)
+            return kept[1]
     suite = plan(df, specs, keys_after=keys_after)
-    _plans[key] = (session, suite)
-    while len(_plans) > _PLANS_KEPT:
-        _plans.popitem(last=False)
+    with _plans_lock:
+        _plans[key] = (session, suite)
+        while len(_plans) > _PLANS_KEPT:
+            _plans.popitem(last=False)
     return suite
 
 
