@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -165,8 +165,11 @@ def _side_by_side(spark: SparkSession, order: list[int], run: Callable[[int, Spa
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="tributary-test")
     try:
-        for done in [pool.submit(work, i) for i in order]:
-            done.result()
+        pending = {pool.submit(work, i) for i in order}
+        while pending:  # woken twice a second: a Ctrl-C (a warm engine's too) is heard at once
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+            for done in finished:
+                done.result()  # a test's own failure is its outcome: this raises only what went wrong here
     except BaseException:
         stopping.set()
         pool.shutdown(wait=False, cancel_futures=True)
