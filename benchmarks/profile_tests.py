@@ -12,7 +12,11 @@ figures that do not move with the machine's load next to the seconds that do:
 `--passes 2` runs every test again in the same session: the second pass is what a warm engine
 pays (the first carries the JVM's class loading and code generation).
 
-    .venv/bin/python benchmarks/profile_tests.py [--passes 2] [--select NAMES]
+`--workers 1` runs the tests one by one on the session (`tributary test` runs two at a time, each
+on a session of its own, whose streaming queries this script does not hear): the micro-batch split
+is printed only then.
+
+    .venv/bin/python benchmarks/profile_tests.py [--passes 2] [--select NAMES] [--workers 1]
 """
 
 from __future__ import annotations
@@ -60,8 +64,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--passes", type=int, default=1, help="runs of every test in the same session")
     parser.add_argument("--select", default=None, help="test names or steps (as tributary test --select)")
+    parser.add_argument("--workers", type=int, default=None, help="tests at a time (default: tributary test's)")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
+    import framework.testing.run
+
+    if args.workers is not None:
+        framework.testing.run.TEST_WORKERS = args.workers
     from pyspark.sql.streaming import StreamingQueryListener
 
     from framework.engine.session import spark_session, stop_started_session

@@ -172,3 +172,42 @@ def test_tests_run_with_the_test_settings_and_put_the_session_back(cli, project:
     assert "1 passed, 0 failed" in out, out
     assert seen == [TEST_CONF]
     assert {key: session.conf.get(key, None) for key in TEST_CONF} == before
+
+
+def test_tests_run_two_at_a_time_each_on_a_session_of_its_own(cli, project: Path, spark, monkeypatch):
+    """Several tests run side by side (framework.testing.run): two at once, on two threads, each
+    with a session of its own (a step's frame is a temporary view named after the step: two tests
+    of one pipeline on one session would replace each other's) with the test settings; the
+    caller's session is left as it was, and the report lists the tests in their declared order."""
+    import threading
+
+    from pyspark.sql import SparkSession
+
+    import framework.testing.batch as batch
+    from framework.testing.run import TEST_CONF
+
+    session = SparkSession.getActiveSession() or spark
+    together = threading.Barrier(2, timeout=120)  # broken unless two tests are under way at once
+    seen: list[tuple[str, object, dict[str, str | None]]] = []
+    run_test = batch.run_test
+
+    def watched(context, compiled, test, used):
+        seen.append((threading.current_thread().name, used, {key: used.conf.get(key, None) for key in TEST_CONF}))
+        if len(seen) <= 2:
+            together.wait()
+        return run_test(context, compiled, test, used)
+
+    monkeypatch.setattr(batch, "run_test", watched)
+    before = {key: session.conf.get(key, None) for key in TEST_CONF}
+    report = project / "out/junit.xml"
+    code, out, err = cli("test", "service_calls", "--junit-xml", str(report), "--no-engine")
+    assert code == 0, out + err
+    assert "3 passed, 0 failed" in out, out
+    assert len(seen) == 3 and all(conf == TEST_CONF for _, _, conf in seen)
+    threads = {name for name, _, _ in seen}
+    assert len(threads) == 2 and threading.current_thread().name not in threads
+    used = {id(s) for _, s, _ in seen}
+    assert len(used) == 2 and id(session) not in used
+    assert {key: session.conf.get(key, None) for key in TEST_CONF} == before
+    names = [c.get("name") for c in ElementTree.parse(report).getroot().findall(".//testcase")]
+    assert names == ["both_streams_are_stacked", "stats_per_service", "pages_per_day"], names

@@ -174,7 +174,8 @@ def test_a_runs_uniqueness_results_are_the_windows(spark, cli, project, step_che
 def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, rows):
     """The key counts group a hash of the key first: with a hash of one bit (every other key
     collides) they still equal the counts over the keys themselves, whether the repeated hashes
-    are counted from their rows alone or, past the limit, each key over all its rows."""
+    are counted from their rows alone or, past the limit, each key over all its rows; and the
+    failing samples picked among the repeated hashes' rows are those picked among all rows."""
     from dataclasses import dataclass
 
     from pyspark.sql import functions as F
@@ -192,10 +193,15 @@ def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, rows
     frame = spark.createDataFrame([(i, c, a) for i, (c, a) in enumerate(rows)], "id INT, customer STRING, amount DOUBLE")
     suite = plan(frame, specs, keys_after=True)
     assert suite.key_counts
+    monkeypatch.setattr(observed, "_CANDIDATES_KEPT", 1_000)  # the last example's limit (one fixture for all)
     exact = {alias: how.count(frame) for alias, how in suite.key_counts.items()}
     assert suite.count_keys(frame) == exact
     suite.key_counts = {alias: OneBitKey(how.columns, how.domain) for alias, how in suite.key_counts.items()}
-    assert suite.count_keys(frame) == exact
+    repeated: dict[str, list[int]] = {}
+    assert suite.count_keys(frame, repeated) == exact
+    assert set(repeated) == set(exact)
+    for alias in exact:  # a failed check's samples, picked among the repeated hashes' rows: the same rows
+        assert suite.key_failing_samples(frame, alias, repeated[alias]) == suite.key_failing_samples(frame, alias)
     monkeypatch.setattr(observed, "_CANDIDATES_KEPT", 1)
     assert suite.count_keys(frame) == exact
 

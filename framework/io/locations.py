@@ -19,12 +19,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from framework.errors import BadInput, Problem
-from framework.profiles import Profile
-from framework.project import Project
+
+if TYPE_CHECKING:  # annotations only: a stream's Python data source process imports this module
+    from framework.profiles import Profile
+    from framework.project import Project
 
 INTERNAL_DIR = "_tributary"  # the warehouse's own folder: no pipeline may write into it
 EVENTS_TABLE = "_tributary/events"

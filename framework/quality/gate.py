@@ -168,13 +168,14 @@ class QualityGate:
                 # nothing computed the frame (e.g. its output was already written by an identical run)
                 pending.frame.write.format("noop").mode("overwrite").save()
             observed |= pending.observation.get
+        repeated: dict[str, list[int]] = {}  # the repeated key hashes, for a failed uniqueness check's samples
         if pending.observed.key_counts:
             keys = [c for how in pending.observed.key_counts.values() for c in how.columns]
-            observed |= pending.observed.count_keys(_checked_rows(pending, keys))
+            observed |= pending.observed.count_keys(_checked_rows(pending, keys), repeated)
         if pending.observed.observable or pending.observed.errors:
             every_column = list(pending.base.columns) if pending.base is not None else []
             by_index |= pending.observed.results(
-                observed, pending.target, pending.scope, rows=lambda: _checked_rows(pending, every_column)
+                observed, pending.target, pending.scope, rows=lambda: _checked_rows(pending, every_column), repeated=repeated
             )
         fallback = pending.observed.fallback
         if fallback:

@@ -19,7 +19,8 @@ the step. When the rows are written or cached anyway and no `drop` expectation n
 condition, the same count is taken afterwards from the key columns alone (`KeyCount`: group by
 the key, sum the domain's rows of the groups with more than one row), so only the keys are read;
 every such count of a suite in one job that groups a 64-bit hash of each key, then exactly over
-the rows of the hashes seen more than once only (`ObservedSuite.count_keys`).
+the rows of the hashes seen more than once only (`ObservedSuite.count_keys`). A failed check's
+samples are then picked among those rows only.
 
 Failing samples (a few failing rows as JSON) would be aggregated in the pass for every warn check,
 failed or not, at the price of a hash and a JSON per candidate row; when the rows can be read again
@@ -36,6 +37,7 @@ is validated by GX itself (framework.quality.suite.check) on the persisted rows.
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import partial
@@ -97,12 +99,15 @@ class KeyCount:
 
         return self.count(rows.where(self.hashed().isin(hashes)))
 
-    def failing(self, rows: DataFrame) -> DataFrame:
-        """The unexpected rows themselves (for samples)."""
+    def failing(self, rows: DataFrame, hashes: list[int] | None = None) -> DataFrame:
+        """The unexpected rows themselves (for samples). `hashes`: every repeated key's hash (as
+        `count_keys` found them), so only their rows are grouped and joined, not every key."""
         from functools import reduce
 
         from pyspark.sql import functions as F
 
+        if hashes is not None:
+            rows = rows.where(self.hashed().isin(hashes))
         repeated = self.groups(rows).where(F.col("n") > 1).drop("n", "d")
         same = reduce(
             lambda a, b: a & b,
@@ -150,8 +155,9 @@ class ObservedSuite:
         """`df` with the hidden check columns (computed once, read by the Observation and the drops)."""
         return df.withColumns(self.checks) if self.checks else df
 
-    def count_keys(self, rows: DataFrame) -> dict[str, int]:
-        """The key-counted unexpected counts over the checked rows (as staged or cached), exact.
+    def count_keys(self, rows: DataFrame, repeated: dict[str, list[int]] | None = None) -> dict[str, int]:
+        """The key-counted unexpected counts over the checked rows (as staged or cached), exact;
+        `repeated` (when given) is told each count's repeated key hashes, when they were kept.
 
         One job groups every key count's rows by the 64-bit hash of its key (a long per row to
         shuffle and group, where the key's own columns would be strings): a hash seen once is a
@@ -164,18 +170,21 @@ class ObservedSuite:
         if not hows:
             return {}
         per_row = F.explode(F.array(*[F.struct(F.lit(k).alias("c"), how.hashed().alias("h")) for k, (_, how) in enumerate(hows)]))
-        repeated = rows.select(per_row.alias("e")).groupBy("e.c", "e.h").agg(F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
-        kept = repeated.select("c", "h").limit(_CANDIDATES_KEPT + 1).collect()
+        seen_twice = rows.select(per_row.alias("e")).groupBy("e.c", "e.h").agg(F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
+        kept = seen_twice.select("c", "h").limit(_CANDIDATES_KEPT + 1).collect()
         if len(kept) > _CANDIDATES_KEPT:  # many repeated keys: each counted over all its rows
             return {alias: how.count(rows) for alias, how in hows}
         candidates: dict[int, list[int]] = {k: [] for k in range(len(hows))}
         for row in kept:
             candidates[row["c"]].append(row["h"])
+        if repeated is not None:
+            repeated |= {alias: candidates[k] for k, (alias, _) in enumerate(hows)}
         return {alias: how.count_among(rows, candidates[k]) if candidates[k] else 0 for k, (alias, how) in enumerate(hows)}
 
-    def key_failing_samples(self, rows: DataFrame, alias: str) -> list[dict[str, Any]]:
-        """Failing samples of a key-counted expectation, picked as the pass picks them (one per hash bucket)."""
-        failing = self.key_counts[alias].failing(rows)
+    def key_failing_samples(self, rows: DataFrame, alias: str, hashes: list[int] | None = None) -> list[dict[str, Any]]:
+        """Failing samples of a key-counted expectation, picked as the pass picks them (one per
+        hash bucket); `hashes`: its repeated key hashes, when `count_keys` kept them."""
+        failing = self.key_counts[alias].failing(rows, hashes)
         buckets = [_bucket_sample(self, j) for j in range(SAMPLE_ROWS)]
         return _samples(list(failing.agg(*buckets).collect()[0]))
 
@@ -194,10 +203,16 @@ class ObservedSuite:
         return {i: _samples(values[k * SAMPLE_ROWS : (k + 1) * SAMPLE_ROWS]) for k, i in enumerate(failed)}
 
     def results(
-        self, observed: dict[str, Any], target: str, scope: str, rows: Callable[[], DataFrame] | None = None
+        self,
+        observed: dict[str, Any],
+        target: str,
+        scope: str,
+        rows: Callable[[], DataFrame] | None = None,
+        repeated: dict[str, list[int]] | None = None,
     ) -> dict[int, ExpectationResult]:
         """GX's verdict on each observable expectation, from the observed metric values (`rows`:
-        the checked rows, for the samples of a failed key-counted expectation)."""
+        the checked rows, for the samples of a failed key-counted expectation; `repeated`: the
+        repeated key hashes `count_keys` kept, so those samples read only those keys' rows)."""
         results = {}
         for i, sources in self.observable.items():
             spec = self.specs[i]
@@ -214,7 +229,8 @@ class ObservedSuite:
             if not result.success and i in self.samples:
                 result.failing_samples = _samples([observed[a] for a in self.samples[i]])
             elif not result.success and i in self.key_samples and result.unexpected_count and rows is not None:
-                result.failing_samples = self.key_failing_samples(rows(), self.key_samples[i])
+                alias = self.key_samples[i]
+                result.failing_samples = self.key_failing_samples(rows(), alias, (repeated or {}).get(alias))
             results[i] = result
         failed = [i for i in self.samples_after if not results[i].success]
         if failed and rows is not None:
@@ -228,6 +244,7 @@ class ObservedSuite:
 
 
 _plans: OrderedDict[tuple[Any, ...], tuple[Any, ObservedSuite]] = OrderedDict()
+_plans_lock = threading.Lock()  # runs side by side (backfill --parallel, tributary test)
 
 
 def planned(df: DataFrame, specs: list[ExpectationSpec], keys_after: bool = False) -> ObservedSuite:
@@ -236,14 +253,16 @@ def planned(df: DataFrame, specs: list[ExpectationSpec], keys_after: bool = Fals
     shared: callers only read it."""
     session = df.sparkSession
     key = (id(session), df.schema.json(), keys_after, tuple(s.model_dump_json() for s in specs))
-    kept = _plans.get(key)
-    if kept is not None and kept[0] is session:
-        _plans.move_to_end(key)
-        return kept[1]
+    with _plans_lock:
+        kept = _plans.get(key)
+        if kept is not None and kept[0] is session:
+            _plans.move_to_end(key)
+            return kept[1]
     suite = plan(df, specs, keys_after=keys_after)
-    _plans[key] = (session, suite)
-    while len(_plans) > _PLANS_KEPT:
-        _plans.popitem(last=False)
+    with _plans_lock:
+        _plans[key] = (session, suite)
+        while len(_plans) > _PLANS_KEPT:
+            _plans.popitem(last=False)
     return suite
 
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -29,21 +30,28 @@ SAMPLE_ROWS = 5
 
 _context: Any = None
 _batch_definition: Any = None
+_making = threading.Lock()  # runs side by side (backfill --parallel, tributary test) make it once
 
 
 def gx_batch_definition() -> Any:
     """The process's one GX context (ephemeral), reduced to what is used: a whole-DataFrame batch."""
-    global _context, _batch_definition
-    if _batch_definition is None:
-        import great_expectations as gx
-        from great_expectations.data_context.types.base import ProgressBarsConfig
-
-        context = gx.get_context(mode="ephemeral")
-        context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-        source = context.data_sources.add_spark(name="tributary", persist=False)
-        _context = context
-        _batch_definition = source.add_dataframe_asset(name="frame").add_batch_definition_whole_dataframe("whole")
+    global _batch_definition
+    with _making:
+        if _batch_definition is None:
+            _batch_definition = _made()
     return _batch_definition
+
+
+def _made() -> Any:
+    global _context
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    source = context.data_sources.add_spark(name="tributary", persist=False)
+    _context = context
+    return source.add_dataframe_asset(name="frame").add_batch_definition_whole_dataframe("whole")
 
 
 def gx_expectation(spec: ExpectationSpec) -> Any:

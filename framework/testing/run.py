@@ -1,16 +1,27 @@
-"""The tests a command line asks for, checked before any Spark starts, then run one by one.
+"""The tests a command line asks for, checked before any Spark starts, then run two at a time.
 
 All tests are read and checked first (framework.testing.suite): a malformed test anywhere is bad
 input (exit 2) before a JVM is waited for, and the problems of every test are said at once. Then
-one Spark session runs them in order; each test's outcome (passed, its differences, its failure)
-and its time are kept for the summary and the JUnit report.
+they run over one JVM; each test's outcome (passed, its differences, its failure) and its time are
+kept for the summary and the JUnit report, in the order the tests are declared.
+
+Why two at a time: a test's few rows leave Spark's cores idle most of its time, while the driver
+plans, starts and stops streaming queries, writes checkpoints and commits. A second test runs in
+those gaps: over the examples' tests, 2 workers take about half the time of one. Each worker has a
+session of its own (`newSession()`, as `backfill --parallel`): its temporary views (a step's
+frame is a view named after the step: two tests of one pipeline would replace each other's), its
+SQL confs (TEST_CONF, set on the workers' sessions only, so the caller's session is left as it
+was) and its udfs/. The scenarios go first, the longest work. Spark Connect has no second session
+of a client (`newSession`): there the tests run one by one on the session, its confs put back after.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -20,15 +31,21 @@ from framework.project_context import ProjectContext
 from framework.testing.suite import DeclaredTest, check_test, declared_tests
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from framework.testing.batch import Outcome
 
 
-#: Session settings for the time of the tests (set at run time, the session's own put back after):
+#: Session settings for the time of the tests (on the workers' sessions; run one by one, on the
+#: caller's, its own put back after):
 #: a test's few rows need one task per stage (and one state store per stateful operator), and
 #: adaptive execution only adds jobs to such plans: it runs each shuffle's map side as a job of its
 #: own to re-plan what follows, 33 jobs (48 stages) for the example batch tests instead of 19 (32).
 #: Neither changes a row of a result.
 TEST_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
+
+#: tests running side by side (see the module's docstring); more than two gained nothing on 2 cores
+TEST_WORKERS = 2
 
 
 @dataclass(frozen=True)
@@ -80,10 +97,9 @@ def tests_to_run(context: ProjectContext, pipeline: str | None, select: str | No
 
 
 def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None]) -> TestRun:
-    """Run the tests in one Spark session; `progress` hears each outcome as it comes."""
+    """Run the tests over one JVM, TEST_WORKERS at a time; `progress` hears each outcome as it
+    comes (from the worker that ran it, one at a time)."""
     from framework.engine.session import guard, spark_session
-    from framework.testing.batch import run_test
-    from framework.testing.stream import run_scenario
 
     began = time.perf_counter()
     preload = threading.Thread(target=_preload, args=(planned,), name="tributary-test-preload", daemon=True)
@@ -91,30 +107,96 @@ def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None])
     spark = spark_session(planned[0].context.profile)
     guard(spark)
     preload.join()
-    used: list[object] = []
-    for one in planned:  # udfs/ registered once for the session, not once per test
-        if not any(one.compiled.functions is f for f in used):
-            one.compiled.functions.use(spark)
-            used.append(one.compiled.functions)
-    result = TestRun()
+    tests = [(one, test) for one in planned for test in one.tests]
+    outcomes: dict[int, Outcome] = {}
+    heard = threading.Lock()
+
+    def run(index: int, session: SparkSession) -> None:
+        one, test = tests[index]
+        outcome = _run_one(one, test, session)
+        with heard:
+            outcomes[index] = outcome
+            progress(outcome)
+
+    order = sorted(range(len(tests)), key=lambda i: tests[i][1].spec.then is None)  # scenarios first
+    workers = min(TEST_WORKERS, len(tests))
+    if workers > 1 and hasattr(spark, "newSession"):
+        _side_by_side(spark, order, run, workers)
+    else:
+        with _test_settings(spark):
+            for index in order:
+                run(index, spark)
+    return TestRun([outcomes[i] for i in sorted(outcomes)], time.perf_counter() - began)
+
+
+def _run_one(one: PipelineTests, test: DeclaredTest, spark: SparkSession) -> Outcome:
+    from framework.testing.batch import run_test
+    from framework.testing.stream import run_scenario
+
+    one.compiled.functions.use(spark)  # once per session (framework.functions.loader)
+    run_one = run_scenario if test.spec.then is not None else run_test
+    return run_one(one.context, one.compiled, test, spark)
+
+
+def _side_by_side(spark: SparkSession, order: list[int], run: Callable[[int, SparkSession], None], workers: int) -> None:
+    """`run` each test on one of `workers` threads, each with a session of its own over `spark`'s
+    JVM; their jobs in the caller's job group (a warm engine cancels a run's jobs by it). On
+    Ctrl-C: no test starts, the running ones' jobs are cancelled and their queries stopped."""
+    from framework.engine.session import GUARDS
+
+    context = spark.sparkContext
+    group = context.getLocalProperty("spark.jobGroup.id")
+    local = threading.local()
+    sessions: list[SparkSession] = []
+    stopping = threading.Event()
+
+    def work(index: int) -> None:
+        if stopping.is_set():
+            return
+        session = getattr(local, "session", None)
+        if session is None:
+            session = local.session = spark.newSession()
+            sessions.append(session)
+            for key, value in {**GUARDS, **TEST_CONF}.items():
+                session.conf.set(key, value)
+            if group is not None:
+                context.setJobGroup(group, "tributary test", interruptOnCancel=True)
+        run(index, session)
+
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="tributary-test")
+    try:
+        pending = {pool.submit(work, i) for i in order}
+        while pending:  # woken twice a second: a Ctrl-C (a warm engine's too) is heard at once
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+            for done in finished:
+                done.result()  # a test's own failure is its outcome: this raises only what went wrong here
+    except BaseException:
+        stopping.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        if group is not None:
+            context.cancelJobGroup(group)
+        for session in sessions:
+            for query in session.streams.active:
+                query.stop()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
+@contextmanager
+def _test_settings(spark: SparkSession) -> Iterator[None]:
+    """TEST_CONF on `spark` while the tests run one by one on it, its own settings put back after."""
     before = {key: spark.conf.get(key, None) for key in TEST_CONF}
     for key, value in TEST_CONF.items():
         spark.conf.set(key, value)
     try:
-        for one in planned:
-            for test in one.tests:
-                run_one = run_scenario if test.spec.then is not None else run_test
-                outcome = run_one(one.context, one.compiled, test, spark)
-                result.outcomes.append(outcome)
-                progress(outcome)
+        yield
     finally:
         for key, own in before.items():
             if own is None:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, own)
-    result.seconds = time.perf_counter() - began
-    return result
 
 
 def _preload(planned: list[PipelineTests]) -> None:
