@@ -211,3 +211,47 @@ def test_tests_run_two_at_a_time_each_on_a_session_of_its_own(cli, project: Path
     assert {key: session.conf.get(key, None) for key in TEST_CONF} == before
     names = [c.get("name") for c in ElementTree.parse(report).getroot().findall(".//testcase")]
     assert names == ["both_streams_are_stacked", "stats_per_service", "pages_per_day"], names
+
+
+def test_ctrl_c_stops_the_tests_and_reports_none_of_those_under_way(project: Path, spark, monkeypatch):
+    """Ctrl-C while tests run side by side: KeyboardInterrupt reaches the caller at once, no
+    further test starts, and the tests under way are not reported (their jobs were cancelled under
+    them: a failure would not be theirs)."""
+    import _thread
+    import contextlib
+    import threading
+    import time
+
+    import pytest
+
+    import framework.testing.batch as batch
+    from framework.project_context import ProjectContext
+    from framework.testing.run import run_tests, tests_to_run
+
+    monkeypatch.chdir(project)
+    planned = tests_to_run(ProjectContext.load(None), "service_calls", None)
+    started = threading.Event()
+    calls: list[str] = []
+    run_test = batch.run_test
+
+    def watched(context, compiled, test, used):
+        calls.append(test.name)
+        started.set()
+        with contextlib.suppress(Exception):  # cancelled by the Ctrl-C: the test goes on, as run_test would
+            used.sql("select reflect('java.lang.Thread', 'sleep', cast(6000 as bigint))").collect()  # a while
+        return run_test(context, compiled, test, used)
+
+    def press_ctrl_c() -> None:
+        if started.wait(120):
+            time.sleep(1.0)
+            _thread.interrupt_main()
+
+    monkeypatch.setattr(batch, "run_test", watched)
+    heard: list[object] = []
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_tests(planned, heard.append)
+    assert time.monotonic() - began < 90
+    assert heard == []
+    assert len(calls) == 2  # the two under way; the third never started

@@ -111,10 +111,12 @@ def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None])
     outcomes: dict[int, Outcome] = {}
     heard = threading.Lock()
 
-    def run(index: int, session: SparkSession) -> None:
+    def run(index: int, session: SparkSession, stopping: threading.Event | None = None) -> None:
         one, test = tests[index]
         outcome = _run_one(one, test, session)
         with heard:
+            if stopping is not None and stopping.is_set():
+                return  # interrupted: its jobs were cancelled under it, its failure is not its own
             outcomes[index] = outcome
             progress(outcome)
 
@@ -138,7 +140,9 @@ def _run_one(one: PipelineTests, test: DeclaredTest, spark: SparkSession) -> Out
     return run_one(one.context, one.compiled, test, spark)
 
 
-def _side_by_side(spark: SparkSession, order: list[int], run: Callable[[int, SparkSession], None], workers: int) -> None:
+def _side_by_side(
+    spark: SparkSession, order: list[int], run: Callable[[int, SparkSession, threading.Event], None], workers: int
+) -> None:
     """`run` each test on one of `workers` threads, each with a session of its own over `spark`'s
     JVM; their jobs in the caller's job group (a warm engine cancels a run's jobs by it). On
     Ctrl-C: no test starts, the running ones' jobs are cancelled and their queries stopped."""
@@ -161,7 +165,7 @@ def _side_by_side(spark: SparkSession, order: list[int], run: Callable[[int, Spa
                 session.conf.set(key, value)
             if group is not None:
                 context.setJobGroup(group, "tributary test", interruptOnCancel=True)
-        run(index, session)
+        run(index, session, stopping)
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="tributary-test")
     try:
