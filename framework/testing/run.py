@@ -11,8 +11,9 @@ those gaps: over the examples' tests, a warm engine's second run took 18.2 s ins
 cold one 49.3 s instead of 63.9 s (docs/testing.md). Each worker has a session of its own
 (`newSession()`, as `backfill --parallel`): its temporary views (a step's frame is a view named
 after the step: two tests of one pipeline would replace each other's), its SQL confs (TEST_CONF,
-set on the workers' sessions only, so the caller's session is left as it was) and its udfs/. The scenarios go first, the longest work. Spark Connect has no second session
-of a client (`newSession`): there the tests run one by one on the session, its confs put back after.
+set on the workers' sessions only, so the caller's session is left as it was) and its udfs/.
+The scenarios go first, the longest work. Spark Connect has no second session of a client
+(`newSession`): there the tests run one by one on the session, its confs put back after.
 """
 
 from __future__ import annotations
