@@ -35,23 +35,21 @@ _making = threading.Lock()  # runs side by side (backfill --parallel, tributary 
 
 def gx_batch_definition() -> Any:
     """The process's one GX context (ephemeral), reduced to what is used: a whole-DataFrame batch."""
-    global _batch_definition
+    global _context, _batch_definition
     with _making:
         if _batch_definition is None:
-            _batch_definition = _made()
+            _context, _batch_definition = _made()
     return _batch_definition
 
 
-def _made() -> Any:
-    global _context
+def _made() -> tuple[Any, Any]:
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     source = context.data_sources.add_spark(name="tributary", persist=False)
-    _context = context
-    return source.add_dataframe_asset(name="frame").add_batch_definition_whole_dataframe("whole")
+    return context, source.add_dataframe_asset(name="frame").add_batch_definition_whole_dataframe("whole")
 
 
 def gx_expectation(spec: ExpectationSpec) -> Any:

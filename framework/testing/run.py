@@ -112,23 +112,23 @@ def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None])
     outcomes: dict[int, Outcome] = {}
     heard = threading.Lock()
 
-    def run(index: int, session: SparkSession, stopping: threading.Event | None = None) -> None:
+    def run(index: int, session: SparkSession) -> Outcome:
         one, test = tests[index]
-        outcome = _run_one(one, test, session)
+        return _run_one(one, test, session)
+
+    def report(index: int, outcome: Outcome) -> None:
         with heard:
-            if stopping is not None and stopping.is_set():
-                return  # interrupted: its jobs were cancelled under it, its failure is not its own
             outcomes[index] = outcome
             progress(outcome)
 
     order = sorted(range(len(tests)), key=lambda i: tests[i][1].spec.then is None)  # scenarios first
     workers = min(TEST_WORKERS, len(tests))
     if workers > 1 and hasattr(spark, "newSession"):
-        _side_by_side(spark, order, run, workers)
+        _side_by_side(spark, order, run, report, workers)
     else:
         with _test_settings(spark):
             for index in order:
-                run(index, spark)
+                report(index, run(index, spark))
     return TestRun([outcomes[i] for i in sorted(outcomes)], time.perf_counter() - began)
 
 
@@ -142,12 +142,17 @@ def _run_one(one: PipelineTests, test: DeclaredTest, spark: SparkSession) -> Out
 
 
 def _side_by_side(
-    spark: SparkSession, order: list[int], run: Callable[[int, SparkSession, threading.Event], None], workers: int
+    spark: SparkSession,
+    order: list[int],
+    run: Callable[[int, SparkSession], Outcome],
+    report: Callable[[int, Outcome], None],
+    workers: int,
 ) -> None:
     """`run` each test on one of `workers` threads, each with a session of its own over `spark`'s
-    JVM; their jobs in the caller's job group (a warm engine cancels a run's jobs by it). On
-    Ctrl-C: no test starts, the running ones' jobs are cancelled and their queries stopped."""
-    from framework.engine.session import GUARDS
+    JVM, and `report` its outcome; their jobs in the caller's job group (a warm engine cancels a
+    run's jobs by it). On Ctrl-C: no test starts, the running ones' jobs are cancelled and their
+    queries stopped, and they are not reported (a failure under a cancel is not the test's own)."""
+    from framework.engine.session import guard
 
     context = spark.sparkContext
     group = context.getLocalProperty("spark.jobGroup.id")
@@ -162,11 +167,14 @@ def _side_by_side(
         if session is None:
             session = local.session = spark.newSession()
             sessions.append(session)
-            for key, value in {**GUARDS, **TEST_CONF}.items():
+            guard(session)
+            for key, value in TEST_CONF.items():
                 session.conf.set(key, value)
             if group is not None:
                 context.setJobGroup(group, "tributary test", interruptOnCancel=True)
-        run(index, session, stopping)
+        outcome = run(index, session)
+        if not stopping.is_set():
+            report(index, outcome)
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="tributary-test")
     try:
