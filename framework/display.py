@@ -564,6 +564,8 @@ def engine_table(statuses: list[dict[str, Any]]) -> Table:
         table.add_column(column)
     for s in statuses:
         now = f"running {s['busy']}" if s.get("busy") else f"idle {_duration(s.get('idle_s'))}"
+        if s.get("warming_up"):
+            now = "warming up (a command stops it)"
         if s.get("waiting"):
             now += f", {s['waiting']} waiting"
         stops = f" (stops after {_duration(s.get('idle_stop_s'))} idle)" if s.get("idle_stop_s") else ""

@@ -216,7 +216,9 @@ def test_tests_run_two_at_a_time_each_on_a_session_of_its_own(cli, project: Path
 def test_ctrl_c_stops_the_tests_and_reports_none_of_those_under_way(project: Path, spark, monkeypatch):
     """Ctrl-C while tests run side by side: KeyboardInterrupt reaches the caller at once, no
     further test starts, and the tests under way are not reported (their jobs were cancelled under
-    them: a failure would not be theirs)."""
+    them: a failure would not be theirs). A test that starts Spark work after the cancel (as a
+    scenario starts its next delivery's run) has that work cancelled too: it does not run on for
+    its whole length, which held up a warm engine's next command (its warm-up's scenarios did)."""
     import _thread
     import contextlib
     import threading
@@ -237,21 +239,32 @@ def test_ctrl_c_stops_the_tests_and_reports_none_of_those_under_way(project: Pat
     def watched(context, compiled, test, used):
         calls.append(test.name)
         started.set()
-        with contextlib.suppress(Exception):  # cancelled by the Ctrl-C: the test goes on, as run_test would
-            used.sql("select reflect('java.lang.Thread', 'sleep', cast(6000 as bigint))").collect()  # a while
+        for _ in range(2):  # the second: work a test starts after the cancel (a scenario's next delivery)
+            with contextlib.suppress(Exception):  # cancelled by the Ctrl-C: the test goes on, as run_test would
+                used.sql("select reflect('java.lang.Thread', 'sleep', cast(30000 as bigint))").collect()  # a while
         return run_test(context, compiled, test, used)
+
+    pressed: list[float] = []
 
     def press_ctrl_c() -> None:
         if started.wait(120):
             time.sleep(1.0)
+            pressed.append(time.monotonic())
             _thread.interrupt_main()
 
     monkeypatch.setattr(batch, "run_test", watched)
     heard: list[object] = []
     threading.Thread(target=press_ctrl_c, daemon=True).start()
     began = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        run_tests(planned, heard.append)
+    context = spark.sparkContext
+    context.setJobGroup("tributary-ctrl-c-test", "a warm engine's run", interruptOnCancel=True)  # a run has one
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_tests(planned, heard.append)
+    finally:
+        for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            context.setLocalProperty(key, None)  # type: ignore[arg-type]
+    assert time.monotonic() - pressed[0] < 15  # not the 30 s of the work started after the cancel
     assert time.monotonic() - began < 90
     assert heard == []
     assert len(calls) == 2  # the two under way; the third never started

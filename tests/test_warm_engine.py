@@ -211,6 +211,44 @@ def test_other_spark_settings_get_their_own_engine_which_stops_when_idle(warm, t
     assert not Path(second["socket"]).exists()
 
 
+def test_engine_start_warms_the_engine_up_until_a_command_comes(warm, tmp_path):
+    """An engine `tributary engine start` starts runs tests of its own while it waits (framework.warm.
+    warm_up); a command that comes stops them at once, is not told to wait, and runs; the warm-up's
+    folder is gone after."""
+    other = _copy_project(tmp_path / "other")
+    write(
+        other / "configs/local.yaml",
+        "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 5\nwarehouse: ./warehouse\n",
+    )
+    started = warm("engine", "start", cwd=other, TRIBUTARY_ENGINE_IDLE="0.1")
+    assert started.returncode == 0, started.stderr
+    assert "warming up" in started.stdout
+    [engine] = [e for e in warm.engines() if e["spark"]["conf"] == {"spark.sql.shuffle.partitions": 5}]
+    assert engine["warming_up"] is True and engine["busy"] is None and engine["runs"] == 0
+    time.sleep(3.0)  # inside the warm-up's tests (they take tens of seconds)
+    assert list(warm.runtime.glob("warm-up-*")), "the warm-up's copy of its project is where it runs"
+
+    done = warm("test", "service_calls", "--select", "both_streams_are_stacked", cwd=other)
+    assert done.returncode == 0, done.stderr
+    assert "1 passed, 0 failed" in done.stdout and "waiting" not in done.stderr
+    log = Path(engine["log"]).read_text()
+    assert "warm-up: stopped: a command came" in log and "test service_calls: exit 0" in log
+    assert not list(warm.runtime.glob("warm-up-*"))
+    [after] = [e for e in warm.engines() if e["pid"] == engine["pid"]]
+    assert after["warming_up"] is False and after["runs"] == 1
+    warm.wait_until(lambda engines: all(e["pid"] != engine["pid"] for e in engines), timeout=90)  # idle: it stops
+
+
+def test_the_warm_up_passes_its_own_tests_and_leaves_nothing(spark, tmp_path):
+    """The warm-up project (framework/warm/warm_up_project) stays a valid project whose tests pass:
+    a warm-up that failed would warm nothing, and say so only in the engine's log."""
+    from framework.warm.warm_up import warm_up
+
+    what = warm_up(tmp_path)
+    assert what.startswith("3 tests in") and "failed" not in what, what
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_which_commands_use_the_engine_and_what_they_send_it(monkeypatch):
     from typer.main import get_command
 

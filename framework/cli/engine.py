@@ -64,14 +64,25 @@ def engine_stop(debug: DebugOpt = False) -> None:
 
 
 @app.command("start")
-def engine_start(profile: ProfileOpt = None, debug: DebugOpt = False) -> None:
-    """Start the warm engine of a profile now (runs start it themselves when needed)."""
+def engine_start(
+    profile: ProfileOpt = None,
+    no_warm_up: Annotated[
+        bool,
+        typer.Option(
+            "--no-warm-up", help="Do not warm a new engine up (by default it runs tests of its own until a command comes)."
+        ),
+    ] = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Start the warm engine of a profile now (runs start it themselves when needed). A new engine
+    warms itself up in the background until its first command comes, so that command runs as fast
+    as a second one would."""
 
     def body() -> None:
         from framework.display import engine_table
         from framework.warm.client import start
 
-        term.out.print(engine_table([start(context(None, profile).profile, note)]))
+        term.out.print(engine_table([start(context(None, profile).profile, note, warm_up=not no_warm_up)]))
 
     guard(debug, _engine_errors(body))
 

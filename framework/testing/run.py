@@ -177,8 +177,9 @@ def _side_by_side(
             report(index, outcome)
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="tributary-test")
+    futures = [pool.submit(work, i) for i in order]
     try:
-        pending = {pool.submit(work, i) for i in order}
+        pending = set(futures)
         while pending:  # woken twice a second: a Ctrl-C (a warm engine's too) is heard at once
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
             for done in finished:
@@ -186,11 +187,18 @@ def _side_by_side(
     except BaseException:
         stopping.set()
         pool.shutdown(wait=False, cancel_futures=True)
-        if group is not None:
-            context.cancelJobGroup(group)
-        for session in sessions:
-            for query in session.streams.active:
-                query.stop()
+        while True:  # until the running tests give up: a scenario cancelled between two of its
+            # runs starts the next one, whose jobs and queries are then stopped as they come
+            if group is not None:
+                context.cancelJobGroup(group)
+            else:
+                context.cancelAllJobs()
+            for session in sessions:
+                for query in session.streams.active:
+                    query.stop()
+            if all(f.done() for f in futures):  # done: run, or never started (cancelled)
+                break
+            time.sleep(0.2)
         raise
     finally:
         pool.shutdown(wait=True)

@@ -127,15 +127,16 @@ def warm_up(profile: Profile, no_engine: bool = False) -> None:
                 _retire_outdated(place)
 
 
-def start(profile: Profile, say: Say) -> dict[str, Any]:
-    """`tributary engine start`: the profile's engine, started if needed; its status."""
+def start(profile: Profile, say: Say, warm_up: bool = True) -> dict[str, Any]:
+    """`tributary engine start`: the profile's engine, started if needed; its status. An engine it
+    starts warms itself up until its first command comes (`warm_up`: framework.warm.warm_up)."""
     why_not = mode(profile)
     if why_not is not None:
         raise EngineUnavailable(
             why_not or "this profile does not use the warm engine (engine: embedded, not local, or turned off)"
         )
     place = EnginePlace.of(engine_key(profile))
-    _connect_or_start(place, profile, say).close()
+    _connect_or_start(place, profile, say, warm_up).close()
     status = ask(str(place.socket), {"t": "status"})
     if status is None:
         raise EngineUnavailable(f"the engine stopped right after starting; its log: {place.log}")
@@ -173,7 +174,7 @@ def stop_all(folder: Path | None = None, wait_s: float = 30.0) -> list[dict[str,
 # -- starting --------------------------------------------------------------------------------
 
 
-def _connect_or_start(place: EnginePlace, profile: Profile, say: Say) -> Channel:
+def _connect_or_start(place: EnginePlace, profile: Profile, say: Say, warm_up: bool = False) -> Channel:
     channel = _try_connect(place)
     if channel is not None:
         return channel
@@ -183,7 +184,7 @@ def _connect_or_start(place: EnginePlace, profile: Profile, say: Say) -> Channel
             return channel
         process = _spawned.get(place.key)
         if process is None and not _lock_held(place):
-            process = _spawn(place, profile)
+            process = _spawn(place, profile, warm_up)
         _retire_outdated(place)
         minutes = idle_minutes(profile)
         say(f"starting a warm Spark engine for this and later runs (it stops after {minutes:g} min idle; tributary engine stop)")
@@ -195,7 +196,7 @@ def _connect_or_start(place: EnginePlace, profile: Profile, say: Say) -> Channel
             if process is not None and process.poll() is not None:
                 raise EngineUnavailable(f"the engine exited while starting (code {process.returncode}); its log: {place.log}")
             if process is None and not _lock_held(place):
-                process = _spawn(place, profile)  # the engine that held the lock is gone
+                process = _spawn(place, profile, warm_up)  # the engine that held the lock is gone
             if time.monotonic() > deadline:
                 raise EngineUnavailable(f"the engine did not start within {START_TIMEOUT_S:.0f}s; its log: {place.log}")
             time.sleep(0.05)
@@ -211,13 +212,14 @@ def _retire_outdated(place: EnginePlace) -> None:
             ask(str(status.get("socket")), {"t": "stop"})
 
 
-def _spawn(place: EnginePlace, profile: Profile) -> subprocess.Popen:
+def _spawn(place: EnginePlace, profile: Profile, warm_up: bool = False) -> subprocess.Popen:
     """`tributary engine serve`, detached: its own session (no terminal signals), output to its log."""
     settings = {
         "key": place.key,
         "folder": str(place.folder),
         "spark": settings_of(profile),
         "idle_minutes": idle_minutes(profile),
+        "warm_up": warm_up,
     }
     log = open(place.log, "ab")  # noqa: SIM115 - handed to the child
     try:

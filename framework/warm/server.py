@@ -138,15 +138,34 @@ class Request:
         return True  # EOF, or a cancel sent before the run started
 
 
+@dataclass
+class WarmUp:
+    """The engine's warm-up (framework.warm.warm_up) while it runs: interrupted as a run is."""
+
+    label: str = "warm-up"
+    done: bool = False
+    interrupted: bool = False
+    raised: bool = False
+
+
 class Engine:
-    def __init__(self, place: EnginePlace, spark: Any, idle_s: float, run_command: RunCommand, settings: dict[str, Any]):
+    def __init__(
+        self,
+        place: EnginePlace,
+        spark: Any,
+        idle_s: float,
+        run_command: RunCommand,
+        settings: dict[str, Any],
+        warm_up: bool = False,
+    ):
         self.place, self.spark, self.idle_s, self.run_command = place, spark, idle_s, run_command
         self.settings = settings
         self.source = source_digest()  # the framework's files this engine runs
         self.started = time.time()
         self.idle_since = time.time()
         self.runs = 0
-        self.current: Request | None = None
+        self.current: Request | WarmUp | None = None
+        self.warm_up = WarmUp() if warm_up else None  # framework.warm.warm_up
         self.waiting: queue.Queue[Request] = queue.Queue()
         self.stopping = threading.Event()
         self.stop_reason = ""
@@ -169,7 +188,10 @@ class Engine:
         signal.signal(signal.SIGTERM, lambda *_: self._wake.set())
         signal.signal(signal.SIGINT, self._on_sigint)
         try:
-            while not self.stopping.is_set():
+            died = self._warm_up(self.warm_up) if self.warm_up is not None else None
+            if died:
+                self.stop_reason = died
+            while not self.stopping.is_set() and not died:
                 try:
                     request = self.waiting.get(timeout=0.5)
                 except queue.Empty:
@@ -231,18 +253,65 @@ class Engine:
         if died is None:  # after the client has its answer: the next run starts once this is done
             self._reset_session()
         if self.draining is not None:  # a failed or cancelled run's tasks may go on: wait for them
-            left = leftover_tasks.wait_until_stopped(self.spark)
-            if left:
-                self.jvm_stuck = True
-                died = (
-                    f"{len(left)} Spark task(s) of the cancelled or failed `{request.label}` did not stop within "
-                    f"{leftover_tasks.GRACE_S:g} s (Java code that ignores interrupts, such as a slow regex); "
-                    "the engine ended its JVM to free their cores"
-                )
-                print(f"{time.strftime('%H:%M:%S')} {died}: {', '.join(left)}", flush=True)
+            died = self._wait_for_leftover_tasks(request.label)
         with self._lock:
             self.draining = None
             self.idle_since = time.time()
+        return died
+
+    def _warm_up(self, warm_up: WarmUp) -> str | None:
+        """Run the warm-up as a run (a session of its own, cleaned after), until it ends or a
+        command comes (_greet interrupts it as a client's Ctrl-C interrupts a run); returns why the
+        engine cannot go on, if it cannot."""
+        from framework.warm.warm_up import warm_up as run_warm_up
+
+        with self._lock:
+            if not self.waiting.empty():
+                return None  # a command came first: its run warms the engine
+            self.current = warm_up
+        began = time.perf_counter()
+        what = "stopped: a command came"
+        try:
+            try:
+                self.session = RunSession(self.spark, self._catalog)
+                what = run_warm_up(self.place.folder)
+            finally:
+                with self._lock:
+                    warm_up.done = True
+                _settle()
+                _deferred.clear()
+        except KeyboardInterrupt:
+            pass
+        except Exception as e:  # noqa: BLE001 - the engine serves whatever its warm-up met
+            what = f"failed: {type(e).__name__}: {e}"
+        finally:
+            with self._lock:
+                self.current = None
+                self.draining = warm_up.label if warm_up.interrupted else None
+        print(f"{time.strftime('%H:%M:%S')} warm-up: {what} ({time.perf_counter() - began:.1f}s)", flush=True)
+        died = self._jvm_gone()
+        if died is None:
+            self._reset_session()
+            if self.draining is not None:
+                died = self._wait_for_leftover_tasks(warm_up.label)
+        with self._lock:
+            self.draining = None
+            self.idle_since = time.time()
+        return died
+
+    def _wait_for_leftover_tasks(self, label: str) -> str | None:
+        """After a cancelled or failed run: wait for its tasks to stop; if they do not, the engine
+        ends (its JVM with it) and this says why."""
+        left = leftover_tasks.wait_until_stopped(self.spark)
+        if not left:
+            return None
+        self.jvm_stuck = True
+        died = (
+            f"{len(left)} Spark task(s) of the cancelled or failed `{label}` did not stop within "
+            f"{leftover_tasks.GRACE_S:g} s (Java code that ignores interrupts, such as a slow regex); "
+            "the engine ended its JVM to free their cores"
+        )
+        print(f"{time.strftime('%H:%M:%S')} {died}: {', '.join(left)}", flush=True)
         return died
 
     def _run(self, request: Request) -> int:
@@ -280,7 +349,7 @@ class Engine:
             if message is None or request.done:
                 return
 
-    def _interrupt(self, request: Request) -> None:
+    def _interrupt(self, request: Request | WarmUp) -> None:
         """Ctrl-C for the main thread, as a terminal would send it: Spark's jobs are cancelled from
         here (the main thread may be waiting for one), then the main thread's SIGINT handler runs.
         Another handler than the engine's (a continuous stream's clean stop, a backfill's or the
@@ -424,9 +493,12 @@ class Engine:
                 channel.close()
                 return
             with self._lock:
-                running = self.current.label if self.current else self.draining
+                warming = self.current if isinstance(self.current, WarmUp) else None
+                running = None if warming else self.current.label if self.current else self.draining
                 ahead = self.waiting.qsize()
-            if running is not None or ahead:
+            if warming is not None:  # the command goes first: the warm-up stops for it
+                self._interrupt(warming)
+            elif running is not None or ahead:
                 label = running or "queued runs"
                 channel.send({"t": "busy", "with": label, "ahead": ahead, "pid": os.getpid()})
             self.waiting.put(request)
@@ -437,10 +509,11 @@ class Engine:
         now = time.time()
         with self._lock:
             current, draining = self.current, self.draining
-        busy = current.label if current else None
+        warming = isinstance(current, WarmUp)
+        busy = None if warming else current.label if current else None
         if busy is None and draining is not None:
             busy = f"{draining} (cancelled: waiting up to {leftover_tasks.GRACE_S:g} s for its Spark tasks to stop)"
-        elif busy is None and not self.stopping.is_set():
+        elif busy is None and not warming and not self.stopping.is_set():
             left = leftover_tasks.running_tasks(self.spark)  # work no run owns any more is still work
             busy = f"{len(left)} Spark task(s) still running" if left else None
         return {
@@ -449,7 +522,8 @@ class Engine:
             "uptime_s": round(now - self.started, 1),
             "runs": self.runs,
             "busy": busy,
-            "idle_s": None if busy else round(now - self.idle_since, 1),
+            "warming_up": warming,
+            "idle_s": None if busy or warming else round(now - self.idle_since, 1),
             "waiting": self.waiting.qsize(),
         }
 
@@ -487,7 +561,7 @@ class Engine:
 
 
 def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
-    """The engine's life: `settings` = {"key", "folder", "spark", "idle_minutes"} from the client."""
+    """The engine's life: `settings` = {"key", "folder", "spark", "idle_minutes", "warm_up"} from the client."""
     place = EnginePlace.of(str(settings["key"]), Path(settings["folder"]))
     lock = _take_lock(place.lock)
     if lock is None:
@@ -513,7 +587,8 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
     preload.join()
     framework.warm.serving = True
     _install_interrupt_point()
-    engine = Engine(place, spark, float(settings["idle_minutes"]) * 60, run_command, spark_settings)
+    warm_up = bool(settings.get("warm_up"))  # started by `tributary engine start`
+    engine = Engine(place, spark, float(settings["idle_minutes"]) * 60, run_command, spark_settings, warm_up)
     print(f"engine {place.key}: ready in {time.perf_counter() - began:.1f}s on {place.socket}", flush=True)
     reason = engine.serve()
     print(f"engine {place.key}: stopping ({reason}) after {engine.runs} run(s)", flush=True)
