@@ -52,3 +52,21 @@ def test_the_archive_built_from_a_list_is_one_a_jvm_like_the_sessions_maps(spark
     )
     assert mapped.returncode == 0, mapped.stderr
     assert "sharing" in mapped.stderr
+
+
+def test_a_jvm_a_command_starts_maps_the_archive_and_lists_no_classes(tmp_path, monkeypatch):
+    """`tributary test --no-engine` starts a JVM of its own: it maps the archive when there is one,
+    and without one starts as before (listing classes is an engine's job: its list becomes the archive)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("TRIBUTARY_CLASS_ARCHIVE", "1")
+    archive = class_archive.archive_path()
+    assert archive is not None and archive.parent == tmp_path / "tributary"
+
+    assert class_archive.using_options() == ""
+    assert not archive.parent.exists()  # nothing listed, nothing made
+
+    archive.parent.mkdir()
+    archive.write_bytes(b"x")
+    assert class_archive.using_options() == f"-XX:SharedArchiveFile={archive} {class_archive._QUIET}"
+    monkeypatch.setenv("TRIBUTARY_CLASS_ARCHIVE", "0")
+    assert class_archive.using_options() == ""

@@ -58,7 +58,9 @@ def test_cmd(
                 for line in outcome.lines():
                     say(f"    {line}".replace("\n", "\n    "))
 
-        run = run_tests(planned, progress)
+        from framework.warm.class_archive import using_options
+
+        run = run_tests(planned, progress, java_options=using_options())
         failed = len(run.failed)
         colour = "red" if failed else "green"
         out.print(

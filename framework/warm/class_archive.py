@@ -54,6 +54,13 @@ def archive_path() -> Path | None:
     return folder() / f"spark-classes-{digest.hexdigest()[:16]}.jsa"
 
 
+def using_options() -> str:
+    """The JVM options that map this Java and Spark's archive when there is one (a JVM started by a
+    command, not an engine: it uses an archive, only engines list the classes to make one)."""
+    path = archive_path()
+    return f"-XX:SharedArchiveFile={path} {_QUIET}" if path is not None and path.is_file() else ""
+
+
 def java_options(path: Path | None) -> tuple[str, Path | None]:
     """The JVM options for an engine, and the class list its JVM writes (None: it lists none)."""
     if path is None:
