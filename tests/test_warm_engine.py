@@ -240,10 +240,13 @@ def test_engine_start_warms_the_engine_up_until_a_command_comes(warm, tmp_path):
 
 
 def test_the_warm_up_passes_its_own_tests_and_leaves_nothing(spark, tmp_path):
-    """The warm-up project (framework/warm/warm_up_project) stays a valid project whose tests pass:
-    a warm-up that failed would warm nothing, and say so only in the engine's log."""
+    """The warm-up project (framework/warm/warm-up-project) stays a valid project whose tests pass:
+    a warm-up that failed would warm nothing, and say so only in the engine's log. The folder of a
+    warm-up whose engine was killed is removed by the next one."""
     from framework.warm.warm_up import warm_up
 
+    killed = tmp_path / "warm-up-999999999-x1y2" / "project"  # an engine killed during its warm-up
+    killed.mkdir(parents=True)
     what = warm_up(tmp_path)
     assert what.startswith("3 tests in") and "failed" not in what, what
     assert list(tmp_path.iterdir()) == []

@@ -20,7 +20,7 @@ driver keeps every feature as it is.
   each other, stop when idle.
 - client.py: find or start the engine for a profile, hand it a command, relay its output, pass
   Ctrl-C on; fall back to the embedded engine when it cannot start.
-- warm_up.py (and warm_up_project/): what an engine `tributary engine start` started does while it
+- warm_up.py (and warm-up-project/): what an engine `tributary engine start` started does while it
   waits for its first command: runs tests of its own, so that command runs as a second one would.
 """
 

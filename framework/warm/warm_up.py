@@ -8,7 +8,7 @@ warm-up took 22.7 s and 24.6 s, and a second time on one JVM 21.3 s and 22.0 s. 
 is started ahead of its use (`tributary engine start`) spends its first idle seconds running
 tests of its own, and the analyst's first `tributary test` then answers as the second does.
 
-What: the tests of a small project shipped with Tributary (warm_up_project/: two streams stacked
+What: the tests of a small project shipped with Tributary (warm-up-project/: two streams stacked
 with a `drop` expectation, small window arrays, a chained SQL step calling a udf, a group step; a
 batch test and two scenarios), run as `tributary test` runs them, in a folder of the engine's
 own (a copy of the project, removed after): scratch tables only, no warehouse of any user's, no
@@ -21,12 +21,13 @@ stops a run (framework.warm.server), so a command waits for the cancel, never fo
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
 #: the project whose tests are the warm-up (package data)
-PROJECT = Path(__file__).with_name("warm_up_project")
+PROJECT = Path(__file__).with_name("warm-up-project")
 
 
 def warm_up(folder: Path) -> str:
@@ -34,7 +35,8 @@ def warm_up(folder: Path) -> str:
     from framework.project_context import ProjectContext
     from framework.testing.run import run_tests, tests_to_run
 
-    copy = Path(tempfile.mkdtemp(prefix="warm-up-", dir=folder))
+    _remove_left_behind(folder)
+    copy = Path(tempfile.mkdtemp(prefix=f"warm-up-{os.getpid()}-", dir=folder))
     try:
         project = copy / "project"
         shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("__pycache__"))
@@ -47,3 +49,21 @@ def warm_up(folder: Path) -> str:
         shutil.rmtree(copy, ignore_errors=True)
     failed = ", ".join(f"{o.test.id}: {o.failure or 'rows differ'}" for o in run.failed)
     return f"{len(run.outcomes)} tests in {run.seconds:.1f}s" + (f" ({len(run.failed)} failed: {failed})" if failed else "")
+
+
+def _remove_left_behind(folder: Path) -> None:
+    """The warm-up folders of engines killed during their warm-up (the folder names its engine's pid)."""
+    for left in folder.glob("warm-up-*-*"):
+        pid = left.name.split("-")[2]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
