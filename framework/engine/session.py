@@ -54,6 +54,10 @@ GUARDS: dict[str, str] = {"spark.sql.variable.substitute": "false"}
 #: Settings a Spark Connect server fixes when it starts: a client's session cannot change them
 _SERVER_CONF = ("spark.driver.", "spark.ui.", "spark.python.sql.dataFrameDebugging.enabled")
 
+#: The Python daemon of embedded Spark (framework.engine.worker_daemon: workers import PySpark from
+#: its bytecode, not from its source zip); a profile's `spark.python.daemon.module` wins
+WORKER_DAEMON = "framework.engine.worker_daemon"
+
 #: PySpark's own loggers that print an error's query context to stderr as JSON
 _PYSPARK_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
@@ -97,8 +101,11 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
     if profile.spark.remote:
         # the server's own: its driver, its UI and its static confs (a session cannot set them)
         conf = {k: v for k, v in conf.items() if not k.startswith(_SERVER_CONF)}
-    elif jvm.enabled() and (functions_jar := jvm.jar()) is not None:
-        conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(functions_jar)]))
+    else:
+        if _embedded(profile):
+            conf.setdefault("spark.python.daemon.module", WORKER_DAEMON)
+        if jvm.enabled() and (functions_jar := jvm.jar()) is not None:
+            conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(functions_jar)]))
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -107,6 +114,24 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
         spark.sparkContext.setLogLevel("ERROR")
     _log_pyspark_to(log)
     return spark
+
+
+def _embedded(profile: Profile) -> bool:
+    """Spark runs its Python workers on this machine with this interpreter, and they can import
+    Tributary: it is installed in this interpreter's environment, or its folder is on PYTHONPATH
+    or is the working directory (a worker is started with `python -m`, from the driver's)."""
+    if not (profile.spark.master or "local[*]").startswith("local"):
+        return False
+    from importlib import metadata
+
+    try:
+        metadata.distribution("tributary")
+        return True
+    except metadata.PackageNotFoundError:
+        pass
+    root = Path(__file__).resolve().parents[2]
+    reachable = [*os.environ.get("PYTHONPATH", "").split(os.pathsep), os.getcwd()]
+    return any(p and Path(p).resolve() == root for p in reachable)
 
 
 def check_connect_server(profile: Profile, timeout_s: float = 5.0) -> None:
