@@ -29,9 +29,8 @@ def rows(ids: list[int], day: date = date(2024, 1, 1), kind: str = "a") -> pa.Ta
 
 def stream(spark, table: Path, checkpoint: Path, **options: str) -> list[list[dict]]:
     """One availableNow run into foreachBatch; the rows of each micro-batch, sorted by id."""
-    register_delta_stream(spark)
     batches: list[list[dict]] = []
-    reader = spark.readStream.format("tributary_delta").option("path", str(table))
+    reader = spark.readStream.format(register_delta_stream(spark)).option("path", str(table))
     for key, value in options.items():
         reader = reader.option(key, value)
     query = (
@@ -144,3 +143,17 @@ def test_missing_table_is_named(spark, tmp_path: Path):
     register_delta_stream(spark)
     with pytest.raises(Exception, match="no Delta table at .*nowhere"):
         spark.readStream.format("tributary_delta").option("path", str(tmp_path / "nowhere")).load()
+
+
+def test_a_session_made_after_its_parent_registered_the_source_reads_it_too(spark, tmp_path: Path):
+    """A session made by `newSession()` (each test of `tributary test`, each run of a warm engine)
+    after its parent registered the source: Spark refuses the name there and does not find it
+    either, so a chain could not be read there at all (DATA_SOURCE_ALREADY_EXISTS)."""
+    table = tmp_path / "t"
+    write_deltalake(table, rows([1, 2]))
+    register_delta_stream(spark)
+    child = spark.newSession()
+    assert ids(stream(child, table, tmp_path / "checkpoint")) == [[1, 2]]
+    write_deltalake(table, rows([3]), mode="append")
+    assert ids(stream(child, table, tmp_path / "checkpoint")) == [[3]]  # registered again in the child: still its own
+    assert ids(stream(child.newSession(), table, tmp_path / "checkpoint2")) == [[1, 2, 3]]

@@ -285,8 +285,8 @@ def _chained_stream(run: RunContext, frames: Frames, step: PlannedStep) -> DataF
         from framework.io.delta.delta_rs import spark_to_arrow
 
         run.store.append_rows(chain.table, spark_to_arrow(columns.schema).empty_table())
-    register_delta_stream(run.spark)
-    raw = run.spark.readStream.format("tributary_delta").option("path", chain.table).load()
+    reader = register_delta_stream(run.spark)
+    raw = run.spark.readStream.format(reader).option("path", chain.table).load()
     frames.chained_raw[step.name] = raw
     if chain.event_time is None or chain.event_time not in columns.columns:
         return raw

@@ -1,7 +1,7 @@
 """A Structured Streaming source for Delta tables, read with delta-rs and pyarrow (no Delta jars).
 
-    register_delta_stream(spark)
-    spark.readStream.format("tributary_delta").option("path", "/abs/table").load()
+    reader = register_delta_stream(spark)  # "tributary_delta" (see the function for when it is not)
+    spark.readStream.format(reader).option("path", "/abs/table").load()
 
 Offsets are Delta versions ({"version": N}); a micro-batch (start, end] streams the data files
 added by commits start+1..end, read straight from the `_delta_log` JSON commits. The inputs are
@@ -49,9 +49,23 @@ class DeltaStreamError(RuntimeError):
     """The table cannot be streamed as asked (not a Delta table, data removed, log gone)."""
 
 
-def register_delta_stream(spark: Any) -> None:
-    """Make `format("tributary_delta")` available in this session (registering again is harmless)."""
-    spark.dataSource.register(DeltaStreamSource)
+def register_delta_stream(spark: Any) -> str:
+    """Make this source available in `spark`'s session; the format name to read it by there.
+
+    FORMAT, except in a session made by `newSession()` after its parent registered the source:
+    Spark refuses the name there (DATA_SOURCE_ALREADY_EXISTS) and does not find it either, so the
+    session registers it under a name of its own. Registering again in one session is harmless."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        spark.dataSource.register(DeltaStreamSource)
+        return FORMAT
+    except AnalysisException as e:
+        if e.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise
+    own = f"{FORMAT}_{spark._jsparkSession.hashCode() & 0xFFFFFFFF:08x}"
+    spark.dataSource.register(type("SessionDeltaStreamSource", (DeltaStreamSource,), {"name": classmethod(lambda cls: own)}))
+    return own
 
 
 class DeltaStreamSource(DataSource):

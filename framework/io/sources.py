@@ -211,8 +211,8 @@ def read_source_stream(spark: SparkSession, name: str, spec: AnySource, location
     elif isinstance(spec, DeltaSource):
         from framework.io.delta_stream import register_delta_stream
 
-        register_delta_stream(spark)
-        frame = SourceFrame(name, spark.readStream.format("tributary_delta").option("path", location).load())
+        reader = register_delta_stream(spark)
+        frame = SourceFrame(name, spark.readStream.format(reader).option("path", location).load())
     else:
         ddl = spec.ddl()
         if ddl is None:
