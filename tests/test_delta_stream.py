@@ -100,12 +100,12 @@ def test_starting_version(spark, tmp_path: Path):
 
 
 def test_processing_time_trigger_picks_up_new_commits(spark, tmp_path: Path):
-    register_delta_stream(spark)
+    reader = register_delta_stream(spark)
     table = tmp_path / "t"
     write_deltalake(table, rows([1]))
     seen: list[int] = []
     query = (
-        spark.readStream.format("tributary_delta")
+        spark.readStream.format(reader)
         .option("path", str(table))
         .load()
         .writeStream.foreachBatch(lambda df, _: seen.extend(r.id for r in df.collect()))
@@ -127,7 +127,7 @@ def test_added_column_reads_null_from_older_files_and_stops_a_running_stream(spa
 
     table = tmp_path / "t"
     write_deltalake(table, rows([1]))
-    old_schema = spark.readStream.format("tributary_delta").option("path", str(table)).load().schema
+    old_schema = spark.readStream.format(register_delta_stream(spark)).option("path", str(table)).load().schema
     write_deltalake(table, rows([2]).append_column("extra", pa.array(["x"])), mode="append", schema_mode="merge")
 
     (batch,) = stream(spark, table, tmp_path / "checkpoint")
@@ -140,9 +140,9 @@ def test_added_column_reads_null_from_older_files_and_stops_a_running_stream(spa
 
 
 def test_missing_table_is_named(spark, tmp_path: Path):
-    register_delta_stream(spark)
+    reader = register_delta_stream(spark)
     with pytest.raises(Exception, match="no Delta table at .*nowhere"):
-        spark.readStream.format("tributary_delta").option("path", str(tmp_path / "nowhere")).load()
+        spark.readStream.format(reader).option("path", str(tmp_path / "nowhere")).load()
 
 
 def test_a_session_made_after_its_parent_registered_the_source_reads_it_too(spark, tmp_path: Path):
