@@ -102,7 +102,7 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
         # the server's own: its driver, its UI and its static confs (a session cannot set them)
         conf = {k: v for k, v in conf.items() if not k.startswith(_SERVER_CONF)}
     else:
-        if _embedded(profile):
+        if _workers_import_tributary(profile):
             conf.setdefault("spark.python.daemon.module", WORKER_DAEMON)
         if jvm.enabled() and (functions_jar := jvm.jar()) is not None:
             conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(functions_jar)]))
@@ -116,7 +116,7 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
     return spark
 
 
-def _embedded(profile: Profile) -> bool:
+def _workers_import_tributary(profile: Profile) -> bool:
     """Spark runs its Python workers on this machine with this interpreter, and they can import
     Tributary: it is installed in this interpreter's environment, or its folder is on PYTHONPATH
     or is the working directory (a worker is started with `python -m`, from the driver's)."""
