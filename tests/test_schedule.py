@@ -534,7 +534,15 @@ def test_after_names_pipelines_with_schedules_and_no_cycle(cli, project, files, 
     assert "pipelines/down.yaml:4:" in err, err  # the line of the name under after:
 
 
-def test_next_says_what_waits_for_what(cli, project):
+class _Noon:
+    """A clock at mid-day: an interval label spanning midnight is longer and wraps in the table."""
+
+    def now(self) -> datetime:
+        return datetime(2026, 6, 15, 12, 30, tzinfo=UTC)
+
+
+def test_next_says_what_waits_for_what(cli, project, monkeypatch):
+    monkeypatch.setattr("framework.schedule.upcoming.SystemClock", _Noon)
     write(project / "pipelines/up.yaml", AFTER.format(name="up", after="").replace("  after: []\n", ""))
     write(project / "pipelines/down.yaml", AFTER.format(name="down", after="up"))
     code, _, err = cli("validate", "pipelines/down.yaml", "pipelines/up.yaml")
