@@ -169,8 +169,14 @@ class ObservedSuite:
         hows = list(self.key_counts.items())
         if not hows:
             return {}
-        per_row = F.explode(F.array(*[F.struct(F.lit(k).alias("c"), how.hashed().alias("h")) for k, (_, how) in enumerate(hows)]))
-        seen_twice = rows.select(per_row.alias("e")).groupBy("e.c", "e.h").agg(F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
+        if len(hows) == 1:  # one hash per row: no generator (exploding 1M one-element arrays costs ~0.25 s)
+            keyed = rows.select(F.lit(0).alias("c"), hows[0][1].hashed().alias("h"))
+        else:
+            per_row = F.explode(
+                F.array(*[F.struct(F.lit(k).alias("c"), how.hashed().alias("h")) for k, (_, how) in enumerate(hows)])
+            )
+            keyed = rows.select(per_row.alias("e")).select("e.c", "e.h")
+        seen_twice = keyed.groupBy("c", "h").agg(F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
         kept = seen_twice.select("c", "h").limit(_CANDIDATES_KEPT + 1).collect()
         if len(kept) > _CANDIDATES_KEPT:  # many repeated keys: each counted over all its rows
             return {alias: how.count(rows) for alias, how in hows}

@@ -13,8 +13,10 @@ transaction in the log and is skipped, so nothing is written twice.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,6 +34,42 @@ HISTORY_LIMIT = 1000
 
 #: read(limit=...): the place of each row's file among the table's first files, oldest first
 FILE_RANK = "__tributary_file_rank"
+
+
+#: open Parquet writers per task for a split write (one per split value: the output's rows and
+#: each combination of failed drop expectations); past it, Spark sorts the task's other rows
+SPLIT_WRITERS = 4
+#: a split write's confs (see `unsorted_split`)
+_SPLIT_CONFS = {
+    "spark.sql.optimizer.plannedWrite.enabled": "false",
+    "spark.sql.maxConcurrentOutputFileWriters": str(SPLIT_WRITERS),
+}
+_split_lock = threading.Lock()
+
+
+@contextmanager
+def unsorted_split(spark: SparkSession) -> Iterator[None]:
+    """A write partitioned on its split column without sorting its rows first.
+
+    Spark writes a partitioned folder from rows sorted by the partition columns, and plans that
+    sort into every such write. A split puts nearly every row in one partition (the refused few
+    go to the others), so the sort buys nothing. With the planned sort off and
+    `maxConcurrentOutputFileWriters` set, each task keeps a Parquet writer open per split value
+    and sorts only the rows past SPLIT_WRITERS values. Measured on 1M rows of 16 columns,
+    local[2]: unpartitioned 1.44 s, split with the sort 1.97 s, split without it 1.59 s.
+
+    The confs are the session's, set for this write only: a run's session is its own
+    (framework.warm.isolation), and it stages its outputs one at a time."""
+    with _split_lock:
+        before = {key: spark.conf.get(key) for key in _SPLIT_CONFS}
+        for key, value in _SPLIT_CONFS.items():
+            spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        with _split_lock:
+            for key, value in before.items():
+                spark.conf.set(key, value)
 
 
 @dataclass(frozen=True)
@@ -174,7 +212,8 @@ class DeltaStore(ABC):
         partitions = [split_by, *partition_by] if split_by else list(partition_by)
         if partitions:
             writer = writer.partitionBy(*partitions)
-        writer.parquet(staging)
+        with unsorted_split(df.sparkSession) if split_by else nullcontext():
+            writer.parquet(staging)
         if not split_by:
             return self.staged(output, table, staging, df.schema, partition_by)
         kept = f"{staging.rstrip('/')}/{split_by}={staging_files.HIVE_NULL}"
