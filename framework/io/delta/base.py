@@ -55,8 +55,10 @@ def unsorted_split(spark: SparkSession) -> Iterator[None]:
     sort into every such write. A split puts nearly every row in one partition (the refused few
     go to the others), so the sort buys nothing. With the planned sort off and
     `maxConcurrentOutputFileWriters` set, each task keeps a Parquet writer open per split value
-    and sorts only the rows past SPLIT_WRITERS values. Measured on 1M rows of 16 columns,
-    local[2]: unpartitioned 1.44 s, split with the sort 1.97 s, split without it 1.59 s.
+    and sorts only the rows past SPLIT_WRITERS values. Measured on 1M rows, local[2], medians:
+    16 columns read from Parquet, unpartitioned 1.44 s, split with the sort 1.97 s, split
+    without it 1.59 s; the same rows after a window (as in benchmarks/bench_quality.py's
+    step), 3.57 s with the sort, 3.40 s without (7 alternated rounds).
 
     The confs are the session's, set for this write only: a run's session is its own
     (framework.warm.isolation), and it stages its outputs one at a time."""
