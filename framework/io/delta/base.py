@@ -70,8 +70,11 @@ def unsorted_split(spark: SparkSession) -> Iterator[None]:
         yield
     finally:
         with _split_lock:
-            for key, value in before.items():
-                spark.conf.set(key, value)
+            for key, was in before.items():
+                if was is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, was)
 
 
 @dataclass(frozen=True)
