@@ -267,6 +267,7 @@ class Engine:
 
         with self._lock:
             if not self.waiting.empty():
+                warm_up.done = True
                 return None  # a command came first: its run warms the engine
             self.current = warm_up
         began = time.perf_counter()
@@ -509,7 +510,8 @@ class Engine:
         now = time.time()
         with self._lock:
             current, draining = self.current, self.draining
-        warming = isinstance(current, WarmUp)
+        # a warm-up not begun yet is about to: the engine answers before its main thread starts it
+        warming = isinstance(current, WarmUp) or (current is None and self.warm_up is not None and not self.warm_up.done)
         busy = None if warming else current.label if current else None
         if busy is None and draining is not None:
             busy = f"{draining} (cancelled: waiting up to {leftover_tasks.GRACE_S:g} s for its Spark tasks to stop)"
