@@ -13,7 +13,6 @@ transaction in the log and is skipped, so nothing is written twice.
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -44,7 +43,6 @@ _SPLIT_CONFS = {
     "spark.sql.optimizer.plannedWrite.enabled": "false",
     "spark.sql.maxConcurrentOutputFileWriters": str(SPLIT_WRITERS),
 }
-_split_lock = threading.Lock()
 
 
 @contextmanager
@@ -62,19 +60,17 @@ def unsorted_split(spark: SparkSession) -> Iterator[None]:
 
     The confs are the session's, set for this write only: a run's session is its own
     (framework.warm.isolation), and it stages its outputs one at a time."""
-    with _split_lock:
-        before = {key: spark.conf.get(key) for key in _SPLIT_CONFS}
-        for key, value in _SPLIT_CONFS.items():
-            spark.conf.set(key, value)
+    before = {key: spark.conf.get(key) for key in _SPLIT_CONFS}
+    for key, value in _SPLIT_CONFS.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        with _split_lock:
-            for key, was in before.items():
-                if was is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, was)
+        for key, was in before.items():
+            if was is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, was)
 
 
 @dataclass(frozen=True)
