@@ -54,10 +54,6 @@ GUARDS: dict[str, str] = {"spark.sql.variable.substitute": "false"}
 #: Settings a Spark Connect server fixes when it starts: a client's session cannot change them
 _SERVER_CONF = ("spark.driver.", "spark.ui.", "spark.python.sql.dataFrameDebugging.enabled")
 
-#: The Python daemon of embedded Spark (framework.engine.worker_daemon: workers import PySpark from
-#: its bytecode, not from its source zip); a profile's `spark.python.daemon.module` wins
-WORKER_DAEMON = "framework.engine.worker_daemon"
-
 #: PySpark's own loggers that print an error's query context to stderr as JSON
 _PYSPARK_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
@@ -73,7 +69,7 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
     Spark's errors and their Java stacks go to `log_file` (framework/engine/log4j2.properties),
     not the console: a failed run says what failed in one line and names the file. `java_options`
     go to the driver's JVM when it starts here (the warm engine's class archive)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_PYTHON", str(_worker_python(profile)))
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -102,8 +98,6 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
         # the server's own: its driver, its UI and its static confs (a session cannot set them)
         conf = {k: v for k, v in conf.items() if not k.startswith(_SERVER_CONF)}
     else:
-        if _workers_import_tributary(profile):
-            conf.setdefault("spark.python.daemon.module", WORKER_DAEMON)
         if jvm.enabled() and (functions_jar := jvm.jar()) is not None:
             conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(functions_jar)]))
     for key, value in conf.items():
@@ -116,22 +110,17 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
     return spark
 
 
-def _workers_import_tributary(profile: Profile) -> bool:
-    """Spark runs its Python workers on this machine with this interpreter, and they can import
-    Tributary: it is installed in this interpreter's environment, or its folder is on PYTHONPATH
-    or is the working directory (a worker is started with `python -m`, from the driver's)."""
-    if not (profile.spark.master or "local[*]").startswith("local"):
-        return False
-    from importlib import metadata
+def _worker_python(profile: Profile) -> str:
+    """The interpreter Spark starts its Python processes with: this one, through
+    framework.engine.worker_python when Spark runs them on this machine (a `local` master) and
+    Tributary is installed beside it (they then import PySpark from its bytecode, not its zip)."""
+    if (profile.spark.master or "local[*]").startswith("local") and not profile.spark.remote:
+        from framework.engine.worker_python import script
 
-    try:
-        metadata.distribution("tributary")
-        return True
-    except metadata.PackageNotFoundError:
-        pass
-    root = Path(__file__).resolve().parents[2]
-    reachable = [*os.environ.get("PYTHONPATH", "").split(os.pathsep), os.getcwd()]
-    return any(p and Path(p).resolve() == root for p in reachable)
+        found = script()
+        if found is not None:
+            return str(found)
+    return sys.executable
 
 
 def check_connect_server(profile: Profile, timeout_s: float = 5.0) -> None:
