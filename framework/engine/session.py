@@ -69,7 +69,7 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
     Spark's errors and their Java stacks go to `log_file` (framework/engine/log4j2.properties),
     not the console: a failed run says what failed in one line and names the file. `java_options`
     go to the driver's JVM when it starts here (the warm engine's class archive)."""
-    os.environ.setdefault("PYSPARK_PYTHON", str(_worker_python(profile)))
+    os.environ.setdefault("PYSPARK_PYTHON", _worker_python(profile))
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 

@@ -6,8 +6,8 @@ source zip first on the path (`pyspark/python/lib/pyspark.zip` and py4j's), and 
 bytecode for what it imports from a zip: each of them compiled PySpark's modules again. Measured
 here, `import pyspark.daemon` took 1.05 s of CPU from the zip against 0.25 s as installed, a pandas
 udf worker's imports 1.9 s against 0.8 s, and a chained step's reader (a Python data source,
-framework.io.delta_stream) took 1.0 s to start instead of 0.4 s on each run. `tributary test`
-starts a few dozen such processes on a 2-core machine.
+framework.io.delta_stream) took 1.0 s to start on each run instead of 0.6 s through this module.
+A cold `tributary test` starts about twenty such processes on a 2-core machine.
 
 `tributary-python` (this module's `main`, a console script beside the interpreter) is the
 interpreter Spark is given for a `local` master (PYSPARK_PYTHON, set by framework.engine.session):
