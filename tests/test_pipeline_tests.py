@@ -52,7 +52,8 @@ def test_examples_pass_and_write_nothing(cli, project: Path, spark):
     assert "13 passed, 0 failed" in out, out
     assert delta_version(table) == 0
     assert sorted(p.relative_to(project) for p in (project / "warehouse").rglob("*")) == before
-    assert not (project / ".tributary").exists()
+    left = sorted(str(p.relative_to(project)) for p in (project / ".tributary").rglob("*"))
+    assert not (project / ".tributary").exists(), left
     cases = ElementTree.parse(report).getroot().findall(".//testcase")
     assert len(cases) == 13 and not any(c.find("failure") is not None for c in cases)
     assert {c.get("classname") for c in cases} >= {"service_calls", "service_instances", "trading_correlation"}
@@ -296,3 +297,46 @@ def test_ctrl_c_stops_the_tests_and_reports_none_of_those_under_way(project: Pat
     assert time.monotonic() - began < 90
     assert heard == []
     assert len(calls) == 2  # the two under way; the third never started
+
+
+def test_two_scenarios_side_by_side_leave_no_scratch_folder(project: Path, spark, monkeypatch):
+    """Two scenarios run side by side; whichever ends last, the scratch folders the command made
+    (.tributary/scratch/tests) are gone after it. The order forced here: the second scenario starts
+    while the first runs, and lands its first delivery only after the first has ended (CI saw the
+    natural version of this leave `.tributary` behind)."""
+    import threading
+
+    import framework.testing.stream as stream
+    from framework.project_context import ProjectContext
+    from framework.testing.run import run_tests, tests_to_run
+
+    monkeypatch.chdir(project)
+    context = ProjectContext.load(None)
+    planned = tests_to_run(context, "access_log_streaming", None) + tests_to_run(context, "trading_correlation_streaming", None)
+    first_landed, first_ended = threading.Event(), threading.Event()
+    real_scenario, real_land = stream.run_scenario, stream._land
+
+    def scenario(context, compiled, test, used):
+        if test.pipeline == "access_log_streaming":
+            try:
+                return real_scenario(context, compiled, test, used)
+            finally:
+                first_ended.set()
+        assert first_landed.wait(120)
+        return real_scenario(context, compiled, test, used)
+
+    def land(path: Path, rows) -> None:
+        if "access_log_streaming" in str(path):
+            real_land(path, rows)
+            first_landed.set()
+        else:
+            assert first_ended.wait(120)
+            real_land(path, rows)
+
+    monkeypatch.setattr(stream, "run_scenario", scenario)
+    monkeypatch.setattr(stream, "_land", land)
+    outcomes = run_tests(planned, lambda outcome: None).outcomes
+    assert [o.passed for o in outcomes] == [True, True], [o.failure for o in outcomes]
+    assert first_ended.is_set()
+    left = sorted(str(p.relative_to(project)) for p in (project / ".tributary").rglob("*"))
+    assert not (project / ".tributary").exists(), left

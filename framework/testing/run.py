@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -132,13 +132,32 @@ def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None],
 
     order = sorted(range(len(tests)), key=lambda i: tests[i][1].spec.then is None)  # scenarios first
     workers = min(TEST_WORKERS, len(tests))
-    if workers > 1 and hasattr(spark, "newSession"):
-        _side_by_side(spark, order, run, report, workers)
-    else:
-        with _test_settings(spark):
-            for index in order:
-                report(index, run(index, spark))
+    with _scenario_folders(planned):
+        if workers > 1 and hasattr(spark, "newSession"):
+            _side_by_side(spark, order, run, report, workers)
+        else:
+            with _test_settings(spark):
+                for index in order:
+                    report(index, run(index, spark))
     return TestRun([outcomes[i] for i in sorted(outcomes)], time.perf_counter() - began)
+
+
+@contextmanager
+def _scenario_folders(planned: list[PipelineTests]) -> Iterator[None]:
+    """While the tests run; after them, the folders above the scenarios' own that were not there
+    before (`.tributary/scratch/tests` and up) are removed again, when empty. Here and not in each
+    scenario: side by side, a scenario that starts while another runs finds them made, and one
+    that ends first cannot know whether the other still needs them."""
+    from framework.testing.stream import scenarios_folder
+
+    roots = {scenarios_folder(one.context) for one in planned if any(t.spec.then is not None for t in one.tests)}
+    made = {folder for root in roots if root is not None for folder in (root, *root.parents) if not folder.exists()}
+    try:
+        yield
+    finally:
+        for folder in sorted(made, key=lambda f: len(f.parts), reverse=True):  # the deepest first
+            with suppress(OSError):  # not empty: something else is there now, and stays
+                folder.rmdir()
 
 
 def _run_one(one: PipelineTests, test: DeclaredTest, spark: SparkSession) -> Outcome:

@@ -42,15 +42,24 @@ if TYPE_CHECKING:
 TEST_OUTPUT = "tributary_test_rows"
 
 
+def scenarios_folder(context: ProjectContext) -> Path | None:
+    """The folder a project's scenarios run in, each in a folder of its own removed after it
+    (`<scratch>/tests`); None when the scratch warehouse is not a local folder. The folders above
+    a scenario's own are the test command's to remove (framework.testing.run): two scenarios run
+    side by side, and only the command knows when the last one has ended."""
+    scratch = context.warehouse(scratch=True)
+    return Path(scratch.root) / "tests" if scratch.is_local() else None
+
+
 def run_scenario(context: ProjectContext, compiled_all: CompiledPipeline, test: DeclaredTest, spark: SparkSession) -> Outcome:
     began = time.perf_counter()
     step, output = checked_node(compiled_all, test)
     assert test.spec.then is not None
-    scratch = context.warehouse(scratch=True)
-    if not scratch.is_local():
-        raise BadInput(test.problem(f"a scenario runs in a local scratch folder; the profile's is {scratch.root}", "then"))
-    folder = Path(scratch.root) / "tests" / f"{test.pipeline}.{test.name}"
-    made = [p for p in (folder, *folder.parents) if not p.exists()]  # removed again at the end (when empty)
+    scenarios = scenarios_folder(context)
+    if scenarios is None:
+        scratch = context.warehouse(scratch=True).root
+        raise BadInput(test.problem(f"a scenario runs in a local scratch folder; the profile's is {scratch}", "then"))
+    folder = scenarios / f"{test.pipeline}.{test.name}"
     shutil.rmtree(folder, ignore_errors=True)
     profile = context.profile.model_copy(update={"warehouse": str(folder / "warehouse"), "scratch": None})
     about = replace(test_context(context, test, step), profile=profile)
@@ -97,9 +106,6 @@ def run_scenario(context: ProjectContext, compiled_all: CompiledPipeline, test: 
                 break
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-        for made_here in made[1:]:
-            with suppress(OSError):
-                made_here.rmdir()
     outcome.seconds = time.perf_counter() - began
     return outcome
 
