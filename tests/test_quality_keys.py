@@ -169,13 +169,15 @@ def test_a_runs_uniqueness_results_are_the_windows(spark, cli, project, step_che
     assert compound["unexpected_count"] == 8  # ids 1/4, 3/5, 2/7 (customer null, amount not), 8/9
 
 
+@pytest.mark.parametrize("on_driver", [True, False], ids=["hashes sorted on the driver", "hashes grouped by Spark"])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(customers, amounts), min_size=0, max_size=25))
-def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, rows):
-    """The key counts group a hash of the key first: with a hash of one bit (every other key
+def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, on_driver, rows):
+    """The key counts look at a hash of the key first: with a hash of one bit (every other key
     collides) they still equal the counts over the keys themselves, whether the repeated hashes
-    are counted from their rows alone or, past the limit, each key over all its rows; and the
-    failing samples picked among the repeated hashes' rows are those picked among all rows."""
+    are found on the driver (the row count known and small) or by Spark, and counted from their
+    rows alone or, past the limit, each key over all its rows; and the failing samples picked
+    among the repeated hashes' rows are those picked among all rows."""
     from dataclasses import dataclass
 
     from pyspark.sql import functions as F
@@ -195,15 +197,16 @@ def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, rows
     assert suite.key_counts
     monkeypatch.setattr(observed, "_CANDIDATES_KEPT", 1_000)  # the last example's limit (one fixture for all)
     exact = {alias: how.count(frame) for alias, how in suite.key_counts.items()}
-    assert suite.count_keys(frame) == exact
+    known = len(rows) if on_driver else None
+    assert suite.count_keys(frame, known_rows=known) == exact
     suite.key_counts = {alias: OneBitKey(how.columns, how.domain) for alias, how in suite.key_counts.items()}
     repeated: dict[str, list[int]] = {}
-    assert suite.count_keys(frame, repeated) == exact
+    assert suite.count_keys(frame, repeated, known) == exact
     assert set(repeated) == set(exact)
     for alias in exact:  # a failed check's samples, picked among the repeated hashes' rows: the same rows
         assert suite.key_failing_samples(frame, alias, repeated[alias]) == suite.key_failing_samples(frame, alias)
     monkeypatch.setattr(observed, "_CANDIDATES_KEPT", 1)
-    assert suite.count_keys(frame) == exact
+    assert suite.count_keys(frame, known_rows=known) == exact
 
 
 def test_a_passed_warn_check_adds_no_sample_to_the_pass(spark):

@@ -171,7 +171,7 @@ class QualityGate:
         repeated: dict[str, list[int]] = {}  # the repeated key hashes, for a failed uniqueness check's samples
         if pending.observed.key_counts:
             keys = [c for how in pending.observed.key_counts.values() for c in how.columns]
-            observed |= pending.observed.count_keys(_checked_rows(pending, keys), repeated)
+            observed |= pending.observed.count_keys(_checked_rows(pending, keys), repeated, _checked_count(pending, keys))
         if pending.observed.observable or pending.observed.errors:
             every_column = list(pending.base.columns) if pending.base is not None else []
             by_index |= pending.observed.results(
@@ -219,6 +219,14 @@ def _checked_rows(pending: _Pending, columns: list[str]) -> DataFrame:
         return _staged_rows(pending.frame.sparkSession, write)
     assert pending.base is not None
     return pending.base
+
+
+def _checked_count(pending: _Pending, columns: list[str]) -> int | None:
+    """How many rows `_checked_rows` gives, when known without a job (a staged write's count)."""
+    write = pending.staged
+    if pending.cached is None and write is not None and _holds(write, columns):
+        return write.rows + write.split_rows
+    return None
 
 
 def _holds(write: StagedWrite, columns: list[str]) -> bool:
