@@ -177,7 +177,7 @@ def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, on_d
     collides) they still equal the counts over the keys themselves, whether the repeated hashes
     are found on the driver (the row count known and small) or by Spark, and counted from their
     rows alone or, past the limit, each key over all its rows; and the failing samples picked
-    among the repeated hashes' rows are those picked among all rows."""
+    among the repeated hashes' rows (apart, or with the counts) are those picked among all rows."""
     from dataclasses import dataclass
 
     from pyspark.sql import functions as F
@@ -205,6 +205,11 @@ def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, on_d
     assert set(repeated) == set(exact)
     for alias in exact:  # a failed check's samples, picked among the repeated hashes' rows: the same rows
         assert suite.key_failing_samples(frame, alias, repeated[alias]) == suite.key_failing_samples(frame, alias)
+    found: dict[str, list] = {}  # the samples taken with the counts: the same rows again
+    assert suite.count_keys(frame, known_rows=known, samples=found) == exact
+    assert set(found) == {alias for alias in exact if repeated[alias]} & set(suite.key_samples.values())
+    for alias, samples in found.items():
+        assert samples == suite.key_failing_samples(frame, alias)
     monkeypatch.setattr(observed, "_CANDIDATES_KEPT", 1)
     assert suite.count_keys(frame, known_rows=known) == exact
 

@@ -169,13 +169,22 @@ class QualityGate:
                 pending.frame.write.format("noop").mode("overwrite").save()
             observed |= pending.observation.get
         repeated: dict[str, list[int]] = {}  # the repeated key hashes, for a failed uniqueness check's samples
+        every_column = list(pending.base.columns) if pending.base is not None else []
+        key_samples: dict[str, list[dict[str, Any]]] | None = None
         if pending.observed.key_counts:
             keys = [c for how in pending.observed.key_counts.values() for c in how.columns]
-            observed |= pending.observed.count_keys(_checked_rows(pending, keys), repeated, _checked_count(pending, keys))
+            if _reads_staged(pending, keys) == _reads_staged(pending, every_column):
+                key_samples = {}  # the same rows hold the keys and the samples: taken with the counts
+            rows = _checked_rows(pending, keys)
+            observed |= pending.observed.count_keys(rows, repeated, _checked_count(pending, keys), key_samples)
         if pending.observed.observable or pending.observed.errors:
-            every_column = list(pending.base.columns) if pending.base is not None else []
             by_index |= pending.observed.results(
-                observed, pending.target, pending.scope, rows=lambda: _checked_rows(pending, every_column), repeated=repeated
+                observed,
+                pending.target,
+                pending.scope,
+                rows=lambda: _checked_rows(pending, every_column),
+                repeated=repeated,
+                key_samples=key_samples,
             )
         fallback = pending.observed.fallback
         if fallback:
@@ -214,18 +223,23 @@ def _checked_rows(pending: _Pending, columns: list[str]) -> DataFrame:
     rerun skipped the write)."""
     if pending.cached is not None:
         return pending.cached
-    write = pending.staged
-    if write is not None and _holds(write, columns):
-        return _staged_rows(pending.frame.sparkSession, write)
+    if _reads_staged(pending, columns):
+        assert pending.staged is not None
+        return _staged_rows(pending.frame.sparkSession, pending.staged)
     assert pending.base is not None
     return pending.base
 
 
+def _reads_staged(pending: _Pending, columns: list[str]) -> bool:
+    """`_checked_rows` reads these columns from the output's staged files."""
+    return pending.cached is None and pending.staged is not None and _holds(pending.staged, columns)
+
+
 def _checked_count(pending: _Pending, columns: list[str]) -> int | None:
     """How many rows `_checked_rows` gives, when known without a job (a staged write's count)."""
-    write = pending.staged
-    if pending.cached is None and write is not None and _holds(write, columns):
-        return write.rows + write.split_rows
+    if _reads_staged(pending, columns):
+        assert pending.staged is not None
+        return pending.staged.rows + pending.staged.split_rows
     return None
 
 

@@ -159,11 +159,18 @@ class ObservedSuite:
         return df.withColumns(self.checks) if self.checks else df
 
     def count_keys(
-        self, rows: DataFrame, repeated: dict[str, list[int]] | None = None, known_rows: int | None = None
+        self,
+        rows: DataFrame,
+        repeated: dict[str, list[int]] | None = None,
+        known_rows: int | None = None,
+        samples: dict[str, list[dict[str, Any]]] | None = None,
     ) -> dict[str, int]:
         """The key-counted unexpected counts over the checked rows (as staged or cached), exact;
         `repeated` (when given) is told each count's repeated key hashes, when they were kept;
-        `known_rows`: how many rows `rows` has, when the caller knows (a staged write's count).
+        `known_rows`: how many rows `rows` has, when the caller knows (a staged write's count);
+        `samples` (when given: `rows` are also the rows samples are picked from) is told the
+        failing samples of each count that has samples and repeated hashes, taken in the same job
+        as its count (`results` would take them in one more, which also reads the keys again).
 
         Each key is hashed to 64 bits: a hash seen once is a key seen once, so only the hashes seen
         more than once (few when the check passes, none mostly) are counted exactly, from their
@@ -185,7 +192,25 @@ class ObservedSuite:
             candidates[k].append(h)
         if repeated is not None:
             repeated |= {alias: candidates[k] for k, (alias, _) in enumerate(hows)}
-        return {alias: how.count_among(rows, candidates[k]) if candidates[k] else 0 for k, (alias, how) in enumerate(hows)}
+        with_samples = set(self.key_samples.values()) if samples is not None else set()
+        counts = {}
+        for k, (alias, how) in enumerate(hows):
+            if not candidates[k]:
+                counts[alias] = 0
+            elif alias in with_samples and samples is not None:
+                counts[alias], samples[alias] = self._count_and_samples(rows, alias, candidates[k])
+            else:
+                counts[alias] = how.count_among(rows, candidates[k])
+        return counts
+
+    def _count_and_samples(self, rows: DataFrame, alias: str, hashes: list[int]) -> tuple[int, list[dict[str, Any]]]:
+        """`KeyCount.count_among` and `key_failing_samples` in one job: the failing rows are the
+        rows in the domain whose key repeats, which is what the count counts."""
+        from pyspark.sql import functions as F
+
+        failing = self.key_counts[alias].failing(rows, hashes)
+        found = failing.agg(F.count(F.lit(1)), *[_bucket_sample(self, j) for j in range(SAMPLE_ROWS)]).collect()[0]
+        return int(found[0]), _samples(list(found[1:]))
 
     def key_failing_samples(self, rows: DataFrame, alias: str, hashes: list[int] | None = None) -> list[dict[str, Any]]:
         """Failing samples of a key-counted expectation, picked as the pass picks them (one per
@@ -217,10 +242,12 @@ class ObservedSuite:
         scope: str,
         rows: Callable[[], DataFrame] | None = None,
         repeated: dict[str, list[int]] | None = None,
+        key_samples: dict[str, list[dict[str, Any]]] | None = None,
     ) -> dict[int, ExpectationResult]:
         """GX's verdict on each observable expectation, from the observed metric values (`rows`:
         the checked rows, for the samples of a failed key-counted expectation; `repeated`: the
-        repeated key hashes `count_keys` kept, so those samples read only those keys' rows)."""
+        repeated key hashes `count_keys` kept, so those samples read only those keys' rows;
+        `key_samples`: the samples `count_keys` already took)."""
         results = {}
         for i, sources in self.observable.items():
             spec = self.specs[i]
@@ -238,7 +265,10 @@ class ObservedSuite:
                 result.failing_samples = _samples([observed[a] for a in self.samples[i]])
             elif not result.success and i in self.key_samples and result.unexpected_count and rows is not None:
                 alias = self.key_samples[i]
-                result.failing_samples = self.key_failing_samples(rows(), alias, (repeated or {}).get(alias))
+                if key_samples is not None and alias in key_samples:
+                    result.failing_samples = key_samples[alias]
+                else:
+                    result.failing_samples = self.key_failing_samples(rows(), alias, (repeated or {}).get(alias))
             results[i] = result
         failed = [i for i in self.samples_after if not results[i].success]
         if failed and rows is not None:
