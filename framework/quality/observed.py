@@ -104,13 +104,17 @@ class KeyCount:
 
     def failing(self, rows: DataFrame, hashes: list[int] | None = None) -> DataFrame:
         """The unexpected rows themselves (for samples). `hashes`: every repeated key's hash (as
-        `count_keys` found them), so only their rows are grouped and joined, not every key."""
+        `count_keys` found them), so only their rows are read on: few, counted per key by GX's
+        own window over them (one read of the rows, where grouping and joining back reads twice)."""
         from functools import reduce
 
+        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         if hashes is not None:
-            rows = rows.where(self.hashed().isin(hashes))
+            per_key = Window.partitionBy(*[F.col(f"`{c}`") for c in self.columns])
+            counted = rows.where(self.hashed().isin(hashes)).withColumn("__tributary_key_rows", F.count(F.lit(1)).over(per_key))
+            return counted.where((F.col("__tributary_key_rows") > 1) & self.domain).drop("__tributary_key_rows")
         repeated = self.groups(rows).where(F.col("n") > 1).drop("n", "d")
         same = reduce(
             lambda a, b: a & b,
