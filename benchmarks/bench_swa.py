@@ -1,7 +1,7 @@
 """SWA throughput, wall time and state against named baselines, on one generated trace.
 
     .venv/bin/python benchmarks/bench_swa.py [--instances 88000] [--repeat 1] [--files-per-trigger 10]
-        [--only streaming|batch|state]
+        [--only streaming|batch|state] [--floor]
 
 88,000 instances ≈ 1M tuples (tributary generate service-trace, Parquet, two streams).
 Key head+client+time, n = 13, t = 22 s, the same aggregates everywhere. Prints, in one run:
@@ -10,6 +10,9 @@ Key head+client+time, n = 13, t = 22 s, the same aggregates everywhere. Prints, 
    micro-batch) ÷ a hand-written native streaming `session_window` aggregation (gap 22 s, same
    watermark, foreachBatch into Delta via delta-rs): the ratio of the medians, and the median
    ratio of each two rounds (both run twice back to back, in either order). Target ≥ 1.5 (the source paper's case: less state and less work than session windows).
+   --floor: each side's floor too (the same stream, every tuple read, none emitted) and native's
+   time over Tributary's floor, the most any stateful step could reach here; with the batch part,
+   the streaming SWA's throughput over the batch SWA's (target ≥ 0.6) and the floor's.
 2. batch: the swa step's plan ÷ plain `groupBy(key).agg(...)`, both over the same files written
    to Spark's `noop` sink (compute only). Target ≤ 1.5.
 3. state: peak open windows and tuples held by SWA vs the tumbling baseline at W = 32000 (from
@@ -64,6 +67,26 @@ outputs:
 """
 
 
+#: The floor of a streaming run (--floor): the same sources, micro-batches, run log and commits,
+#: and a step that reads every tuple and emits nothing (a filter no Parquet statistic can answer)
+FLOOR_PIPELINE = """
+name: swa_floor
+mode: streaming
+sources:
+  static_calls: {{format: parquet, path: {data}/static, schema: "{schema}", event_time: ts, watermark: 10s, max_files_per_trigger: {per_trigger}}}
+  image_calls: {{format: parquet, path: {data}/images, schema: "{schema}", event_time: ts, watermark: 10s, max_files_per_trigger: {per_trigger}}}
+steps:
+  calls:
+    union: [static_calls, image_calls]
+  nothing:
+    sql: select * from {{{{ ref('calls') }}}} where {nothing}
+outputs:
+  nothing: {{mode: append}}
+"""
+#: true for no tuple of the trace, and only known by reading each one
+NOTHING = "xxhash64(client_ip, ts, response_ms) = 42"
+
+
 def write_pipeline(root: Path, name: str, mode: str, kind: str, size: int, data: Path, per_trigger: int) -> Path:
     path = root / "pipelines" / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -95,8 +118,9 @@ def streaming_tributary(spark, root: Path, pipeline: Path, warehouse: Path) -> t
     return out.rows or 0, out.observed
 
 
-def streaming_native(spark, data: Path, out: Path, per_trigger: int) -> int:
-    """Spark's own session windows over the union, written the way one would by hand."""
+def streaming_native(spark, data: Path, out: Path, per_trigger: int, floor: bool = False) -> int:
+    """Spark's own session windows over the union, written the way one would by hand; `floor`:
+    the same stream with no aggregation, every tuple read and none emitted (NOTHING)."""
     import pyarrow as pa
     from deltalake import write_deltalake
     from pyspark.sql import functions as F
@@ -106,13 +130,18 @@ def streaming_native(spark, data: Path, out: Path, per_trigger: int) -> int:
         return reader.parquet(str(data / folder)).withWatermark("ts", "10 seconds")
 
     calls = stream("static").unionByName(stream("images"))
-    sessions = calls.groupBy(F.session_window("ts", "22 seconds"), *KEYS).agg(
-        F.count(F.lit(1)).alias("tuple_count"), *[F.expr(e).alias(n) for n, e in AGGREGATES.items()]
-    )
+    if floor:
+        sessions = calls.where(NOTHING)
+        columns = calls.columns
+    else:
+        sessions = calls.groupBy(F.session_window("ts", "22 seconds"), *KEYS).agg(
+            F.count(F.lit(1)).alias("tuple_count"), *[F.expr(e).alias(n) for n, e in AGGREGATES.items()]
+        )
+        columns = [*KEYS, "session_window.*", "tuple_count", *AGGREGATES]
     written = []
 
     def commit(batch, batch_id):
-        table = pa.table(batch.select(*KEYS, "session_window.*", "tuple_count", *AGGREGATES).toArrow())
+        table = pa.table(batch.select(*columns).toArrow())
         written.append(table.num_rows)
         if table.num_rows:
             write_deltalake(str(out), table, mode="append")
@@ -180,6 +209,11 @@ def main() -> None:
     parser.add_argument("--files-per-trigger", type=int, default=10)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--only", choices=["streaming", "batch", "state"], help="run one part of the bench")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="streaming: also time each side's floor (the same stream, every tuple read, none emitted)",
+    )
     args = parser.parse_args()
 
     from framework.engine.session import spark_session
@@ -199,6 +233,10 @@ def main() -> None:
             Profile(spark=SparkSettings(master=args.master, conf={"spark.sql.shuffle.partitions": 4, "spark.ui.enabled": False}))
         )
         stream_file = write_pipeline(root, "swa_stream", "streaming", "swa", 13, data, args.files_per_trigger)
+        floor_file = root / "pipelines" / "swa_floor.yaml"
+        floor_file.write_text(
+            FLOOR_PIPELINE.format(data=data, schema=SCHEMA, per_trigger=args.files_per_trigger, nothing=NOTHING)
+        )
         swa_file = write_pipeline(root, "swa_batch", "batch", "swa", 13, data, args.files_per_trigger)
         tumbling_file = write_pipeline(root, "tumbling_batch", "batch", "tumbling", 32000, data, args.files_per_trigger)
         print(
@@ -206,21 +244,41 @@ def main() -> None:
         )
 
         parts = {args.only} if args.only else {"streaming", "batch", "state"}
-        observed = stream_bench(spark, root, data, Path(tmp), tuples, stream_file, args) if "streaming" in parts else None
+        streamed: dict[str, float] = {}
+        observed = None
+        if "streaming" in parts:
+            observed = stream_bench(spark, root, data, Path(tmp), tuples, stream_file, floor_file, args, streamed)
         if "batch" in parts:
-            batch_bench(spark, data, args.repeat)
+            batch = batch_bench(spark, data, args.repeat)
+            if streamed:  # throughput is tuples per second: the ratio of the times, inverted
+                print(
+                    f"  streaming swa ÷ batch swa, throughput: {batch / streamed['tributary swa (streaming)']:.2f}  (target >= 0.6)"
+                )
+                if args.floor:
+                    floor = streamed["tributary floor (reads all, emits none)"]
+                    print(
+                        f"  tributary's streaming floor ÷ batch swa, throughput: {batch / floor:.2f} (the most a stream could reach)"
+                    )
         if "state" in parts:
             state_bench(spark, root, data, swa_file, tumbling_file, observed)
 
 
-def stream_bench(spark, root: Path, data: Path, tmp: Path, tuples: int, stream_file: Path, args) -> dict:
+def stream_bench(
+    spark, root: Path, data: Path, tmp: Path, tuples: int, stream_file: Path, floor_file: Path, args, medians: dict[str, float]
+) -> dict:
     """1. streaming throughput, after one untimed run of both on the same trace (JIT, Python
     workers, file cache: a smaller warm-up left the first timed runs of both ~30 % slower), in
     rounds of one run each, alternating which goes first. This VM's speed drifts by up to 2x over
     minutes, so besides the ratio of the medians it prints the median ratio of each two rounds.
-    Returns the figures the last SWA run observed (its state peak)."""
+    With --floor, each round also runs each side's floor (FLOOR_PIPELINE, and the native query
+    without its aggregation): native's time over Tributary's floor is the most any stateful step
+    run by `tributary run` could reach against native on this stream.
+    Returns the figures the last SWA run observed (its state peak); `medians` is told each
+    label's median seconds."""
     swa_label, native_label = "tributary swa (streaming)", "native session_window (streaming)"
-    times: dict[str, list[float]] = {swa_label: [], native_label: []}
+    floor_label, native_floor_label = "tributary floor (reads all, emits none)", "native floor (reads all, emits none)"
+    labels = [swa_label, native_label] + ([floor_label, native_floor_label] if args.floor else [])
+    times: dict[str, list[float]] = {label: [] for label in labels}
     observed: dict = {}
     counts: dict[str, int] = {}
 
@@ -229,15 +287,20 @@ def stream_bench(spark, root: Path, data: Path, tmp: Path, tuples: int, stream_f
         began = time.perf_counter()
         if label == swa_label:
             counts[label], observed = streaming_tributary(spark, root, stream_file, tmp / f"wh{i}")
+        elif label == floor_label:
+            counts[label], _ = streaming_tributary(spark, root, floor_file, tmp / f"floor{i}")
         else:
-            counts[label] = streaming_native(spark, data, tmp / f"native{i}", args.files_per_trigger)
+            counts[label] = streaming_native(
+                spark, data, tmp / f"native{i}", args.files_per_trigger, floor=label == native_floor_label
+            )
             shutil.rmtree(tmp / f"native{i}.ckpt", ignore_errors=True)
+            shutil.rmtree(tmp / f"native{i}", ignore_errors=True)
         return time.perf_counter() - began
 
-    run(swa_label, -1)
-    run(native_label, -1)
+    for label in labels:
+        run(label, -1)
     for i in range(args.repeat):
-        for label in (swa_label, native_label) if i % 2 == 0 else (native_label, swa_label):
+        for label in labels[i % len(labels) :] + labels[: i % len(labels)]:  # the order rotates by round
             times[label].append(run(label, i))
     units, sessions = counts[swa_label], counts[native_label]
     rates = {label: tuples / statistics.median(values) for label, values in times.items()}
@@ -258,11 +321,21 @@ def stream_bench(spark, root: Path, data: Path, tmp: Path, tuples: int, stream_f
     record("swa.streaming_medians", ratio)
     if blocks:
         record("swa.streaming_pairs", statistics.median(blocks))
+    if args.floor:
+        native, floor = statistics.median(times[native_label]), statistics.median(times[floor_label])
+        swa, native_floor = statistics.median(times[swa_label]), statistics.median(times[native_floor_label])
+        print(
+            f"  floors: tributary {floor:.2f} s, native {native_floor:.2f} s; above its floor swa takes {swa - floor:.2f} s, "
+            f"session_window {native - native_floor:.2f} s"
+        )
+        print(f"  the most a stateful step could reach against native here (native ÷ tributary's floor): {native / floor:.2f}")
+        record("swa.streaming_ceiling", native / floor)
+    medians.update({label: statistics.median(values) for label, values in times.items()})
     return observed
 
 
-def batch_bench(spark, data: Path, repeat: int) -> None:
-    """2. batch wall time."""
+def batch_bench(spark, data: Path, repeat: int) -> float:
+    """2. batch wall time; returns the swa step's median seconds."""
     batch = {"swa step (batch)": [], "groupBy(key).agg (batch)": []}
     for _ in range(repeat + 1):  # the first round warms both up and is not counted
         batch["swa step (batch)"].append(timed(lambda: batch_swa(spark, data)))
@@ -273,6 +346,7 @@ def batch_bench(spark, data: Path, repeat: int) -> None:
     ratio = medians["swa step (batch)"] / medians["groupBy(key).agg (batch)"]
     print(f"  batch ratio swa / groupBy (baseline): {ratio:.2f}  (target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'})")
     record("swa.batch", ratio)
+    return medians["swa step (batch)"]
 
 
 def state_bench(spark, root: Path, data: Path, swa_file: Path, tumbling_file: Path, observed: dict | None) -> None:

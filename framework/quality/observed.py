@@ -173,8 +173,8 @@ class ObservedSuite:
         `repeated` (when given) is told each count's repeated key hashes, when they were kept;
         `known_rows`: how many rows `rows` has, when the caller knows (a staged write's count);
         `samples` (when given: `rows` are also the rows samples are picked from) is told the
-        failing samples of each count that has samples and repeated hashes, taken in the same job
-        as its count (`results` would take them in one more, which also reads the keys again).
+        failing samples of each count that has samples and repeated hashes, taken in the same
+        query as its count (`results` would take them in one more, which reads the rows again).
 
         Each key is hashed to 64 bits: a hash seen once is a key seen once, so only the hashes seen
         more than once (few when the check passes, none mostly) are counted exactly, from their
@@ -208,8 +208,8 @@ class ObservedSuite:
         return counts
 
     def _count_and_samples(self, rows: DataFrame, alias: str, hashes: list[int]) -> tuple[int, list[dict[str, Any]]]:
-        """`KeyCount.count_among` and `key_failing_samples` in one job: the failing rows are the
-        rows in the domain whose key repeats, which is what the count counts."""
+        """`KeyCount.count_among` and `key_failing_samples` in one query: the failing rows are
+        the rows in the domain whose key repeats, which is what the count counts."""
         from pyspark.sql import functions as F
 
         failing = self.key_counts[alias].failing(rows, hashes)
