@@ -173,17 +173,24 @@ SUITE_UNDER_TEST = [
 ]
 
 
+@pytest.mark.parametrize("packed", ["unpacked", "counted again"])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(customers, amounts), min_size=1, max_size=30))
-def test_observed_verdicts_equal_gx_validation_and_drops_are_gx_unexpected_rows(spark, rows):
+def test_observed_verdicts_equal_gx_validation_and_drops_are_gx_unexpected_rows(spark, monkeypatch, packed, rows):
     """The gate judges from metrics observed in the run's own pass; GX validating the same rows
-    itself must agree on every expectation, and the dropped rows are exactly the unexpected ones."""
+    itself must agree on every expectation, and the dropped rows are exactly the unexpected ones.
+    The pass packs its counts two to a sum: unpacked, or (as past 2^32 rows, here past 1) counted
+    again from the checked rows, they are GX's."""
     from pyspark.sql import functions as F
 
     from framework.operators import REASON
+    from framework.quality import observed
     from framework.quality.gate import MASK, QualityGate
     from framework.quality.suite import check
     from framework.spec.expectations import ExpectationSpec
+
+    if packed == "counted again":
+        monkeypatch.setattr(observed, "_PACKED_EXACT_BELOW", 1)
 
     specs = [ExpectationSpec.model_validate(s) for s in SUITE_UNDER_TEST]
     frame = spark.createDataFrame([(i, c, a) for i, (c, a) in enumerate(rows)], "id INT, customer STRING, amount DOUBLE")
@@ -502,3 +509,18 @@ def test_a_skipped_reruns_quality_rows(spark, cli, project):
         assert again["quarantined"] == 0  # ... and quarantined nothing: the first run's commit holds those rows
     assert {r["run_id"]: r.get("written_by") for r in quality} == {first: None, rerun: first}
     assert "2 quarantined" not in out.split("quality (Great Expectations)")[-1]  # the run's summary counts none either
+
+
+def test_the_pass_observes_its_counts_two_to_a_sum(spark):
+    """The pass's Observation has fewer aggregates than the suite has metrics: each two counts of
+    rows are one 64-bit sum (Spark updates every aggregate of an Observation row by row)."""
+    from framework.quality.observed import plan
+    from framework.spec.expectations import ExpectationSpec
+
+    specs = [ExpectationSpec.model_validate(s) for s in SUITE_UNDER_TEST]
+    frame = spark.createDataFrame([], "id INT, customer STRING, amount DOUBLE")
+    suite = plan(frame, specs, keys_after=True)
+    counts = len(suite.counted)
+    assert counts >= 4
+    pairs = counts // 2  # each pair is one sum; an odd one out stays as it is; and the row count
+    assert len(suite.observation()) == len(suite.aggregates) - pairs + 1

@@ -98,7 +98,7 @@ class QualityGate:
         base = cached if cached is not None else frame
         tagged = observed.tag(base)
         hidden = list(observed.checks)
-        aggregates = list(observed.aggregates.values())
+        aggregates = observed.observation()
         if drops:
             unplanned = [specs[i] for i in drops if i not in observed.failing]  # left to GX: its condition alone
             conditions = failing_conditions(base, unplanned) if unplanned else {}

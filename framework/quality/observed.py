@@ -10,7 +10,9 @@ taken from GX as Spark expressions, resolved on an empty frame (no job):
 - aggregate metrics (`table.row_count`, `column.mean`, `column.max`, ...): GX's own aggregate;
 - `X.unexpected_values`: an empty list (results are counts only; samples are observed apart).
 They are observed while the run stages its outputs, then handed back to GX (`metrics_validate`),
-so GX still judges, with its own definitions, and the checks cost no pass of their own.
+so GX still judges, with its own definitions, and the checks cost no pass of their own. Spark's
+Observation updates every aggregate row by row outside its generated code, so the counts of rows
+are observed two to a 64-bit sum (`ObservedSuite.observation`) and unpacked before GX sees them.
 
 Uniqueness (`column_values.unique`, `compound_columns.unique`) is GX's window condition: a row is
 unexpected when its key's group (over all the rows) has more than one row, and it is in the
@@ -64,6 +66,11 @@ _PLANS_KEPT = 32
 _CANDIDATES_KEPT = 1_000
 #: key hashes looked at on the driver (8 bytes each, twice while sorted: 64 MB); past this, by Spark
 _HASHES_ON_DRIVER = 4_000_000
+#: two counts of rows per 64-bit sum in the Observation (`ObservedSuite.observation`): the low
+#: one exact below 2^32 rows; past that, they are counted again after the pass
+_PACK_BITS = 32
+_PACKED_EXACT_BELOW = 1 << _PACK_BITS
+_ROWS_SEEN = "rows_seen"
 
 
 @dataclass(frozen=True)
@@ -142,6 +149,7 @@ class ObservedSuite:
     samples: dict[int, list[str]] = field(default_factory=dict)  # warn/fail row-level -> sample aliases
     errors: dict[int, str] = field(default_factory=dict)  # GX could not even plan it (reported as an error)
     counted_check: dict[str, str] = field(default_factory=dict)  # unexpected-count alias -> the check it counts
+    counted: dict[str, Column] = field(default_factory=dict)  # alias of a count of rows -> the condition it counts
     #: unexpected counts taken after the pass from the key columns (alias -> how), and which
     #: warn/fail expectation's samples come from which of them
     key_counts: dict[str, KeyCount] = field(default_factory=dict)
@@ -161,6 +169,57 @@ class ObservedSuite:
     def tag(self, df: DataFrame) -> DataFrame:
         """`df` with the hidden check columns (computed once, read by the Observation and the drops)."""
         return df.withColumns(self.checks) if self.checks else df
+
+    def observation(self) -> list[Column]:
+        """What the pass observes: `aggregates`, their counts of rows (`counted`) packed two to a
+        64-bit sum, the first in the low 32 bits, the second above (`_packed`), and the row count.
+        Spark's Observation updates each aggregate row by row outside its generated code, about
+        55 ms per aggregate and 1M rows on the development machine (docs/quality.md), so the
+        fewer the better; `results` unpacks them."""
+        from pyspark.sql import functions as F
+
+        pairs = self._packed()
+        packed = {alias for pair in pairs for alias in pair}
+        columns = [column for alias, column in self.aggregates.items() if alias not in packed]
+        for low, high in pairs:
+            one = F.when(self.counted[low], F.lit(1)).otherwise(F.lit(0)).cast("long")
+            above = F.when(self.counted[high], F.lit(1 << _PACK_BITS)).otherwise(F.lit(0)).cast("long")
+            columns.append(F.try_sum(one + above).alias(_pair_alias(low, high)))  # null past 2^63: counted again
+        if pairs:
+            columns.append(F.count(F.lit(1)).alias(_ROWS_SEEN))
+        return columns
+
+    def _packed(self) -> list[tuple[str, str]]:
+        """The counts `observation` packs, in pairs (an odd one out is observed as it is)."""
+        counted = [alias for alias in self.aggregates if alias in self.counted]
+        return list(zip(counted[0::2], counted[1::2], strict=False))
+
+    def _unpacked(self, observed: dict[str, Any], rows: Callable[[], DataFrame] | None) -> dict[str, Any]:
+        """`observed` with each packed pair as its two counts. A pair is exact while the rows seen
+        are fewer than 2^32 and its sum did not pass 2^63 (`try_sum`: null then); otherwise its
+        counts are taken again from the checked rows (`rows`), exactly."""
+        pairs = [pair for pair in self._packed() if _pair_alias(*pair) in observed]
+        if not pairs:
+            return observed
+        unpacked = dict(observed)
+        seen = unpacked.pop(_ROWS_SEEN)
+        again = []
+        for low, high in pairs:
+            value = unpacked.pop(_pair_alias(low, high))
+            if not seen:
+                unpacked[low] = unpacked[high] = 0
+            elif value is None or seen >= _PACKED_EXACT_BELOW:
+                again += [low, high]
+            else:
+                unpacked[low], unpacked[high] = value & ((1 << _PACK_BITS) - 1), value >> _PACK_BITS
+        if again:
+            if rows is None:
+                raise RuntimeError(f"{seen:,} rows: the packed counts need the checked rows to be counted again")
+            from pyspark.sql import functions as F
+
+            counts = self.tag(rows()).agg(*[F.count_if(self.counted[alias]).alias(alias) for alias in again]).collect()[0]
+            unpacked |= counts.asDict()
+        return unpacked
 
     def count_keys(
         self,
@@ -252,6 +311,7 @@ class ObservedSuite:
         the checked rows, for the samples of a failed key-counted expectation; `repeated`: the
         repeated key hashes `count_keys` kept, so those samples read only those keys' rows;
         `key_samples`: the samples `count_keys` already took)."""
+        observed = self._unpacked(observed, rows)
         results = {}
         for i, sources in self.observable.items():
             spec = self.specs[i]
@@ -412,13 +472,12 @@ def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False, 
             condition, compute_kwargs, accessor_kwargs = value
             domain = row_domain(compute_kwargs, accessor_kwargs, empty.engine)
             column = _check_column(suite, F.coalesce(condition & domain, F.lit(False)))
-            source = _aggregate(suite, F.count_if(F.col(column)))
+            source = _aggregate(suite, F.count_if(F.col(column)), counts=F.col(column))
             suite.counted_check[source[1]] = column
         elif kind == "filtered_row_count":
             _, compute_kwargs, accessor_kwargs = value
-            source = _aggregate(
-                suite, F.count_if(F.coalesce(row_domain(compute_kwargs, accessor_kwargs, empty.engine), F.lit(False)))
-            )
+            in_domain = F.coalesce(row_domain(compute_kwargs, accessor_kwargs, empty.engine), F.lit(False))
+            source = _aggregate(suite, F.count_if(in_domain), counts=in_domain)
         else:  # aggregate
             aggregate, compute_kwargs, _ = value
             if compute_kwargs.get("filter_conditions") or compute_kwargs.get("row_condition"):
@@ -429,13 +488,13 @@ def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False, 
 
     for i, needed in needs.items():
         spec = specs[i]
-        before = (dict(suite.checks), dict(suite.aggregates), dict(by_metric), dict(suite.key_counts))
+        before = (dict(suite.checks), dict(suite.aggregates), dict(by_metric), dict(suite.key_counts), dict(suite.counted))
         try:
             sources = {c.id: source_of(c) for c in needed}
             if probe_each:  # Spark accepts them in an Observation (no distinct, no window in an aggregate)
                 _probe(empty.frame, suite)
         except Exception:  # noqa: BLE001 - anything GX or Spark refuses here is left to GX's own validation
-            suite.checks, suite.aggregates, by_metric, suite.key_counts = before
+            suite.checks, suite.aggregates, by_metric, suite.key_counts, suite.counted = before
             continue
         suite.observable[i] = sources
         counted = [c for c in needed if c.metric_name == f"{getattr(expectations[i], 'map_metric', None)}.unexpected_count"]
@@ -481,10 +540,18 @@ def _check_column(suite: ObservedSuite, condition: Column) -> str:
     return name
 
 
-def _aggregate(suite: ObservedSuite, aggregate: Column) -> tuple[str, str]:
+def _aggregate(suite: ObservedSuite, aggregate: Column, counts: Column | None = None) -> tuple[str, str]:
+    """An aggregate of the Observation; `counts`: the condition, when the aggregate counts the
+    rows meeting it (`count_if`), which the Observation may pack with another count."""
     alias = f"m{len(suite.aggregates)}"
     suite.aggregates[alias] = aggregate.alias(alias)
+    if counts is not None:
+        suite.counted[alias] = counts
     return ("alias", alias)
+
+
+def _pair_alias(low: str, high: str) -> str:
+    return f"{low}_{high}"
 
 
 def _sample_expressions(suite: ObservedSuite, df: DataFrame) -> None:
@@ -523,4 +590,4 @@ def _samples(values: list[Any]) -> list[dict[str, Any]]:
 
 def _probe(empty: DataFrame, suite: ObservedSuite) -> None:
     """Spark's analysis of the Observation on the empty frame: raises if it refuses an aggregate."""
-    suite.tag(empty).observe("tributary_probe", *suite.aggregates.values())
+    suite.tag(empty).observe("tributary_probe", *suite.observation())
