@@ -43,16 +43,22 @@ AGGREGATES = {
     "services": "collect_set(requested_service)",
 }
 
-PIPELINE = """
-name: swa_bench
-mode: {mode}
+#: both sources, micro-batch by micro-batch, and their union (the same in every pipeline here)
+CALLS = """
 sources:
   static_calls: {{format: parquet, path: {data}/static, schema: "{schema}", event_time: ts, watermark: 10s, max_files_per_trigger: {per_trigger}}}
   image_calls: {{format: parquet, path: {data}/images, schema: "{schema}", event_time: ts, watermark: 10s, max_files_per_trigger: {per_trigger}}}
 steps:
   calls:
     union: [static_calls, image_calls]
-  instances:
+"""
+
+PIPELINE = (
+    """
+name: swa_bench
+mode: {mode}"""
+    + CALLS
+    + """  instances:
     {kind}:
       input: calls
       key: head+client+time
@@ -65,24 +71,21 @@ steps:
 outputs:
   instances: {{mode: append}}
 """
-
+)
 
 #: The floor of a streaming run (--floor): the same sources, micro-batches, run log and commits,
 #: and a step that reads every tuple and emits nothing (a filter no Parquet statistic can answer)
-FLOOR_PIPELINE = """
+FLOOR_PIPELINE = (
+    """
 name: swa_floor
-mode: streaming
-sources:
-  static_calls: {{format: parquet, path: {data}/static, schema: "{schema}", event_time: ts, watermark: 10s, max_files_per_trigger: {per_trigger}}}
-  image_calls: {{format: parquet, path: {data}/images, schema: "{schema}", event_time: ts, watermark: 10s, max_files_per_trigger: {per_trigger}}}
-steps:
-  calls:
-    union: [static_calls, image_calls]
-  nothing:
+mode: streaming"""
+    + CALLS
+    + """  nothing:
     sql: select * from {{{{ ref('calls') }}}} where {nothing}
 outputs:
   nothing: {{mode: append}}
 """
+)
 #: true for no tuple of the trace, and only known by reading each one
 NOTHING = "xxhash64(client_ip, ts, response_ms) = 42"
 
