@@ -266,7 +266,7 @@ class ObservedSuite:
                 counts[alias] = how.count_among(rows, candidates[k])
         return counts
 
-    def _count_and_samples(self, rows: DataFrame, alias: str, hashes: list[int]) -> tuple[int, list[dict[str, Any]]]:
+    def _count_and_samples(self, rows: DataFrame, alias: str, hashes: list[int] | None) -> tuple[int, list[dict[str, Any]]]:
         """`KeyCount.count_among` and `key_failing_samples` in one query: the failing rows are
         the rows in the domain whose key repeats, which is what the count counts."""
         from pyspark.sql import functions as F
@@ -278,9 +278,7 @@ class ObservedSuite:
     def key_failing_samples(self, rows: DataFrame, alias: str, hashes: list[int] | None = None) -> list[dict[str, Any]]:
         """Failing samples of a key-counted expectation, picked as the pass picks them (one per
         hash bucket); `hashes`: its repeated key hashes, when `count_keys` kept them."""
-        failing = self.key_counts[alias].failing(rows, hashes)
-        buckets = [_bucket_sample(self, j) for j in range(SAMPLE_ROWS)]
-        return _samples(list(failing.agg(*buckets).collect()[0]))
+        return self._count_and_samples(rows, alias, hashes)[1]
 
     def failed_samples(self, rows: DataFrame, failed: list[int]) -> dict[int, list[dict[str, Any]]]:
         """Failing samples of the `failed` expectations of `samples_after`, in one pass over the
@@ -472,12 +470,12 @@ def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False, 
             condition, compute_kwargs, accessor_kwargs = value
             domain = row_domain(compute_kwargs, accessor_kwargs, empty.engine)
             column = _check_column(suite, F.coalesce(condition & domain, F.lit(False)))
-            source = _aggregate(suite, F.count_if(F.col(column)), counts=F.col(column))
+            source = _count_rows(suite, F.col(column))
             suite.counted_check[source[1]] = column
         elif kind == "filtered_row_count":
             _, compute_kwargs, accessor_kwargs = value
             in_domain = F.coalesce(row_domain(compute_kwargs, accessor_kwargs, empty.engine), F.lit(False))
-            source = _aggregate(suite, F.count_if(in_domain), counts=in_domain)
+            source = _count_rows(suite, in_domain)
         else:  # aggregate
             aggregate, compute_kwargs, _ = value
             if compute_kwargs.get("filter_conditions") or compute_kwargs.get("row_condition"):
@@ -540,14 +538,20 @@ def _check_column(suite: ObservedSuite, condition: Column) -> str:
     return name
 
 
-def _aggregate(suite: ObservedSuite, aggregate: Column, counts: Column | None = None) -> tuple[str, str]:
-    """An aggregate of the Observation; `counts`: the condition, when the aggregate counts the
-    rows meeting it (`count_if`), which the Observation may pack with another count."""
+def _aggregate(suite: ObservedSuite, aggregate: Column) -> tuple[str, str]:
     alias = f"m{len(suite.aggregates)}"
     suite.aggregates[alias] = aggregate.alias(alias)
-    if counts is not None:
-        suite.counted[alias] = counts
     return ("alias", alias)
+
+
+def _count_rows(suite: ObservedSuite, condition: Column) -> tuple[str, str]:
+    """An aggregate counting the rows meeting `condition`, which the Observation may pack with
+    another such count (`ObservedSuite.observation`)."""
+    from pyspark.sql import functions as F
+
+    source = _aggregate(suite, F.count_if(condition))
+    suite.counted[source[1]] = condition
+    return source
 
 
 def _pair_alias(low: str, high: str) -> str:
