@@ -1,7 +1,7 @@
 """SWA throughput, wall time and state against named baselines, on one generated trace.
 
     .venv/bin/python benchmarks/bench_swa.py [--instances 88000] [--repeat 1] [--files-per-trigger 10]
-        [--only streaming|batch|state] [--floor]
+        [--only streaming|batch|state] [--floor] [--warmup 1]
 
 88,000 instances ≈ 1M tuples (tributary generate service-trace, Parquet, two streams).
 Key head+client+time, n = 13, t = 22 s, the same aggregates everywhere. Prints, in one run:
@@ -210,6 +210,9 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=88_000)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--files-per-trigger", type=int, default=10)
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="streaming: untimed rounds of every side before the timed ones (JIT warm-up)"
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--only", choices=["streaming", "batch", "state"], help="run one part of the bench")
     parser.add_argument(
@@ -269,9 +272,11 @@ def main() -> None:
 def stream_bench(
     spark, root: Path, data: Path, tmp: Path, tuples: int, stream_file: Path, floor_file: Path, args, medians: dict[str, float]
 ) -> dict:
-    """1. streaming throughput, after one untimed run of both on the same trace (JIT, Python
-    workers, file cache: a smaller warm-up left the first timed runs of both ~30 % slower), in
-    rounds of one run each, alternating which goes first. This VM's speed drifts by up to 2x over
+    """1. streaming throughput, after `--warmup` untimed rounds of every side on the same trace
+    (JIT, Python workers, file cache: a smaller warm-up left the first timed runs of both ~30 %
+    slower), in rounds of one run each, alternating which goes first. Each run's JIT compile time
+    (the JVM's own count) is printed with it: on 2 cores the JIT's threads take CPU from the tasks
+    for many runs after the first, and a run in which it compiled more was slower. This VM's speed drifts by up to 2x over
     minutes, so besides the ratio of the medians it prints the median ratio of each two rounds.
     With --floor, each round also runs each side's floor (FLOOR_PIPELINE, and the native query
     without its aggregation): native's time over Tributary's floor is the most any stateful step
@@ -282,6 +287,8 @@ def stream_bench(
     floor_label, native_floor_label = "tributary floor (reads all, emits none)", "native floor (reads all, emits none)"
     labels = [swa_label, native_label] + ([floor_label, native_floor_label] if args.floor else [])
     times: dict[str, list[float]] = {label: [] for label in labels}
+    compiling: dict[str, list[float]] = {label: [] for label in labels}  # JIT compile seconds per run
+    jit = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
     observed: dict = {}
     counts: dict[str, int] = {}
 
@@ -300,15 +307,20 @@ def stream_bench(
             shutil.rmtree(tmp / f"native{i}", ignore_errors=True)
         return time.perf_counter() - began
 
-    for label in labels:
-        run(label, -1)
+    for w in range(args.warmup):
+        for label in labels:
+            run(label, -1 - w)
     for i in range(args.repeat):
         for label in labels[i % len(labels) :] + labels[: i % len(labels)]:  # the order rotates by round
+            compiled_ms = jit.getTotalCompilationTime()
             times[label].append(run(label, i))
+            compiling[label].append((jit.getTotalCompilationTime() - compiled_ms) / 1000)
     units, sessions = counts[swa_label], counts[native_label]
     rates = {label: tuples / statistics.median(values) for label, values in times.items()}
     for label, values in times.items():
-        print(f"  {label:>35}: {rates[label]:>9,.0f} tuples/s  (runs {', '.join(f'{v:.1f}s' for v in values)})")
+        runs = ", ".join(f"{v:.1f}s" for v in values)
+        jit_s = ", ".join(f"{c:.1f}" for c in compiling[label])
+        print(f"  {label:>35}: {rates[label]:>9,.0f} tuples/s  (runs {runs}; JIT compiling during each: {jit_s} s)")
     print(f"    swa emitted {units:,} windows; session_window emitted {sessions:,} sessions")
     ratio = rates[swa_label] / rates[native_label]
     # Two consecutive rounds run both in either order (whichever runs second was seen to be
