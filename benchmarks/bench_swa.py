@@ -276,8 +276,8 @@ def stream_bench(
     (JIT, Python workers, file cache: a smaller warm-up left the first timed runs of both ~30 %
     slower), in rounds of one run each, alternating which goes first. Each run's JIT compile time
     (the JVM's own count) is printed with it: on 2 cores the JIT's threads take CPU from the tasks
-    for many runs after the first, and a run in which it compiled more was slower. This VM's speed drifts by up to 2x over
-    minutes, so besides the ratio of the medians it prints the median ratio of each two rounds.
+    for many runs after the first (docs/swa.md). This VM's speed drifts by up to 2x over minutes,
+    so besides the ratio of the medians it prints the median ratio of each two rounds.
     With --floor, each round also runs each side's floor (FLOOR_PIPELINE, and the native query
     without its aggregation): native's time over Tributary's floor is the most any stateful step
     run by `tributary run` could reach against native on this stream.
