@@ -13,6 +13,9 @@ Key head+client+time, n = 13, t = 22 s, the same aggregates everywhere. Prints, 
    --floor: each side's floor too (the same stream, every tuple read, none emitted) and native's
    time over Tributary's floor, the most any stateful step could reach here; with the batch part,
    the streaming SWA's throughput over the batch SWA's (target ≥ 0.6) and the floor's.
+   --spark-state: also SWA as a sketch of one of Spark's own stateful operators
+   (benchmarks/spark_state/SwaGroupState.java, compiled with javac): what that design, with no
+   per-micro-batch plan of Tributary's, could reach against native on the same stream.
 2. batch: the swa step's plan ÷ plain `groupBy(key).agg(...)`, both over the same files written
    to Spark's `noop` sink (compute only). Target ≤ 1.5.
 3. state: peak open windows and tuples held by SWA vs the tumbling baseline at W = 32000 (from
@@ -155,6 +158,63 @@ def streaming_native(spark, data: Path, out: Path, per_trigger: int, floor: bool
     return sum(written)
 
 
+SPARK_STATE_SOURCE = Path(__file__).parent / "spark_state" / "SwaGroupState.java"
+
+
+def spark_state_jar(folder: Path) -> Path:
+    """The sketch of SWA as a Spark stateful operator, compiled against pyspark's jars."""
+    import subprocess
+    import zipfile
+
+    import pyspark
+
+    classes = folder / "spark_state_classes"
+    jars = Path(pyspark.__file__).parent / "jars"
+    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", str(SPARK_STATE_SOURCE)], check=True)
+    jar = folder / "spark-state-sketch.jar"
+    with zipfile.ZipFile(jar, "w") as archive:
+        for path in classes.rglob("*.class"):
+            archive.write(path, path.relative_to(classes))
+    return jar
+
+
+def streaming_spark_state(spark, data: Path, out: Path, per_trigger: int) -> int:
+    """The sketch (SwaGroupState) on the same stream as native, written the same way (foreachBatch
+    into Delta via delta-rs); the key as one string, the event time in micros."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    def stream(folder: str):
+        reader = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", per_trigger)
+        return reader.parquet(str(data / folder)).withWatermark("ts", "10 seconds")
+
+    calls = stream("static").unionByName(stream("images"))
+    keyed = calls.where(F.col("ts").isNotNull() & F.col("head_service").isNotNull())
+    tuples = keyed.select(
+        F.concat_ws("\u0001", *[F.col(k).cast("string") for k in KEYS]).alias("k"),
+        F.unix_micros("ts").alias("micros"),
+        "response_ms",
+        "bytes",
+        "requested_service",
+        "ts",
+    )
+    windows = DataFrame(spark._jvm.tributarybench.SwaGroupState.windows(tuples._jdf, 13, 22_000_000), spark)
+    written = []
+
+    def commit(batch, batch_id):
+        table = pa.table(batch.toArrow())
+        written.append(table.num_rows)
+        if table.num_rows:
+            write_deltalake(str(out), table, mode="append")
+
+    query = windows.writeStream.outputMode("append").foreachBatch(commit)
+    query = query.option("checkpointLocation", str(out) + ".ckpt").trigger(availableNow=True).start()
+    query.awaitTermination()
+    return sum(written)
+
+
 def batch_swa(spark, data: Path) -> None:
     from framework.operators import StepContext, build_step
     from framework.spec.steps import SwaStep
@@ -220,6 +280,11 @@ def main() -> None:
         action="store_true",
         help="streaming: also time each side's floor (the same stream, every tuple read, none emitted)",
     )
+    parser.add_argument(
+        "--spark-state",
+        action="store_true",
+        help="streaming: also time SWA as a sketch of a Spark stateful operator (benchmarks/spark_state)",
+    )
     args = parser.parse_args()
 
     from framework.engine.session import spark_session
@@ -235,9 +300,10 @@ def main() -> None:
         data = root / "data"
         trace = generate_service_trace(data, instances=args.instances, seed=7, files=40, fmt="parquet")
         tuples = trace.tuples
-        spark = spark_session(
-            Profile(spark=SparkSettings(master=args.master, conf={"spark.sql.shuffle.partitions": 4, "spark.ui.enabled": False}))
-        )
+        conf: dict[str, object] = {"spark.sql.shuffle.partitions": 4, "spark.ui.enabled": False}
+        if args.spark_state:
+            conf["spark.jars"] = str(spark_state_jar(Path(tmp)))
+        spark = spark_session(Profile(spark=SparkSettings(master=args.master, conf=conf)))
         stream_file = write_pipeline(root, "swa_stream", "streaming", "swa", 13, data, args.files_per_trigger)
         floor_file = root / "pipelines" / "swa_floor.yaml"
         floor_file.write_text(
@@ -288,7 +354,9 @@ def stream_bench(
     label's median seconds."""
     swa_label, native_label = "tributary swa (streaming)", "native session_window (streaming)"
     floor_label, native_floor_label = "tributary floor (reads all, emits none)", "native floor (reads all, emits none)"
+    sketch_label = "swa sketch as a spark stateful operator"
     labels = [swa_label, native_label] + ([floor_label, native_floor_label] if args.floor else [])
+    labels += [sketch_label] if args.spark_state else []
     times: dict[str, list[float]] = {label: [] for label in labels}
     compiling: dict[str, list[float]] = {label: [] for label in labels}  # JIT compile seconds per run
     jit = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
@@ -302,6 +370,10 @@ def stream_bench(
             counts[label], observed = streaming_tributary(spark, root, stream_file, tmp / f"wh{i}")
         elif label == floor_label:
             counts[label], _ = streaming_tributary(spark, root, floor_file, tmp / f"floor{i}")
+        elif label == sketch_label:
+            counts[label] = streaming_spark_state(spark, data, tmp / f"sketch{i}", args.files_per_trigger)
+            shutil.rmtree(tmp / f"sketch{i}.ckpt", ignore_errors=True)
+            shutil.rmtree(tmp / f"sketch{i}", ignore_errors=True)
         else:
             counts[label] = streaming_native(
                 spark, data, tmp / f"native{i}", args.files_per_trigger, floor=label == native_floor_label
@@ -348,6 +420,13 @@ def stream_bench(
         )
         print(f"  the most a stateful step could reach against native here (native ÷ tributary's floor): {native / floor:.2f}")
         record("swa.streaming_ceiling", native / floor)
+    if args.spark_state:
+        sketch = rates[sketch_label] / rates[native_label]
+        print(
+            f"  swa sketch as a spark stateful operator / native session_window: {sketch:.2f} (medians; "
+            f"{counts[sketch_label]:,} windows, tributary's swa {units:,}): what that design could reach here"
+        )
+        record("swa.spark_state_sketch", sketch)
     medians.update({label: statistics.median(values) for label, values in times.items()})
     return observed
 
