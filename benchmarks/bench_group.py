@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, record
+from _common import REPO, append_stream_to_delta, record
 
 sys.path.insert(0, str(REPO))
 
@@ -104,8 +104,6 @@ def run_tributary(spark, root: Path, pipeline: Path, warehouse: Path) -> int:
 def run_apply_in_pandas_with_state(spark, data: Path, out: Path) -> int:
     """The same work written by hand with Spark's stateful Python API."""
     import pandas as pd
-    import pyarrow as pa
-    from deltalake import write_deltalake
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     output = "k string, n bigint, total double, first_ts timestamp, seen bigint"
@@ -131,17 +129,7 @@ def run_apply_in_pandas_with_state(spark, data: Path, out: Path) -> int:
 
     stream = spark.readStream.schema("k STRING, ts TIMESTAMP, v DOUBLE").option("maxFilesPerTrigger", 1).parquet(str(data))
     grouped = stream.groupBy("k").applyInPandasWithState(per_key, output, state_schema, "append", GroupStateTimeout.NoTimeout)
-    written = []
-
-    def commit(batch, batch_id):
-        table = pa.table(batch.toArrow())
-        written.append(table.num_rows)
-        if table.num_rows:
-            write_deltalake(str(out), table, mode="append")
-
-    query = grouped.writeStream.outputMode("append").foreachBatch(commit)
-    query.option("checkpointLocation", str(out) + ".ckpt").trigger(availableNow=True).start().awaitTermination()
-    return sum(written)
+    return append_stream_to_delta(grouped, out)
 
 
 def group_bench(spark, tmp: Path, args) -> None:

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, SERVICE_TRACE_SCHEMA, record
+from _common import REPO, SERVICE_TRACE_SCHEMA, append_stream_to_delta, record
 
 sys.path.insert(0, str(REPO))
 
@@ -125,18 +125,22 @@ def streaming_tributary(spark, root: Path, pipeline: Path, warehouse: Path) -> t
     return out.rows or 0, out.observed
 
 
-def streaming_native(spark, data: Path, out: Path, per_trigger: int, floor: bool = False) -> int:
-    """Spark's own session windows over the union, written the way one would by hand; `floor`:
-    the same stream with no aggregation, every tuple read and none emitted (NOTHING)."""
-    import pyarrow as pa
-    from deltalake import write_deltalake
-    from pyspark.sql import functions as F
+def native_calls(spark, data: Path, per_trigger: int):
+    """Both sources as streams read by hand, micro-batch by micro-batch as the pipelines read them."""
 
     def stream(folder: str):
         reader = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", per_trigger)
         return reader.parquet(str(data / folder)).withWatermark("ts", "10 seconds")
 
-    calls = stream("static").unionByName(stream("images"))
+    return stream("static").unionByName(stream("images"))
+
+
+def streaming_native(spark, data: Path, out: Path, per_trigger: int, floor: bool = False) -> int:
+    """Spark's own session windows over the union, written the way one would by hand; `floor`:
+    the same stream with no aggregation, every tuple read and none emitted (NOTHING)."""
+    from pyspark.sql import functions as F
+
+    calls = native_calls(spark, data, per_trigger)
     if floor:
         sessions = calls.where(NOTHING)
         columns = calls.columns
@@ -145,18 +149,7 @@ def streaming_native(spark, data: Path, out: Path, per_trigger: int, floor: bool
             F.count(F.lit(1)).alias("tuple_count"), *[F.expr(e).alias(n) for n, e in AGGREGATES.items()]
         )
         columns = [*KEYS, "session_window.*", "tuple_count", *AGGREGATES]
-    written = []
-
-    def commit(batch, batch_id):
-        table = pa.table(batch.select(*columns).toArrow())
-        written.append(table.num_rows)
-        if table.num_rows:
-            write_deltalake(str(out), table, mode="append")
-
-    query = sessions.writeStream.outputMode("append").foreachBatch(commit)
-    query = query.option("checkpointLocation", str(out) + ".ckpt").trigger(availableNow=True).start()
-    query.awaitTermination()
-    return sum(written)
+    return append_stream_to_delta(sessions, out, columns)
 
 
 SPARK_STATE_SOURCE = Path(__file__).parent / "spark_state" / "SwaGroupState.java"
@@ -182,16 +175,10 @@ def spark_state_jar(folder: Path) -> Path:
 def streaming_spark_state(spark, data: Path, out: Path, per_trigger: int) -> int:
     """The sketch (SwaGroupState) on the same stream as native, written the same way (foreachBatch
     into Delta via delta-rs); the key as one string, the event time in micros."""
-    import pyarrow as pa
-    from deltalake import write_deltalake
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
-    def stream(folder: str):
-        reader = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", per_trigger)
-        return reader.parquet(str(data / folder)).withWatermark("ts", "10 seconds")
-
-    calls = stream("static").unionByName(stream("images"))
+    calls = native_calls(spark, data, per_trigger)
     keyed = calls.where(F.col("ts").isNotNull() & F.col("head_service").isNotNull())
     tuples = keyed.select(
         F.concat_ws("\u0001", *[F.col(k).cast("string") for k in KEYS]).alias("k"),
@@ -202,18 +189,7 @@ def streaming_spark_state(spark, data: Path, out: Path, per_trigger: int) -> int
         "ts",
     )
     windows = DataFrame(spark._jvm.tributarybench.SwaGroupState.windows(tuples._jdf, 13, 22_000_000), spark)
-    written = []
-
-    def commit(batch, batch_id):
-        table = pa.table(batch.toArrow())
-        written.append(table.num_rows)
-        if table.num_rows:
-            write_deltalake(str(out), table, mode="append")
-
-    query = windows.writeStream.outputMode("append").foreachBatch(commit)
-    query = query.option("checkpointLocation", str(out) + ".ckpt").trigger(availableNow=True).start()
-    query.awaitTermination()
-    return sum(written)
+    return append_stream_to_delta(windows, out)
 
 
 def batch_swa(spark, data: Path) -> None:
