@@ -38,8 +38,11 @@ def _judge(frame, specs, keys_after: bool) -> list:
     suite = plan(frame, specs, keys_after=keys_after)
     observation = Observation(f"keys_{keys_after}_{id(suite)}")
     suite.tag(frame).observe(observation, *suite.aggregates.values()).write.format("noop").mode("overwrite").save()
-    observed = dict(observation.get) | suite.count_keys(frame)
-    results = suite.results(observed, "t", "step", rows=lambda: frame)
+    observed = dict(observation.get)
+    key_samples: dict = {}
+    check_samples: dict = {}  # the failed warn checks' samples, taken with the key counts as the gate does
+    observed |= suite.count_keys(frame, {}, None, key_samples, suite.failing_rows(observed), check_samples)
+    results = suite.results(observed, "t", "step", rows=lambda: frame, key_samples=key_samples, check_samples=check_samples)
     return [results.get(i) for i in range(len(specs))]
 
 
@@ -208,6 +211,14 @@ def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, on_d
     found: dict[str, list] = {}  # the samples taken with the counts: the same rows again
     assert suite.count_keys(frame, known_rows=known, samples=found) == exact
     assert set(found) == {alias for alias in exact if repeated[alias]} & set(suite.key_samples.values())
+    for alias, samples in found.items():
+        assert samples == suite.key_failing_samples(frame, alias)
+    checks = dict.fromkeys(suite.samples_after, 1)  # the warn row checks' samples, in the same query
+    found, taken = {}, {}
+    assert suite.count_keys(frame, known_rows=known, samples=found, checks=checks, check_samples=taken) == exact
+    assert set(taken) == (set(checks) if any(repeated.values()) else set())  # only when there is a query
+    for i, samples in taken.items():
+        assert samples == suite.failed_samples(frame, [i])[i]
     for alias, samples in found.items():
         assert samples == suite.key_failing_samples(frame, alias)
     monkeypatch.setattr(observed, "_CANDIDATES_KEPT", 1)

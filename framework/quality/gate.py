@@ -168,15 +168,24 @@ class QualityGate:
                 # nothing computed the frame (e.g. its output was already written by an identical run)
                 pending.frame.write.format("noop").mode("overwrite").save()
             observed |= pending.observation.get
-        repeated: dict[str, list[int]] = {}  # the repeated key hashes, for a failed uniqueness check's samples
         every_column = list(pending.base.columns) if pending.base is not None else []
+        observed = pending.observed.unpacked(observed, rows=lambda: _checked_rows(pending, every_column))
+        repeated: dict[str, list[int]] = {}  # the repeated key hashes, for a failed uniqueness check's samples
         key_samples: dict[str, list[dict[str, Any]]] | None = None
+        check_samples: dict[int, list[dict[str, Any]]] | None = None
         if pending.observed.key_counts:
             keys = [c for how in pending.observed.key_counts.values() for c in how.columns]
             if _reads_staged(pending, keys) == _reads_staged(pending, every_column):
-                key_samples = {}  # the same rows hold the keys and the samples: taken with the counts
+                key_samples, check_samples = {}, {}  # the same rows hold the keys and the samples: taken with the counts
             rows = _checked_rows(pending, keys)
-            observed |= pending.observed.count_keys(rows, repeated, _checked_count(pending, keys), key_samples)
+            observed |= pending.observed.count_keys(
+                rows,
+                repeated,
+                _checked_count(pending, keys),
+                key_samples,
+                checks=pending.observed.failing_rows(observed),
+                check_samples=check_samples,
+            )
         if pending.observed.observable or pending.observed.errors:
             by_index |= pending.observed.results(
                 observed,
@@ -185,6 +194,7 @@ class QualityGate:
                 rows=lambda: _checked_rows(pending, every_column),
                 repeated=repeated,
                 key_samples=key_samples,
+                check_samples=check_samples,
             )
         fallback = pending.observed.fallback
         if fallback:

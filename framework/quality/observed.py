@@ -64,6 +64,9 @@ KEY_COUNTED = ("column_values.unique", "compound_columns.unique")
 _PLANS_KEPT = 32
 #: repeated key hashes counted exactly from their rows alone; past this, from every row
 _CANDIDATES_KEPT = 1_000
+#: failing rows of warn checks whose samples are taken with the exact key counts (one read of the
+#: rows); past this, apart (those rows would go through the key counts' shuffle)
+_SAMPLED_WITH_KEYS = 100_000
 #: key hashes looked at on the driver (8 bytes each, twice while sorted: 64 MB); past this, by Spark
 _HASHES_ON_DRIVER = 4_000_000
 #: two counts of rows per 64-bit sum in the Observation (`ObservedSuite.observation`): the low
@@ -157,6 +160,9 @@ class ObservedSuite:
     #: warn/fail row-level expectation -> its hidden check column, when its failing samples are
     #: taken after the pass from the checked rows, and only if it failed (see `failed_samples`)
     samples_after: dict[int, str] = field(default_factory=dict)
+    #: the aggregate of GX's `table.row_count` (every row), when a suite observes it: the row
+    #: count the packed counts are checked against (else one more aggregate)
+    row_count: str | None = None
     expectations: dict[int, Any] = field(default_factory=dict)  # GX's expectation objects, built once
     engine: Any = None  # GX's Spark engine (over the empty frame): metrics_validate wants one
     sample_row: Any = None  # the row as JSON, for failing samples
@@ -185,7 +191,7 @@ class ObservedSuite:
             one = F.when(self.counted[low], F.lit(1)).otherwise(F.lit(0)).cast("long")
             above = F.when(self.counted[high], F.lit(1 << _PACK_BITS)).otherwise(F.lit(0)).cast("long")
             columns.append(F.try_sum(one + above).alias(_pair_alias(low, high)))  # null past 2^63: counted again
-        if pairs:
+        if pairs and self.row_count is None:
             columns.append(F.count(F.lit(1)).alias(_ROWS_SEEN))
         return columns
 
@@ -194,7 +200,7 @@ class ObservedSuite:
         counted = [alias for alias in self.aggregates if alias in self.counted]
         return list(zip(counted[0::2], counted[1::2], strict=False))
 
-    def _unpacked(self, observed: dict[str, Any], rows: Callable[[], DataFrame] | None) -> dict[str, Any]:
+    def unpacked(self, observed: dict[str, Any], rows: Callable[[], DataFrame] | None) -> dict[str, Any]:
         """`observed` with each packed pair as its two counts. A pair is exact while the rows seen
         are fewer than 2^32 and its sum did not pass 2^63 (`try_sum`: null then); otherwise its
         counts are taken again from the checked rows (`rows`), exactly."""
@@ -202,7 +208,7 @@ class ObservedSuite:
         if not pairs:
             return observed
         unpacked = dict(observed)
-        seen = unpacked.pop(_ROWS_SEEN)
+        seen = unpacked.pop(_ROWS_SEEN) if self.row_count is None else unpacked[self.row_count]
         again = []
         for low, high in pairs:
             value = unpacked.pop(_pair_alias(low, high))
@@ -227,13 +233,18 @@ class ObservedSuite:
         repeated: dict[str, list[int]] | None = None,
         known_rows: int | None = None,
         samples: dict[str, list[dict[str, Any]]] | None = None,
+        checks: dict[int, int] | None = None,
+        check_samples: dict[int, list[dict[str, Any]]] | None = None,
     ) -> dict[str, int]:
         """The key-counted unexpected counts over the checked rows (as staged or cached), exact;
         `repeated` (when given) is told each count's repeated key hashes, when they were kept;
         `known_rows`: how many rows `rows` has, when the caller knows (a staged write's count);
         `samples` (when given: `rows` are also the rows samples are picked from) is told the
         failing samples of each count that has samples and repeated hashes, taken in the same
-        query as its count (`results` would take them in one more, which reads the rows again).
+        query as the counts (`results` would take them in one more, which reads the rows again);
+        `checks`: the `samples_after` expectations with failing rows (`failing_rows`), whose
+        samples that query takes too, into `check_samples`, when they are few (see
+        `_counted_and_sampled`).
 
         Each key is hashed to 64 bits: a hash seen once is a key seen once, so only the hashes seen
         more than once (few when the check passes, none mostly) are counted exactly, from their
@@ -255,16 +266,62 @@ class ObservedSuite:
             candidates[k].append(h)
         if repeated is not None:
             repeated |= {alias: candidates[k] for k, (alias, _) in enumerate(hows)}
-        with_samples = set(self.key_samples.values()) if samples is not None else set()
-        counts = {}
-        for k, (alias, how) in enumerate(hows):
-            if not candidates[k]:
-                counts[alias] = 0
-            elif alias in with_samples and samples is not None:
-                counts[alias], samples[alias] = self._count_and_samples(rows, alias, candidates[k])
-            else:
-                counts[alias] = how.count_among(rows, candidates[k])
-        return counts
+        counts = {alias: 0 for k, (alias, _) in enumerate(hows) if not candidates[k]}
+        exact = {alias: candidates[k] for k, (alias, _) in enumerate(hows) if candidates[k]}
+        if not exact:
+            return counts
+        if samples is None:
+            return counts | {alias: self.key_counts[alias].count_among(rows, found) for alias, found in exact.items()}
+        together = list(checks or {}) if check_samples is not None and sum((checks or {}).values()) <= _SAMPLED_WITH_KEYS else []
+        found_counts, found_samples, found_check_samples = self._counted_and_sampled(rows, exact, together)
+        samples |= found_samples
+        if check_samples is not None:
+            check_samples |= found_check_samples
+        return counts | found_counts
+
+    def _counted_and_sampled(
+        self, rows: DataFrame, repeated: dict[str, list[int]], checks: list[int]
+    ) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]], dict[int, list[dict[str, Any]]]]:
+        """One query over the checked rows: the exact count of each key count with `repeated`
+        hashes and its failing samples (when it has samples), and the failing samples of the
+        `checks` (expectations of `samples_after`), each picked as the pass would have picked them
+        (the least row of each hash bucket). It reads the rows whose key hash repeats or which
+        fail one of the checks; each key's rows are counted by a window over them (a row whose
+        hash is seen once has a key seen once, so it counts 1 there too). The rows failing the
+        checks go through that window's shuffle, so the caller passes checks only when their
+        failing rows are few (`_SAMPLED_WITH_KEYS`); otherwise `failed_samples` takes them apart.
+        Over the wide benchmark's 1M rows of 40 columns this is one read of the rows instead of two."""
+        from functools import reduce
+
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        conditions = [self.key_counts[alias].hashed().isin(hashes) for alias, hashes in repeated.items()]
+        conditions += [self.checks[self.samples_after[i]] for i in checks]
+        subset = rows.where(reduce(lambda a, b: a | b, conditions))
+        failing: dict[str, Column] = {}
+        for n, alias in enumerate(repeated):
+            how = self.key_counts[alias]
+            per_key = Window.partitionBy(*[F.col(f"`{c}`") for c in how.columns])
+            subset = subset.withColumn(f"__tributary_key_rows{n}", F.count(F.lit(1)).over(per_key))
+            failing[alias] = (F.col(f"__tributary_key_rows{n}") > 1) & how.domain
+        sampled = [alias for alias in failing if alias in set(self.key_samples.values())]
+        picks = [F.count_if(condition) for condition in failing.values()]
+        picks += [_failing_sample(self, failing[alias], j) for alias in sampled for j in range(SAMPLE_ROWS)]
+        picks += [_failing_sample(self, self.checks[self.samples_after[i]], j) for i in checks for j in range(SAMPLE_ROWS)]
+        values = list(subset.agg(*picks).collect()[0])
+        counts = {alias: int(values[k] or 0) for k, alias in enumerate(failing)}
+        values = values[len(failing) :]
+        key_samples = {alias: _samples(values[k * SAMPLE_ROWS : (k + 1) * SAMPLE_ROWS]) for k, alias in enumerate(sampled)}
+        values = values[len(sampled) * SAMPLE_ROWS :]
+        check_samples = {i: _samples(values[k * SAMPLE_ROWS : (k + 1) * SAMPLE_ROWS]) for k, i in enumerate(checks)}
+        return counts, key_samples, check_samples
+
+    def failing_rows(self, observed: dict[str, Any]) -> dict[int, int]:
+        """The `samples_after` expectations that have failing rows (only they can fail), and how
+        many, from the `observed` counts (unpacked)."""
+        alias_of = {column: alias for alias, column in self.counted_check.items()}
+        return {i: observed[alias_of[c]] for i, c in self.samples_after.items() if observed.get(alias_of[c])}
 
     def _count_and_samples(self, rows: DataFrame, alias: str, hashes: list[int] | None) -> tuple[int, list[dict[str, Any]]]:
         """`KeyCount.count_among` and `key_failing_samples` in one query: the failing rows are
@@ -287,12 +344,8 @@ class ObservedSuite:
         hashed and written as JSON: over 1M rows of 40 columns, 0.7 s instead of 1.9 s."""
         from functools import reduce
 
-        from pyspark.sql import functions as F
-
         checks = [self.checks[self.samples_after[i]] for i in failed]
-        picks = [
-            F.min(F.when(check, F.when(self.sample_bucket == j, self.sample_row))) for check in checks for j in range(SAMPLE_ROWS)
-        ]
+        picks = [_failing_sample(self, check, j) for check in checks for j in range(SAMPLE_ROWS)]
         values = list(rows.where(reduce(lambda a, b: a | b, checks)).agg(*picks).collect()[0])
         return {i: _samples(values[k * SAMPLE_ROWS : (k + 1) * SAMPLE_ROWS]) for k, i in enumerate(failed)}
 
@@ -304,12 +357,13 @@ class ObservedSuite:
         rows: Callable[[], DataFrame] | None = None,
         repeated: dict[str, list[int]] | None = None,
         key_samples: dict[str, list[dict[str, Any]]] | None = None,
+        check_samples: dict[int, list[dict[str, Any]]] | None = None,
     ) -> dict[int, ExpectationResult]:
         """GX's verdict on each observable expectation, from the observed metric values (`rows`:
         the checked rows, for the samples of a failed key-counted expectation; `repeated`: the
         repeated key hashes `count_keys` kept, so those samples read only those keys' rows;
-        `key_samples`: the samples `count_keys` already took)."""
-        observed = self._unpacked(observed, rows)
+        `key_samples`, `check_samples`: the samples `count_keys` already took)."""
+        observed = self.unpacked(observed, rows)
         results = {}
         for i, sources in self.observable.items():
             spec = self.specs[i]
@@ -333,6 +387,11 @@ class ObservedSuite:
                     result.failing_samples = self.key_failing_samples(rows(), alias, (repeated or {}).get(alias))
             results[i] = result
         failed = [i for i in self.samples_after if not results[i].success]
+        taken = check_samples or {}
+        for i in failed:
+            if i in taken:
+                results[i].failing_samples = taken[i]
+        failed = [i for i in failed if i not in taken]
         if failed and rows is not None:
             for i, samples in self.failed_samples(rows(), failed).items():
                 results[i].failing_samples = samples
@@ -481,18 +540,30 @@ def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False, 
             if compute_kwargs.get("filter_conditions") or compute_kwargs.get("row_condition"):
                 raise NotObservable(f"{configuration.metric_name} over filtered rows")
             source = _aggregate(suite, aggregate)
+            if configuration.metric_name == "table.row_count":
+                suite.row_count = source[1]
         by_metric[configuration.id] = source
         return source
 
     for i, needed in needs.items():
         spec = specs[i]
-        before = (dict(suite.checks), dict(suite.aggregates), dict(by_metric), dict(suite.key_counts), dict(suite.counted))
+        before = (
+            dict(suite.checks),
+            dict(suite.aggregates),
+            dict(by_metric),
+            dict(suite.key_counts),
+            dict(suite.counted),
+            dict(suite.counted_check),
+            suite.row_count,
+        )
         try:
             sources = {c.id: source_of(c) for c in needed}
             if probe_each:  # Spark accepts them in an Observation (no distinct, no window in an aggregate)
                 _probe(empty.frame, suite)
         except Exception:  # noqa: BLE001 - anything GX or Spark refuses here is left to GX's own validation
-            suite.checks, suite.aggregates, by_metric, suite.key_counts, suite.counted = before
+            suite.checks, suite.aggregates, by_metric, suite.key_counts, suite.counted, suite.counted_check, suite.row_count = (
+                before
+            )
             continue
         suite.observable[i] = sources
         counted = [c for c in needed if c.metric_name == f"{getattr(expectations[i], 'map_metric', None)}.unexpected_count"]
@@ -574,18 +645,21 @@ def _bucket_sample(suite: ObservedSuite, j: int) -> Column:
     return F.min(F.when(suite.sample_bucket == j, suite.sample_row))
 
 
+def _failing_sample(suite: ObservedSuite, failing: Column, j: int) -> Column:
+    """The least row (as JSON) of hash bucket j among the rows `failing` holds for. Nested, not
+    `failing & bucket == j`: Spark hoists what an And shares across aggregates and would hash
+    every row; a CASE's value is only computed for the rows that reach it."""
+    from pyspark.sql import functions as F
+
+    return F.min(F.when(failing, F.when(suite.sample_bucket == j, suite.sample_row)))
+
+
 def _sample_aggregates(suite: ObservedSuite, df: DataFrame, check: str) -> list[str]:
     """Up to SAMPLE_ROWS failing rows, one per hash bucket: constant memory, no extra pass."""
     from pyspark.sql import functions as F
 
     _sample_expressions(suite, df)
-    # nested, not `failing & bucket == j`: Spark hoists what an And shares across aggregates and
-    # would hash every row; a CASE's value is only computed for the rows that reach it
-    failing = F.col(check)
-    return [
-        _aggregate(suite, F.min(F.when(failing, F.when(suite.sample_bucket == j, suite.sample_row))))[1]
-        for j in range(SAMPLE_ROWS)
-    ]
+    return [_aggregate(suite, _failing_sample(suite, F.col(check), j))[1] for j in range(SAMPLE_ROWS)]
 
 
 def _samples(values: list[Any]) -> list[dict[str, Any]]:
