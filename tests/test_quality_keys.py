@@ -198,7 +198,8 @@ def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, on_d
     frame = spark.createDataFrame([(i, c, a) for i, (c, a) in enumerate(rows)], "id INT, customer STRING, amount DOUBLE")
     suite = plan(frame, specs, keys_after=True)
     assert suite.key_counts
-    monkeypatch.setattr(observed, "_CANDIDATES_KEPT", 1_000)  # the last example's limit (one fixture for all)
+    monkeypatch.setattr(observed, "_CANDIDATES_KEPT", 1_000)  # the last example's limits (one fixture for all)
+    monkeypatch.setattr(observed, "_SAMPLED_WITH_KEYS", 100_000)
     exact = {alias: how.count(frame) for alias, how in suite.key_counts.items()}
     known = len(rows) if on_driver else None
     assert suite.count_keys(frame, known_rows=known) == exact
@@ -219,6 +220,10 @@ def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, on_d
     assert set(taken) == (set(checks) if any(repeated.values()) else set())  # only when there is a query
     for i, samples in taken.items():
         assert samples == suite.failed_samples(frame, [i])[i]
+    monkeypatch.setattr(observed, "_SAMPLED_WITH_KEYS", len(checks) - 1)  # too many failing rows: apart
+    taken = {}
+    assert suite.count_keys(frame, known_rows=known, samples={}, checks=checks, check_samples=taken) == exact
+    assert taken == {}
     for alias, samples in found.items():
         assert samples == suite.key_failing_samples(frame, alias)
     monkeypatch.setattr(observed, "_CANDIDATES_KEPT", 1)

@@ -160,9 +160,6 @@ class ObservedSuite:
     #: warn/fail row-level expectation -> its hidden check column, when its failing samples are
     #: taken after the pass from the checked rows, and only if it failed (see `failed_samples`)
     samples_after: dict[int, str] = field(default_factory=dict)
-    #: the aggregate of GX's `table.row_count` (every row), when a suite observes it: the row
-    #: count the packed counts are checked against (else one more aggregate)
-    row_count: str | None = None
     expectations: dict[int, Any] = field(default_factory=dict)  # GX's expectation objects, built once
     engine: Any = None  # GX's Spark engine (over the empty frame): metrics_validate wants one
     sample_row: Any = None  # the row as JSON, for failing samples
@@ -191,7 +188,7 @@ class ObservedSuite:
             one = F.when(self.counted[low], F.lit(1)).otherwise(F.lit(0)).cast("long")
             above = F.when(self.counted[high], F.lit(1 << _PACK_BITS)).otherwise(F.lit(0)).cast("long")
             columns.append(F.try_sum(one + above).alias(_pair_alias(low, high)))  # null past 2^63: counted again
-        if pairs and self.row_count is None:
+        if pairs:
             columns.append(F.count(F.lit(1)).alias(_ROWS_SEEN))
         return columns
 
@@ -208,7 +205,7 @@ class ObservedSuite:
         if not pairs:
             return observed
         unpacked = dict(observed)
-        seen = unpacked.pop(_ROWS_SEEN) if self.row_count is None else unpacked[self.row_count]
+        seen = unpacked.pop(_ROWS_SEEN)
         again = []
         for low, high in pairs:
             value = unpacked.pop(_pair_alias(low, high))
@@ -540,8 +537,6 @@ def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False, 
             if compute_kwargs.get("filter_conditions") or compute_kwargs.get("row_condition"):
                 raise NotObservable(f"{configuration.metric_name} over filtered rows")
             source = _aggregate(suite, aggregate)
-            if configuration.metric_name == "table.row_count":
-                suite.row_count = source[1]
         by_metric[configuration.id] = source
         return source
 
@@ -554,16 +549,13 @@ def plan(df: DataFrame, specs: list[ExpectationSpec], probe_each: bool = False, 
             dict(suite.key_counts),
             dict(suite.counted),
             dict(suite.counted_check),
-            suite.row_count,
         )
         try:
             sources = {c.id: source_of(c) for c in needed}
             if probe_each:  # Spark accepts them in an Observation (no distinct, no window in an aggregate)
                 _probe(empty.frame, suite)
         except Exception:  # noqa: BLE001 - anything GX or Spark refuses here is left to GX's own validation
-            suite.checks, suite.aggregates, by_metric, suite.key_counts, suite.counted, suite.counted_check, suite.row_count = (
-                before
-            )
+            suite.checks, suite.aggregates, by_metric, suite.key_counts, suite.counted, suite.counted_check = before
             continue
         suite.observable[i] = sources
         counted = [c for c in needed if c.metric_name == f"{getattr(expectations[i], 'map_metric', None)}.unexpected_count"]
