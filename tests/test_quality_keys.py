@@ -112,13 +112,20 @@ STEP_CHECKS = """\
         severity: warn
       - expect_column_values_to_be_unique: {column: id}
         severity: warn
+      - expect_column_values_to_be_between: {column: amount, max_value: 8}
+        severity: warn
 """
 
 OUTPUT_CHECKS = """\
     expectations:
       - expect_compound_columns_to_be_unique: {column_list: [customer, amount]}
         severity: warn
+      - expect_column_values_to_be_between: {column: amount, max_value: 8}
+        severity: warn
 """
+#: the expectations whose results the run's rows are compared on: uniqueness (counted after the
+#: pass) and a failing warn check (its samples taken with the key counts, in one read)
+COMPARED = ("unique", "between")
 
 
 def _pipeline(project: Path, step_checks: str, output: str, more: str = "") -> None:
@@ -141,14 +148,17 @@ def _pipeline(project: Path, step_checks: str, output: str, more: str = "") -> N
     ids=["split-write", "partitioned-by-a-key", "cached", "output-checks"],
 )
 def test_a_runs_uniqueness_results_are_the_windows(spark, cli, project, step_checks, output, more):
-    """A real run's quality rows for uniqueness equal the window's on the same rows (counts and samples)."""
+    """A real run's quality rows for uniqueness and a failed warn check equal the window's on the
+    same rows (counts and samples)."""
     from framework.spec.expectations import ExpectationSpec
 
     write(project / "data" / "orders" / "part-0.json", "".join(json.dumps(r) + "\n" for r in ROWS))
     _pipeline(project, step_checks, output, more)
     code, out, err = cli("run", "orders")
     assert code == 0, out + err
-    recorded = [r for r in delta_rows(project / "warehouse" / "_tributary" / "quality") if "unique" in r["expectation"]]
+    recorded = [
+        r for r in delta_rows(project / "warehouse" / "_tributary" / "quality") if any(c in r["expectation"] for c in COMPARED)
+    ]
 
     import yaml
 
@@ -157,8 +167,10 @@ def test_a_runs_uniqueness_results_are_the_windows(spark, cli, project, step_che
     frame = spark.createDataFrame(
         [(r["id"], r["customer"], r["amount"]) for r in ROWS], "id BIGINT, customer STRING, amount DOUBLE"
     )
-    expected = [r for s, r in zip(specs, _judge(frame, specs, keys_after=False), strict=True) if "unique" in s.name]
-    assert len(recorded) == len(expected) == (2 if step_checks else 1)
+    expected = [
+        r for s, r in zip(specs, _judge(frame, specs, keys_after=False), strict=True) if any(c in s.name for c in COMPARED)
+    ]
+    assert len(recorded) == len(expected) == (3 if step_checks else 2)
     for row, old in zip(
         sorted(recorded, key=lambda r: r["expectation"]), sorted(expected, key=lambda r: r.expectation), strict=True
     ):
@@ -170,6 +182,8 @@ def test_a_runs_uniqueness_results_are_the_windows(spark, cli, project, step_che
         assert json.loads(row["failing_samples"] or "[]") == old.failing_samples
     compound = next(r for r in recorded if r["expectation"] == "expect_compound_columns_to_be_unique")
     assert compound["unexpected_count"] == 8  # ids 1/4, 3/5, 2/7 (customer null, amount not), 8/9
+    between = next(r for r in recorded if r["expectation"] == "expect_column_values_to_be_between")
+    assert between["unexpected_count"] == 4 and len(json.loads(between["failing_samples"])) > 0  # amounts 10 and 20
 
 
 @pytest.mark.parametrize("on_driver", [True, False], ids=["hashes sorted on the driver", "hashes grouped by Spark"])
