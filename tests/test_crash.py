@@ -1,5 +1,6 @@
 """Kill real `tributary run` processes at random moments: every output stays at a previous,
-complete version (never a partial commit), and the next run succeeds."""
+complete version (never a partial commit), or, killed between two output commits, the next run
+undoes the first; and the next run succeeds."""
 
 from __future__ import annotations
 
@@ -45,9 +46,19 @@ def test_sigkill_at_random_moments_never_leaves_a_partial_output(spark, cli, pro
         last = complete_states[-1]
         all_moved = all(state[t][0] is not None and state[t][0] == (last[t][0] or 0) + 1 for t in TABLES)
         versions = {t: (last[t][0], state[t][0]) for t in TABLES}
-        assert any(state == known for known in complete_states) or all_moved or process.returncode == 0, (
-            f"attempt {attempt}: partial state {versions}"
-        )
+        if not (any(state == known for known in complete_states) or all_moved or process.returncode == 0):
+            # killed in the moment between its two output commits: one table is one commit on, the
+            # other as it was, and the next run undoes that commit before its own (recovery.py; the
+            # test below kills there on purpose). CI's run of 2026-11-28 hit this moment.
+            moved = [t for t in TABLES if state[t][0] != last[t][0]]
+            assert len(moved) == 1 and state[moved[0]][0] == (last[moved[0]][0] or 0) + 1, (
+                f"attempt {attempt}: partial state {versions}"
+            )
+            assert cli("run", "service_calls")[0] == 0
+            from deltalake import DeltaTable
+
+            assert "RESTORE" in [h["operation"] for h in DeltaTable(str(warehouse / moved[0])).history()]
+            state = _snapshot(warehouse)
         complete_states.append(state)  # a finished run is a complete state too
     code, _, err = cli("run", "service_calls")
     assert code == 0, err
