@@ -112,19 +112,14 @@ class KeyCount:
 
         return self.count(rows.where(self.hashed().isin(hashes)))
 
-    def failing(self, rows: DataFrame, hashes: list[int] | None = None) -> DataFrame:
-        """The unexpected rows themselves (for samples). `hashes`: every repeated key's hash (as
-        `count_keys` found them), so only their rows are read on: few, counted per key by GX's
-        own window over them (one read of the rows, where grouping and joining back reads twice)."""
+    def failing(self, rows: DataFrame) -> DataFrame:
+        """The unexpected rows themselves (for samples), over every row: the repeated keys found by
+        grouping, their rows joined back (`ObservedSuite._counted_and_sampled` reads only the rows of
+        the repeated hashes instead, when `count_keys` kept them)."""
         from functools import reduce
 
-        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        if hashes is not None:
-            per_key = Window.partitionBy(*[F.col(f"`{c}`") for c in self.columns])
-            counted = rows.where(self.hashed().isin(hashes)).withColumn("__tributary_key_rows", F.count(F.lit(1)).over(per_key))
-            return counted.where((F.col("__tributary_key_rows") > 1) & self.domain).drop("__tributary_key_rows")
         repeated = self.groups(rows).where(F.col("n") > 1).drop("n", "d")
         same = reduce(
             lambda a, b: a & b,
@@ -269,18 +264,20 @@ class ObservedSuite:
             return counts
         if samples is None:
             return counts | {alias: self.key_counts[alias].count_among(rows, found) for alias, found in exact.items()}
-        together = list(checks or {}) if check_samples is not None and sum((checks or {}).values()) <= _SAMPLED_WITH_KEYS else []
-        found_counts, found_samples, found_check_samples = self._counted_and_sampled(rows, exact, together)
+        checks = checks or {}
+        together = list(checks) if check_samples is not None and sum(checks.values()) <= _SAMPLED_WITH_KEYS else []
+        sampled = [alias for alias in exact if alias in set(self.key_samples.values())]
+        found_counts, found_samples, found_check_samples = self._counted_and_sampled(rows, exact, together, sampled)
         samples |= found_samples
         if check_samples is not None:
             check_samples |= found_check_samples
         return counts | found_counts
 
     def _counted_and_sampled(
-        self, rows: DataFrame, repeated: dict[str, list[int]], checks: list[int]
+        self, rows: DataFrame, repeated: dict[str, list[int]], checks: list[int], sampled: list[str]
     ) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]], dict[int, list[dict[str, Any]]]]:
         """One query over the checked rows: the exact count of each key count with `repeated`
-        hashes and its failing samples (when it has samples), and the failing samples of the
+        hashes and the failing samples of those `sampled`, and the failing samples of the
         `checks` (expectations of `samples_after`), each picked as the pass would have picked them
         (the least row of each hash bucket). It reads the rows whose key hash repeats or which
         fail one of the checks; each key's rows are counted by a window over them (a row whose
@@ -302,7 +299,6 @@ class ObservedSuite:
             per_key = Window.partitionBy(*[F.col(f"`{c}`") for c in how.columns])
             subset = subset.withColumn(f"__tributary_key_rows{n}", F.count(F.lit(1)).over(per_key))
             failing[alias] = (F.col(f"__tributary_key_rows{n}") > 1) & how.domain
-        sampled = [alias for alias in failing if alias in set(self.key_samples.values())]
         picks = [F.count_if(condition) for condition in failing.values()]
         picks += [_failing_sample(self, failing[alias], j) for alias in sampled for j in range(SAMPLE_ROWS)]
         picks += [_failing_sample(self, self.checks[self.samples_after[i]], j) for i in checks for j in range(SAMPLE_ROWS)]
@@ -320,19 +316,13 @@ class ObservedSuite:
         alias_of = {column: alias for alias, column in self.counted_check.items()}
         return {i: observed[alias_of[c]] for i, c in self.samples_after.items() if observed.get(alias_of[c])}
 
-    def _count_and_samples(self, rows: DataFrame, alias: str, hashes: list[int] | None) -> tuple[int, list[dict[str, Any]]]:
-        """`KeyCount.count_among` and `key_failing_samples` in one query: the failing rows are
-        the rows in the domain whose key repeats, which is what the count counts."""
-        from pyspark.sql import functions as F
-
-        failing = self.key_counts[alias].failing(rows, hashes)
-        found = failing.agg(F.count(F.lit(1)), *[_bucket_sample(self, j) for j in range(SAMPLE_ROWS)]).collect()[0]
-        return int(found[0]), _samples(list(found[1:]))
-
     def key_failing_samples(self, rows: DataFrame, alias: str, hashes: list[int] | None = None) -> list[dict[str, Any]]:
         """Failing samples of a key-counted expectation, picked as the pass picks them (one per
         hash bucket); `hashes`: its repeated key hashes, when `count_keys` kept them."""
-        return self._count_and_samples(rows, alias, hashes)[1]
+        if hashes is not None:
+            return self._counted_and_sampled(rows, {alias: hashes}, [], [alias])[1][alias]
+        failing = self.key_counts[alias].failing(rows)
+        return _samples(list(failing.agg(*[_bucket_sample(self, j) for j in range(SAMPLE_ROWS)]).collect()[0]))
 
     def failed_samples(self, rows: DataFrame, failed: list[int]) -> dict[int, list[dict[str, Any]]]:
         """Failing samples of the `failed` expectations of `samples_after`, in one pass over the
