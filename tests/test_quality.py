@@ -265,6 +265,23 @@ def test_drop_quarantines_failing_rows_and_the_rest_go_on(spark, cli, project):
     assert mean["success"] is False and mean["severity"] == "warn" and json.loads(mean["observed_value"]) > 10
     assert results["expect_table_row_count_to_be_between"]["success"] is True
     assert "quality (Great Expectations)" in out
+    assert _step_rows(project) == 3  # the step's rows are those its drop expectations let through
+
+
+def _step_rows(project: Path, step: str = "orders") -> int:
+    """The step's row count the run logged (counted by the checks' own Observation)."""
+    (ended,) = [
+        e for e in delta_rows(project / "warehouse" / "_tributary" / "events") if e["event"] == "step_end" and e["name"] == step
+    ]
+    return ended["rows"]
+
+
+def test_a_step_with_warn_checks_only_counts_every_row(spark, cli, project):
+    _orders(project, ROWS)
+    _pipeline(project, "      - expect_column_values_to_not_be_null: {column: customer}\n        severity: warn\n")
+    code, out, err = cli("run", "orders")
+    assert code == 0, out + err
+    assert len(delta_rows(project / "warehouse" / "orders")) == _step_rows(project) == len(ROWS)
 
 
 @pytest.mark.parametrize(
@@ -294,6 +311,7 @@ def test_drops_lose_nothing_whoever_reads_the_step(spark, cli, project, output, 
         ]
     results = {r["expectation"]: r for r in delta_rows(project / "warehouse" / "_tributary" / "quality")}
     assert results["expect_column_values_to_be_between"]["quarantined"] == 2
+    assert _step_rows(project) == 3
 
 
 def test_a_failing_fail_expectation_commits_nothing(spark, cli, project):

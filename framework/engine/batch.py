@@ -27,6 +27,7 @@ from framework.integration.evaluation import evaluate_step, metrics_rows
 from framework.integration.evaluation import record as record_integration
 from framework.io.locations import INTEGRATION_TABLE
 from framework.observations import observed_count
+from framework.quality.gate import ROWS
 
 
 def run_batch(run: RunContext) -> None:
@@ -75,7 +76,7 @@ def settle_quarantined(run: RunContext, failed: bool = False) -> None:
 def _count_step_rows(run: RunContext, frames: Frames) -> None:
     """Each step's rows, as observed while the outputs were staged."""
     for step in run.result.steps:
-        rows = observed_count(frames.row_counts.get(step.name), "rows")
+        rows = observed_count(frames.row_counts.get(step.name), ROWS)
         if rows is not None:
             step.rows, step.status = rows, StepStatus.OK
             run.reporter.update("step", step.name, StepStatus.OK, f"{rows:,} rows")

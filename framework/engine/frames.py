@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from framework.engine.context import RunContext
 from framework.engine.results import Progress, StepResult, StepStatus
@@ -28,7 +28,7 @@ from framework.io.sources import SourceFrame, read_source, read_source_stream
 from framework.operators.context import Rejected, StepContext
 from framework.operators.registry import Streaming
 from framework.plan.model import CheckScope, PlannedSource, PlannedStep
-from framework.quality.gate import MASK, QualityGate
+from framework.quality.gate import MASK, ROWS, QualityGate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation
@@ -72,7 +72,7 @@ class Reading(Protocol):
 
     def step(self, run: RunContext, frames: Frames, step: PlannedStep, context: StepContext) -> DataFrame: ...
 
-    def count_rows(self, frames: Frames, step: str, frame: DataFrame) -> DataFrame: ...
+    def count_rows(self, frames: Frames, step: str, frame: DataFrame, observed: Any = None) -> DataFrame: ...
 
     def share(self, run: RunContext, frame: DataFrame) -> DataFrame: ...
 
@@ -93,16 +93,23 @@ class BatchReading:
     def step(self, run: RunContext, frames: Frames, step: PlannedStep, context: StepContext) -> DataFrame:
         return step.kind.build(context)
 
-    def count_rows(self, frames: Frames, step: str, frame: DataFrame) -> DataFrame:
+    def count_rows(self, frames: Frames, step: str, frame: DataFrame, observed: Any = None) -> DataFrame:
         """Count the step's rows as a side effect of the run (no extra Spark job); rows a drop
-        expectation masked are not the step's."""
+        expectation masked are not the step's.
+
+        observed: the Observation the step's expectations put on the frame, which counts those rows
+        too (ROWS). A second Observation over the same rows would cost a pass over their columns:
+        0.1-0.15 s on 1M rows of 16 columns (7 alternated rounds, docs/quality.md)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
+        if observed is not None:
+            frames.row_counts[step] = observed
+            return frame
         observation = Observation(f"tributary_step_{step}")
         frames.row_counts[step] = observation
         counted = F.count_if(F.col(MASK).isNull()) if MASK in frame.columns else F.count(F.lit(1))
-        return frame.observe(observation, counted.alias("rows"))
+        return frame.observe(observation, counted.alias(ROWS))
 
     def share(self, run: RunContext, frame: DataFrame) -> DataFrame:
         """A step read by several steps or outputs is computed once."""
@@ -152,7 +159,7 @@ class StreamReading:
         frames.feeds[step.name] = kind.micro_batch.stream(context)
         return _chained_stream(run, frames, step)
 
-    def count_rows(self, frames: Frames, step: str, frame: DataFrame) -> DataFrame:
+    def count_rows(self, frames: Frames, step: str, frame: DataFrame, observed: Any = None) -> DataFrame:
         return frame  # streaming rows are counted by the sinks
 
     def share(self, run: RunContext, frame: DataFrame) -> DataFrame:
@@ -212,11 +219,13 @@ def _build_step(run: RunContext, reading: Reading, built: Frames, step: PlannedS
     )
     built.contexts[step.name] = context
     frame = reading.step(run, built, step, context)
+    observed = None
     if step.expectations and reading.checks_in_frames(step):
         frame = _attach(
             run, reading, ("steps", step.name), frame, step.expectations, split=step.split_by is not None, shared=step.shared
         )
-    frame = reading.count_rows(built, step.name, frame)
+        observed = run.quality.observation(step.name, CheckScope.STEP)
+    frame = reading.count_rows(built, step.name, frame, observed)
     if MASK in frame.columns:
         frame = _split_masked(reading, run, built, step, frame)
     run.result.steps.append(StepResult(step.name, step.kind.name, StepStatus.PLANNED, plan_s=time.perf_counter() - began))

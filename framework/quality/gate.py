@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from framework.io.delta.base import StagedWrite
 
 MASK = "__tributary_drop"
+#: the metric of an attached frame's Observation that counts the rows it passes on (no drop
+#: expectation masked them): the step's row count, so the step needs no Observation of its own
+ROWS = "rows"
 
 
 @dataclass
@@ -107,6 +110,7 @@ class QualityGate:
             aggregates.append(F.count_if(F.col(MASK).isNotNull()).alias("rejected"))
         observation = None
         if aggregates:
+            aggregates.append((F.count_if(F.col(MASK).isNull()) if drops else F.count(F.lit(1))).alias(ROWS))
             observation = Observation(f"tributary_quality_{scope}_{target}_{len(self._pending)}")
             tagged = tagged.observe(observation, *aggregates)
         tagged = tagged.drop(*hidden) if hidden else tagged
@@ -135,8 +139,9 @@ class QualityGate:
         return rows.withColumns(failed).drop(MASK)
 
     def observation(self, target: str, scope: str) -> Any:
-        """The Observation of an attached frame (its `rejected` metric counts the masked rows)."""
-        return next(p.observation for p in self._pending if (p.target, p.scope) == (target, scope))
+        """The Observation of an attached frame (its `rejected` metric counts the masked rows, its
+        ROWS metric the others); None when nothing is observed or nothing was attached."""
+        return next((p.observation for p in self._pending if (p.target, p.scope) == (target, scope)), None)
 
     @staticmethod
     def missing(frame: DataFrame, specs: list[ExpectationSpec]) -> list[tuple[int, ExpectationSpec, list[str]]]:
