@@ -94,23 +94,23 @@ class BatchReading:
         return step.kind.build(context)
 
     def count_rows(self, frames: Frames, step: str, frame: DataFrame, observed: Observation | None = None) -> DataFrame:
-        """Count the step's rows as a side effect of the run (no extra Spark job); rows a drop
-        expectation masked are not the step's.
+        """Count the step's rows as a side effect of the run (no extra Spark job).
 
-        observed: the Observation the step's expectations put on the frame, which counts those rows
-        too (ROWS). A second Observation above it made Spark project every column again between
-        the two: runs of the quality benchmark's 8-check pipeline took 0.41 s longer with it
-        (median of 10 alternated rounds, docs/quality.md)."""
+        observed: the Observation the step's expectations put on the frame, which counts its rows
+        too (ROWS: those no drop expectation masked; a frame with a drop mask always has one). A
+        second Observation above it made Spark project every column again between the two: runs
+        of the quality benchmark's 8-check pipeline took 0.41 s longer with it (median of 10
+        alternated rounds, docs/quality.md)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         if observed is not None:
             frames.row_counts[step] = observed
             return frame
+        assert MASK not in frame.columns, f"step '{step}': its drop mask comes with the checks' Observation"
         observation = Observation(f"tributary_step_{step}")
         frames.row_counts[step] = observation
-        counted = F.count_if(F.col(MASK).isNull()) if MASK in frame.columns else F.count(F.lit(1))
-        return frame.observe(observation, counted.alias(ROWS))
+        return frame.observe(observation, F.count(F.lit(1)).alias(ROWS))
 
     def share(self, run: RunContext, frame: DataFrame) -> DataFrame:
         """A step read by several steps or outputs is computed once."""
