@@ -121,3 +121,41 @@ def test_delta_writer_spark_without_delta_jars_is_one_line_naming_the_missing_ja
     assert "delta_writer: spark" in err and "io.delta:delta-spark_2.13" in err and "delta_writer: auto" in err
     assert "Py4J" not in out + err and "Traceback" not in out + err
     assert not (project / "warehouse" / "service_calls").exists() or not any((project / "warehouse").rglob("*.parquet"))
+
+
+def test_a_master_still_attaching_its_pages_is_waited_for_not_a_crash(tmp_path: Path) -> None:
+    """Spark's web UI starts serving before its pages are attached (WebUI.bind adds them to a
+    running server), so `/json/` can first answer with the master's HTML page. The wait for the
+    workers must take that as "not up yet", as it takes a refused connection (CI hit it once)."""
+    import subprocess
+    import sys
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from framework.localcluster.launcher import StandaloneCluster
+
+    answers = [b"<!DOCTYPE html><html><body>Spark Master</body></html>"]
+    state = json.dumps({"workers": [{"state": "ALIVE"}, {"state": "ALIVE"}]}).encode()
+
+    class StartingMaster(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = answers.pop(0) if answers else state
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html" if body.startswith(b"<") else "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StartingMaster)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    master = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # stands for the master's JVM
+    try:
+        cluster = StandaloneCluster("spark://127.0.0.1:1", f"http://127.0.0.1:{server.server_port}", {}, tmp_path)
+        cluster.processes.append(master)
+        cluster.wait_for_workers(2, timeout=10)
+        assert not answers  # the page was answered, and the wait went on to the state
+    finally:
+        master.kill()
+        server.shutdown()

@@ -157,9 +157,17 @@ class StandaloneCluster:
 
 
 def master_state(web_ui: str, timeout: float = 5) -> dict:
-    """The master's own account of itself (its web UI's `/json/`): workers, cores, applications."""
+    """The master's own account of itself (its web UI's `/json/`): workers, cores, applications.
+
+    Raises OSError while the master cannot say: its web UI refuses connections, or answers
+    `/json/` with its HTML page. Spark's web UI serves before its pages are attached (WebUI.bind
+    adds them to the running server), so a master just started can answer with the page first."""
     with urllib.request.urlopen(f"{web_ui}/json/", timeout=timeout) as answer:
-        return json.load(answer)
+        body = answer.read()
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise ConnectionError(f"the master's web UI at {web_ui} is not answering with its state yet") from None
 
 
 def start_cluster(
