@@ -1,7 +1,7 @@
 """The cost of a suite of expectations on ~1M rows, against the step's own run and a hand-written pass.
 
-    .venv/bin/python benchmarks/bench_quality.py [--rows 1000000] [--repeat 3] [--shape both|service|wide]
-                                                 [--reference] [--profile] [--per-expectation]
+    .venv/bin/python benchmarks/bench_quality.py [--rows 1000000] [--repeat 3] [--warmup 1] [--shape both|service|wide]
+                                                 [--reference] [--profile [PHASE]] [--per-expectation]
 
 One generated service trace (Parquet, two streams, a few corrupted tuples) and one Tributary
 project in a temp folder. One SQL step stacks both streams, adds derived columns and per-instance
@@ -12,8 +12,8 @@ window figures and filters; one output, overwrite. Two shapes:
 - wide: the same step with 24 more derived columns (40), 20 expectations (3 drop, 17 warn: nulls,
   ranges, sets, regexes, lengths, two compound keys, row count, means, max, min, a column pair).
 
-Per shape, all in one process on one SparkSession (local[2], JVM start excluded), one warm-up
-round, then `--repeat` rounds, each running A, B and C in turn (the order rotates by round),
+Per shape, all in one process on one SparkSession (local[2], JVM start excluded), `--warmup`
+untimed rounds (one by default), then `--repeat` rounds, each running A, B and C in turn (the order rotates by round),
 each pipeline run into a fresh warehouse:
 
 A. the pipeline without expectations: the whole run (read, step, stage, commit) is the step's
@@ -29,7 +29,7 @@ breakdown (functions of framework.engine and QualityGate.check_rows wrapped from
 nothing in the framework changed) and B's Spark jobs per phase and call site (job groups +
 Spark's status store).
 --reference: the step's rows sent to Spark's noop sink, with the checks observed, and persist + count.
---profile: cProfile of one more B run's quality phase. --per-expectation: each expectation alone
+--profile [PHASE]: cProfile of one more B run's phase (check_rows unless named: plan, stage, ...). --per-expectation: each expectation alone
 through Tributary's suite runner (framework.quality.suite.check) over the cached step rows.
 """
 
@@ -317,14 +317,11 @@ class Phases:
         return lambda: setattr(owner, attr, inner)
 
 
-def run_pipeline(spark, compiled, profile, warehouse: Path, label: str, cprofile: bool = False):
+def run_pipeline(spark, compiled, profile, warehouse: Path, label: str, cprofile: str | None = None):
     from framework.engine import runner
 
     phases = Phases(spark, label)
-    undo = [
-        phases.wrap(phase_owner(owner), attr, phase, profile=cprofile and phase == "check_rows")
-        for phase, (owner, attr) in PHASES.items()
-    ]
+    undo = [phases.wrap(phase_owner(owner), attr, phase, profile=phase == cprofile) for phase, (owner, attr) in PHASES.items()]
     spark.sparkContext.setJobGroup(phases.group("other"), "other")
     began = time.perf_counter()
     try:
@@ -387,12 +384,19 @@ def median_of(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000, help="tuples in the trace, both streams together (approx.)")
-    parser.add_argument("--repeat", type=int, default=3, help="rounds of A, B and C after one warm-up round (at least 3)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of A, B and C after the warm-up rounds (at least 3)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds of A, B and C first, per shape (JIT warm-up)")
     parser.add_argument("--shape", choices=["both", *SHAPES], default="both")
     parser.add_argument("--corrupt", type=int, default=None, help="corrupted tuples (default rows / 10,000)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--reference", action="store_true", help="time the step alone: noop sink, observed checks, persist")
-    parser.add_argument("--profile", action="store_true", help="cProfile one more run's quality phase")
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        const="check_rows",
+        choices=list(PHASES),
+        help="cProfile one more B run's phase (default check_rows)",
+    )
     parser.add_argument("--per-expectation", action="store_true", help="time each expectation alone on the cached rows")
     args = parser.parse_args()
 
@@ -422,7 +426,7 @@ def main() -> None:
             f"Parquet, 2 streams x {trace.files_per_stream['static']} files; generated in {generated_s:.1f} s"
         )
         print(
-            f"spark: {args.master}, 4 shuffle partitions; per shape one warm-up round, then {args.repeat} rounds "
+            f"spark: {args.master}, 4 shuffle partitions; per shape {args.warmup} warm-up round(s), then {args.repeat} rounds "
             f"of A, B, C (order rotating); {os.cpu_count()} cores, {load()}"
         )
         shapes = list(SHAPES) if args.shape == "both" else [args.shape]
@@ -473,7 +477,8 @@ def measure_shape(spark, shape: Shape, root: Path, data: Path, tmp: Path, args) 
     loads: list[str] = []
     last_b, hand_result = None, None
     order = ["A", "B", "C"]
-    for i in range(args.repeat + 1):  # round 0 warms up (GX context, Python workers, JIT): not counted
+    warmup = args.warmup
+    for i in range(args.repeat + warmup):  # the first rounds warm up (GX context, Python workers, JIT): not counted
         for label in order[i % 3 :] + order[: i % 3]:
             if label == "C":
                 seconds, hand_result = run_c()
@@ -485,12 +490,12 @@ def measure_shape(spark, shape: Shape, root: Path, data: Path, tmp: Path, args) 
                 shutil.rmtree(where, ignore_errors=True)
                 if label == "B":
                     last_b = result
-                if i:
+                if i >= warmup:
                     phase_runs[label].append(phases)
-            if i:
+            if i >= warmup:
                 totals[label].append(seconds)
         loads.append(load())
-    print(f"  load average after each round (round 0 = warm-up): {'; '.join(loads)}")
+    print(f"  load average after each round (the first {warmup} warm up): {'; '.join(loads)}")
 
     reference: dict[str, list[float]] = defaultdict(list)
     observed: list[dict] = []
@@ -530,7 +535,7 @@ def measure_shape(spark, shape: Shape, root: Path, data: Path, tmp: Path, args) 
     profiled = None
     if args.profile:
         _, profiled = run_pipeline(
-            spark, checked, profile, tmp / f"wh-{shape.name}-profile", f"{shape.name}-profile", cprofile=True
+            spark, checked, profile, tmp / f"wh-{shape.name}-profile", f"{shape.name}-profile", cprofile=args.profile
         )
 
     # -- report
@@ -592,10 +597,12 @@ def measure_shape(spark, shape: Shape, root: Path, data: Path, tmp: Path, args) 
         for label, seconds, jobs in single:
             print(f"    {seconds:6.2f} s  {jobs:>2} jobs  {label}")
     if profiled is not None and profiled.profiler is not None:
-        print(f"  cProfile of one B run's quality phase ({profiled.seconds.get('check_rows', 0):.2f} s), top 25 cumulative:")
+        print(
+            f"  cProfile of one B run's {args.profile} phase ({profiled.seconds.get(args.profile, 0):.2f} s), top 45 cumulative:"
+        )
         out = io.StringIO()
-        pstats.Stats(profiled.profiler, stream=out).sort_stats("cumulative").print_stats(25)
-        print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
+        pstats.Stats(profiled.profiler, stream=out).sort_stats("cumulative").print_stats(45)
+        print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:12000])
 
     vs_step, vs_sql = cost / a, cost / c
     verdict_step = "met" if vs_step <= TARGET_VS_STEP else "MISSED"
