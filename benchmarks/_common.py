@@ -82,15 +82,17 @@ _FIGURES_HEADER = """\
 """
 
 
-def append_stream_to_delta(stream, out: Path, columns: list[str] | None = None) -> int:
+def append_stream_to_delta(stream, out: Path, columns: list[str] | None = None, per_batch=None) -> int:
     """Run a streaming DataFrame available-now, each micro-batch appended to the Delta table `out`
-    through Arrow and delta-rs (the hand-written baselines' sink); returns the rows written."""
+    through Arrow and delta-rs (the hand-written baselines' sink); returns the rows written.
+    `per_batch`: a function of each micro-batch's rows (a batch DataFrame) giving the rows to write."""
     import pyarrow as pa
     from deltalake import write_deltalake
 
     written = []
 
     def commit(batch, batch_id):
+        batch = per_batch(batch) if per_batch else batch
         table = pa.table((batch.select(*columns) if columns else batch).toArrow())
         written.append(table.num_rows)
         if table.num_rows:

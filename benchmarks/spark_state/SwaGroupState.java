@@ -32,6 +32,10 @@ import org.apache.spark.sql.types.StructType;
  * stream's first run).
  *
  * Input rows: k (the key as one string), micros (event time), response_ms, bytes, requested_service.
+ *
+ * Two outputs: `windows` (the aggregates written in Java, one row per window) and `tuples` (each
+ * tuple of an emitted window with its window's columns, for Spark SQL aggregates over them per
+ * micro-batch: the form a real step would need, since Tributary takes any Spark SQL aggregate).
  */
 public final class SwaGroupState {
   private SwaGroupState() {}
@@ -55,24 +59,40 @@ public final class SwaGroupState {
       .add("services", DataTypes.createArrayType(DataTypes.StringType))
       .add("closed_by", DataTypes.StringType);
 
+  static final StructType TUPLES = new StructType()
+      .add("k", DataTypes.StringType)
+      .add("window_start", DataTypes.LongType)
+      .add("window_end", DataTypes.LongType)
+      .add("closed_by", DataTypes.StringType)
+      .add("response_ms", DataTypes.IntegerType)
+      .add("bytes", DataTypes.LongType)
+      .add("requested_service", DataTypes.StringType);
+
   public static Dataset<Row> windows(Dataset<Row> tuples, int size, long timeoutMicros) {
+    return folded(tuples, new Fold(size, timeoutMicros, false), WINDOWS);
+  }
+
+  /** Each tuple of each emitted window, with the window's start, end and how it closed. */
+  public static Dataset<Row> tuples(Dataset<Row> tuples, int size, long timeoutMicros) {
+    return folded(tuples, new Fold(size, timeoutMicros, true), TUPLES);
+  }
+
+  private static Dataset<Row> folded(Dataset<Row> tuples, Fold fold, StructType out) {
     return tuples
         .groupByKey((MapFunction<Row, String>) row -> row.getString(0), Encoders.STRING())
         .flatMapGroupsWithState(
-            new Fold(size, timeoutMicros),
-            OutputMode.Append(),
-            Encoders.kryo(Held.class),
-            Encoders.row(WINDOWS),
-            GroupStateTimeout.EventTimeTimeout());
+            fold, OutputMode.Append(), Encoders.kryo(Held.class), Encoders.row(out), GroupStateTimeout.EventTimeTimeout());
   }
 
   static final class Fold implements FlatMapGroupsWithStateFunction<String, Row, Held, Row> {
     private final int size;
     private final long timeout;
+    private final boolean perTuple;
 
-    Fold(int size, long timeout) {
+    Fold(int size, long timeout, boolean perTuple) {
       this.size = size;
       this.timeout = timeout;
+      this.perTuple = perTuple;
     }
 
     @Override
@@ -99,6 +119,9 @@ public final class SwaGroupState {
         LinkedHashSet<String> services = new LinkedHashSet<>();
         while (end < tuples.size() && end - first < size && (Long) tuples.get(end)[0] - start <= timeout) {
           Object[] t = tuples.get(end++);
+          if (perTuple) {
+            continue;  // the window's tuples are emitted as they are, once it is known to be final
+          }
           totalMs += (Integer) t[1];
           slowest = Math.max(slowest, (Integer) t[1]);
           bytes += (Long) t[2];
@@ -112,8 +135,16 @@ public final class SwaGroupState {
         if (!(start + timeout < mark || (byCount && last < mark))) {
           break;  // this window and every later one may still change
         }
-        emitted.add(RowFactory.create(key, start, byCount ? last : start + timeout, count, totalMs, slowest, bytes,
-            services.toArray(new String[0]), byCount ? "count" : "timeout"));
+        long windowEnd = byCount ? last : start + timeout;
+        String closedBy = byCount ? "count" : "timeout";
+        if (perTuple) {
+          for (Object[] t : tuples.subList(first, end)) {
+            emitted.add(RowFactory.create(key, start, windowEnd, closedBy, t[1], t[2], t[3]));
+          }
+        } else {
+          emitted.add(RowFactory.create(key, start, windowEnd, count, totalMs, slowest, bytes,
+              services.toArray(new String[0]), closedBy));
+        }
         first = end;
       }
       if (first < tuples.size()) {
