@@ -30,9 +30,17 @@ CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` different ports free on 127.0.0.1 now: each held open until all are picked, so two picks
+    cannot be the same port (one closed socket's port handed out again)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
 def port_is_free(port: int) -> bool:
@@ -117,9 +125,11 @@ class StandaloneCluster:
         return process
 
     def start_worker(self, n: int) -> None:
-        """Start worker `n` (again, after kill_worker); it registers with the master on its own."""
+        """Start worker `n` (again, after kill_worker); it registers with the master on its own. Its
+        web UI takes a port the system picks (port 0): nothing here reads it, and a port picked
+        beforehand could be taken by the time the worker binds it."""
         worker = [WORKER_CLASS, self.master, "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
-                  "--webui-port", str(free_port()), "--work-dir", str(self.folder / f"work-{n}")]  # fmt: skip
+                  "--webui-port", "0", "--work-dir", str(self.folder / f"work-{n}")]  # fmt: skip
         process = self.spawn(f"worker-{n}", worker)
         if n < len(self.workers):
             self.workers[n] = process
@@ -182,7 +192,8 @@ def start_cluster(
     """Start a master (on `port`, else a free one) and `workers` workers, and wait until all are
     registered; on any failure, stop what started."""
     folder.mkdir(parents=True, exist_ok=True)
-    port, ui_port = port or free_port(), ui_port or free_port()
+    picked = iter(free_ports(2))
+    port, ui_port = port or next(picked), ui_port or next(picked)
     cluster = StandaloneCluster(
         f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}", spark_environment(), folder, cores, memory
     )
