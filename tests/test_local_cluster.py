@@ -159,12 +159,3 @@ def test_a_master_still_attaching_its_pages_is_waited_for_not_a_crash(tmp_path: 
     finally:
         master.kill()
         server.shutdown()
-
-
-def test_the_ports_a_cluster_picks_are_all_different() -> None:
-    """Each port picked is held open until all are picked: a port closed right after it was picked
-    can be handed out again, and a master's RPC and web UI on one port do not start."""
-    from framework.localcluster.launcher import free_ports
-
-    for _ in range(50):
-        assert len(set(free_ports(3))) == 3

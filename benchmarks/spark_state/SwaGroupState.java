@@ -48,10 +48,15 @@ public final class SwaGroupState {
     public String[] services = new String[0];
   }
 
-  static final StructType WINDOWS = new StructType()
-      .add("k", DataTypes.StringType)
-      .add("window_start", DataTypes.LongType)
-      .add("window_end", DataTypes.LongType)
+  /** The columns naming a window, first in both outputs. */
+  private static StructType window() {
+    return new StructType()
+        .add("k", DataTypes.StringType)
+        .add("window_start", DataTypes.LongType)
+        .add("window_end", DataTypes.LongType);
+  }
+
+  static final StructType WINDOWS = window()
       .add("tuple_count", DataTypes.IntegerType)
       .add("total_ms", DataTypes.LongType)
       .add("slowest_ms", DataTypes.IntegerType)
@@ -59,10 +64,7 @@ public final class SwaGroupState {
       .add("services", DataTypes.createArrayType(DataTypes.StringType))
       .add("closed_by", DataTypes.StringType);
 
-  static final StructType TUPLES = new StructType()
-      .add("k", DataTypes.StringType)
-      .add("window_start", DataTypes.LongType)
-      .add("window_end", DataTypes.LongType)
+  static final StructType TUPLES = window()
       .add("closed_by", DataTypes.StringType)
       .add("response_ms", DataTypes.IntegerType)
       .add("bytes", DataTypes.LongType)

@@ -192,8 +192,8 @@ def start_cluster(
     """Start a master (on `port`, else a free one) and `workers` workers, and wait until all are
     registered; on any failure, stop what started."""
     folder.mkdir(parents=True, exist_ok=True)
-    picked = iter(free_ports(2))
-    port, ui_port = port or next(picked), ui_port or next(picked)
+    free = free_ports(2)
+    port, ui_port = port or free[0], ui_port or free[1]
     cluster = StandaloneCluster(
         f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}", spark_environment(), folder, cores, memory
     )
