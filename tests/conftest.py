@@ -17,6 +17,12 @@ REPO = Path(__file__).resolve().parents[1]
 # Tests run Spark in the test session (or in their own `tributary run` processes, which they may
 # kill): never through a warm engine, unless a test asks for one (tests/test_warm_engine.py).
 os.environ["TRIBUTARY_ENGINE"] = "0"
+#: The JIT's first tier only, for the cluster's and the Connect server's JVMs: they live a few
+#: minutes on inputs of a few thousand rows, where the optimising tier (C2) costs more CPU than it
+#: gives back, with up to six JVMs on two cores. tests/test_cluster.py took 195 s instead of 285 s,
+#: tests/test_connect.py 63 s instead of 72 s (2026-11-28). The tests' own session keeps both tiers:
+#: it runs the whole suite, and the first tier alone made the suite slower (CONTRIBUTING.md).
+SHORT_LIVED_JIT = "-XX:TieredStopAtLevel=1"
 
 
 @pytest.fixture(scope="session")
@@ -37,10 +43,13 @@ def spark():
 
 @pytest.fixture(scope="session")
 def standalone_cluster(tmp_path_factory: pytest.TempPathFactory):
-    """One Spark standalone master and two one-core workers for the whole session (framework/localcluster)."""
+    """One Spark standalone master and two one-core workers for the whole session (framework/localcluster).
+
+    Its JVMs (and a driver started with `cluster.env`) run the JIT's first tier only (SHORT_LIVED_JIT)."""
     from framework.localcluster.launcher import start_cluster
 
-    cluster = start_cluster(tmp_path_factory.mktemp("standalone"), workers=2, cores=1, memory="1g")
+    folder = tmp_path_factory.mktemp("standalone")
+    cluster = start_cluster(folder, workers=2, cores=1, memory="1g", java_options=SHORT_LIVED_JIT)
     try:
         yield cluster
     finally:
@@ -49,10 +58,11 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session")
 def connect_server(tmp_path_factory: pytest.TempPathFactory):
-    """One Spark Connect server on 127.0.0.1 for the whole session (framework/localcluster/connect.py)."""
+    """One Spark Connect server on 127.0.0.1 for the whole session (framework/localcluster/connect.py),
+    on the JIT's first tier only (SHORT_LIVED_JIT)."""
     from framework.localcluster.connect import start_connect_server
 
-    server = start_connect_server(tmp_path_factory.mktemp("connect"), REPO)
+    server = start_connect_server(tmp_path_factory.mktemp("connect"), REPO, java_options=SHORT_LIVED_JIT)
     try:
         yield server
     finally:

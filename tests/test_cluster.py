@@ -243,3 +243,18 @@ def test_a_worker_killed_mid_stream_loses_and_duplicates_nothing(example_project
     for table, rows in embedded.items():
         missing, extra = rows - after_kill[table], after_kill[table] - rows
         assert not missing and not extra, f"{table}: {sum(missing.values())} rows lost, {sum(extra.values())} duplicated"
+
+
+def test_the_clusters_jvms_and_executors_run_the_java_options_it_was_started_with(runs, standalone_cluster):
+    """start_cluster's `java_options` (the suite's SHORT_LIVED_JIT) reach the master, the workers and
+    the executors they started for the runs (each JVM's launcher says so in its own log)."""
+    from tests.conftest import SHORT_LIVED_JIT
+
+    def picked_up(log: Path) -> bool:
+        lines = log.read_text(errors="replace").splitlines()
+        return any(line.startswith("NOTE: Picked up JDK_JAVA_OPTIONS:") and SHORT_LIVED_JIT in line for line in lines)
+
+    daemons = sorted(standalone_cluster.folder.glob("*.log"))
+    executors = sorted(standalone_cluster.folder.glob("work-*/app-*/*/stderr"))
+    assert len(daemons) >= 3 and executors, (daemons, executors)
+    assert [log for log in daemons + executors if not picked_up(log)] == []

@@ -47,11 +47,13 @@ def start_connect_server(
     master: str | None = None,
     port: int | None = None,
     timeout: float = 120,
+    java_options: str = "",
 ) -> ConnectServer:
-    """A Spark Connect server on 127.0.0.1 (`master`, else local[cores]), up and taking connections."""
+    """A Spark Connect server on 127.0.0.1 (`master`, else local[cores]), up and taking connections;
+    `java_options` go to its JVM (JDK_JAVA_OPTIONS)."""
     folder.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
-    env = spark_environment()
+    env = spark_environment(java_options)
     if python_path is not None:
         env["PYTHONPATH"] = str(python_path)
     for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):

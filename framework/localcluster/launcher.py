@@ -52,14 +52,17 @@ def port_is_free(port: int) -> bool:
         return True
 
 
-def spark_environment() -> dict[str, str]:
+def spark_environment(java_options: str = "") -> dict[str, str]:
     """The environment the launcher and a driver talking to the cluster need: pyspark's folder as
-    SPARK_HOME, loopback only, and this interpreter for the executors' Python workers."""
+    SPARK_HOME, loopback only, and this interpreter for the executors' Python workers.
+    `java_options` go to every JVM started with it (JDK_JAVA_OPTIONS, read by the java launcher)."""
     import pyspark
 
     env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), "SPARK_LOCAL_IP": "127.0.0.1"}
     env["PYSPARK_PYTHON"] = sys.executable
     env.pop("SPARK_MASTER", None)
+    if java_options:
+        env["JDK_JAVA_OPTIONS"] = " ".join(filter(None, [env.get("JDK_JAVA_OPTIONS"), java_options]))
     return env
 
 
@@ -188,15 +191,16 @@ def start_cluster(
     timeout: float = 120,
     port: int | None = None,
     ui_port: int | None = None,
+    java_options: str = "",
 ) -> StandaloneCluster:
     """Start a master (on `port`, else a free one) and `workers` workers, and wait until all are
-    registered; on any failure, stop what started."""
+    registered; on any failure, stop what started. `java_options` go to every JVM started with the
+    cluster's `env`: the master, the workers, their executors, and a driver started with it."""
     folder.mkdir(parents=True, exist_ok=True)
     free = free_ports(2)
     port, ui_port = port or free[0], ui_port or free[1]
-    cluster = StandaloneCluster(
-        f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}", spark_environment(), folder, cores, memory
-    )
+    env = spark_environment(java_options)
+    cluster = StandaloneCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}", env, folder, cores, memory)
     try:
         cluster.spawn("master", [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui_port)])
         for n in range(workers):
