@@ -86,12 +86,10 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
     log = log_file or default_log_file()
     log.parent.mkdir(parents=True, exist_ok=True)
     logging_options = f"-Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()} -Dtributary.log.file={_java_option(str(log))}"
-    if java_options:
-        logging_options += f" {java_options}"
     own = {k: _conf_value(v) for k, v in profile.spark.conf.items()}
     # a profile's own driver options (a time zone, a heap flag) come after Tributary's, so they add
     # to the log settings (and can override one of them) instead of replacing them all
-    driver_options = " ".join(filter(None, [logging_options, own.pop("spark.driver.extraJavaOptions", "")]))
+    driver_options = " ".join(filter(None, [logging_options, java_options, own.pop("spark.driver.extraJavaOptions", "")]))
     conf = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": driver_options, **own, **GUARDS}
     if profile.spark.remote:
         # the server's own: its driver, its UI and its static confs (a session cannot set them)
