@@ -15,12 +15,16 @@ starts a session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -113,7 +117,12 @@ def runs(example_project: Path, connect_server, spark) -> dict[str, dict]:
             result = runner.invoke(app, ["run", name, "--profile", "local"], catch_exceptions=False)
             seconds = round(time.perf_counter() - began, 1)
             embedded[name] = {"code": result.exit_code, "output": result.stdout + result.stderr, "seconds": seconds}
-        out, err = driver.communicate(timeout=900)
+        try:
+            out, err = driver.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            pytest.fail(
+                f"the Connect driver still ran after 600 s; the server's log ends:\n{connect_server.log.read_text()[-5000:]}"
+            )
     finally:
         os.chdir(here)
         os.environ.pop("WAREHOUSE", None)
@@ -214,3 +223,71 @@ def test_a_run_says_when_no_spark_connect_server_answers(connect_project):
     assert "no Spark Connect server answers at sc://127.0.0.1:9 (profile 'connect', spark.remote)" in text
     assert "Traceback" not in text
     assert time.monotonic() - began < 60
+
+
+@pytest.fixture(params=["never answers", "hangs up"])
+def not_a_connect_server(request) -> Iterator[int]:
+    """A port on 127.0.0.1 that takes connections but is no Spark Connect server: one that never
+    answers (a stuck program, or one speaking another protocol and waiting for more bytes), or one
+    that closes each connection at once (Spark's own RPC port does this to a gRPC client)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def hang_up() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                listener.accept()[0].close()
+
+    closer = threading.Thread(target=hang_up, daemon=True)
+    if request.param == "hangs up":
+        closer.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        if closer.is_alive():
+            closer.join()
+        listener.close()
+
+
+def test_a_run_says_when_what_answers_at_the_url_is_no_spark_connect_server(connect_project, not_a_connect_server):
+    """A port that takes connections is not yet a server: PySpark's client waits on a listener that
+    never answers for ever, and retries one that hangs up for minutes. The run asks the server one
+    cheap question with a deadline first (check_connect_server)."""
+    url = f"sc://127.0.0.1:{not_a_connect_server}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0", "SPARK_REMOTE": url}
+    command = [sys.executable, "-m", "framework", "run", "service_calls", "--profile", "connect", "--no-engine"]
+    began = time.monotonic()
+    try:
+        done = subprocess.run(command, cwd=connect_project, env=env, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the run still waited on {url} after 120 s")
+    text = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, text
+    assert f"what listens at {url} (profile 'connect', spark.remote) is no Spark Connect server" in text
+    assert "Traceback" not in text
+    assert time.monotonic() - began < 60
+
+
+@pytest.mark.connect
+def test_a_connect_server_whose_port_is_taken_says_so_instead_of_pointing_at_another_program(tmp_path):
+    """A port picked free can be taken before the server binds it. The server then stops, while the
+    port still takes connections: the other program's. Knocking on the port to see whether the
+    server was up is how the suite's Connect client once waited on another program for 15 minutes;
+    start_connect_server waits for the server's own line, and says why it did not come up."""
+    from framework.localcluster.connect import start_connect_server
+    from tests.conftest import SHORT_LIVED_JIT
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(RuntimeError) as refused:
+            server = start_connect_server(tmp_path, REPO, port=port, java_options=SHORT_LIVED_JIT)
+            server.stop()
+    said = str(refused.value)
+    assert said.startswith(f"the Spark Connect server did not come up (its log: {tmp_path / 'connect-server.log'})")
+    assert f"Failed to bind to address /127.0.0.1:{port}" in said

@@ -7,6 +7,7 @@ import os
 import socket
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -120,23 +121,62 @@ def _worker_python(profile: Profile) -> str:
     return sys.executable
 
 
-def check_connect_server(profile: Profile, timeout_s: float = 5.0) -> None:
-    """Refuse a Spark Connect URL whose host takes no connection. PySpark's client retries an
-    unreachable server with a growing backoff for many minutes before it fails; this says which URL
-    of which profile at once."""
+def check_connect_server(profile: Profile, timeout_s: float = 10.0) -> None:
+    """Refuse a Spark Connect URL where no Spark Connect server answers, within seconds.
+
+    PySpark's client retries a refused or dropped connection with a growing backoff for many
+    minutes, and waits for ever on a listener that never answers (a stuck program, or another
+    program's port). So the run first
+    asks one cheap question with a deadline: the details of an error that never was
+    (FetchErrorDetails, which creates no session on the server). Any answer, even an error status,
+    says a gRPC server is there; a refused connection, a dropped one or silence says none is."""
+    import grpc
+    from pyspark.errors import PySparkValueError
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+    from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
+
     url = str(profile.spark.remote)
+    where = f"{url} (profile '{profile.name}', spark.remote)"
+    try:
+        builder = DefaultChannelBuilder(url)
+    except PySparkValueError as e:
+        raise BadInput(
+            Problem(f"spark.remote of profile '{profile.name}' is no Spark Connect URL: {e}", hint="write it as sc://host:port")
+        ) from None
     address = urlsplit(url.split(";", 1)[0].replace("sc://", "http://", 1))
     host, port = address.hostname or "localhost", address.port or 15002
     try:
         with socket.create_connection((host, port), timeout=timeout_s):
-            return
+            pass
     except OSError as e:
         raise BadInput(
             Problem(
-                f"no Spark Connect server answers at {url} (profile '{profile.name}', spark.remote): {e.strerror or e}",
+                f"no Spark Connect server answers at {where}: {e.strerror or e}",
                 hint='start the server (docs/profiles.md, "Spark Connect") or set spark.remote to where it listens',
             )
         ) from None
+    question = base_pb2.FetchErrorDetailsRequest(session_id=str(uuid.uuid4()), error_id=str(uuid.uuid4()))
+    question.user_context.user_id = builder.userId or "tributary"
+    with builder.toChannel() as channel:
+        try:
+            base_pb2_grpc.SparkConnectServiceStub(channel).FetchErrorDetails(
+                question, timeout=timeout_s, metadata=builder.metadata()
+            )
+        except grpc.RpcError as e:
+            code = e.code()  # type: ignore[attr-defined]  # a call's error is also its grpc.Call
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                what = f"it answered nothing in {timeout_s:g} s"
+            elif code == grpc.StatusCode.UNAVAILABLE:
+                what = f"it dropped the connection ({e.details()})"  # type: ignore[attr-defined]
+            else:
+                return  # the server's own refusal: PySpark's client says what it means
+            raise BadInput(
+                Problem(
+                    f"what listens at {where} is no Spark Connect server, or one that is stuck: {what}",
+                    hint="check the port in spark.remote (a local cluster's: `tributary cluster status`); "
+                    "a stuck server's own log says why",
+                )
+            ) from None
 
 
 def guard(spark: SparkSession) -> None:

@@ -15,14 +15,12 @@ this one imports (`python_path` adds a checkout's folder when it is not installe
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from framework.localcluster.launcher import CONNECT_CLASS as SERVER_CLASS
-from framework.localcluster.launcher import free_port, spark_environment, stop_group
+from framework.localcluster.launcher import log_end, said_in_log, spark_environment, stop_group
 
 
 @dataclass
@@ -49,10 +47,11 @@ def start_connect_server(
     timeout: float = 120,
     java_options: str = "",
 ) -> ConnectServer:
-    """A Spark Connect server on 127.0.0.1 (`master`, else local[cores]), up and taking connections;
-    `java_options` go to its JVM (JDK_JAVA_OPTIONS)."""
+    """A Spark Connect server on 127.0.0.1 (`master`, else local[cores]), up and taking connections
+    on `port`, else on one the system picks (port 0). Its URL names the port the server's log says
+    it took: a `port` taken by then makes the server stop (a BindException; RuntimeError here), and
+    knocking on `port` would reach whatever holds it. `java_options` go to its JVM (JDK_JAVA_OPTIONS)."""
     folder.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
     env = spark_environment(java_options)
     if python_path is not None:
         env["PYTHONPATH"] = str(python_path)
@@ -61,30 +60,23 @@ def start_connect_server(
     command = [
         str(Path(env["SPARK_HOME"]) / "bin" / "spark-class"), "org.apache.spark.deploy.SparkSubmit", "--class", SERVER_CLASS,
         "--master", master or f"local[{cores}]", "--name", "tributary-connect",
-        "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", f"spark.connect.grpc.binding.port={port}",
+        "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", f"spark.connect.grpc.binding.port={port or 0}",
         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
     ]  # fmt: skip
     log = folder / "connect-server.log"
+    start = log_end(log)
     with open(log, "a") as out:
         process = subprocess.Popen(
             command, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    server = ConnectServer(f"sc://127.0.0.1:{port}", port, process, log)
     try:
-        _wait_for_port(server, timeout)
-        return server
+        said = said_in_log(
+            log, start, r"Spark Connect server started at: \S*:(\d+)", process, timeout, "the Spark Connect server"
+        )
     except BaseException:
-        server.stop()
+        stop_group(process.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
         raise
-
-
-def _wait_for_port(server: ConnectServer, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        with socket.socket() as s:
-            s.settimeout(1)
-            if s.connect_ex(("127.0.0.1", server.port)) == 0:
-                return
-        if server.process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the Spark Connect server did not come up\n{server.log.read_text()[-3000:]}")
-        time.sleep(0.5)
+    port = int(said[1])
+    return ConnectServer(f"sc://127.0.0.1:{port}", port, process, log)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -30,17 +31,10 @@ CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
 def free_port() -> int:
-    return free_ports(1)[0]
-
-
-def free_ports(n: int) -> list[int]:
-    """`n` different ports free on 127.0.0.1 now: each held open until all are picked, so two picks
-    cannot be the same port (one closed socket's port handed out again)."""
-    with contextlib.ExitStack() as held:
-        sockets = [held.enter_context(socket.socket()) for _ in range(n)]
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
+    """A port free on 127.0.0.1 now (it may be taken again before it is used)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def port_is_free(port: int) -> bool:
@@ -50,6 +44,32 @@ def port_is_free(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+def said_in_log(log: Path, start: int, pattern: str, process: subprocess.Popen, timeout: float, what: str) -> re.Match[str]:
+    """The first match of `pattern` in what `process` wrote to `log` past byte `start`: a daemon's
+    own line saying where it listens. A port that takes connections may be another program's: Spark
+    moves a master whose port is taken to the next free one (spark.port.maxRetries), and a Connect
+    server whose port is taken stops. Only the daemon's line says which port is its own.
+    RuntimeError, naming the log and with its errors, when the process exits or `timeout` passes first."""
+    deadline = time.monotonic() + timeout
+    wanted = re.compile(pattern, re.MULTILINE)
+    while True:
+        with open(log, "rb") as written:
+            written.seek(start)
+            text = written.read().decode(errors="replace")
+        if (found := wanted.search(text)) is not None:
+            return found
+        if process.poll() is not None or time.monotonic() > deadline:
+            # the daemon's errors when it says any (a shutdown's lines follow them), else its log's end
+            errors = [line for line in text.splitlines() if " ERROR " in line or "Exception: " in line][:8]
+            raise RuntimeError("\n".join([f"{what} did not come up (its log: {log})", *(errors or [text[-3000:]])]))
+        time.sleep(0.25)
+
+
+def log_end(log: Path) -> int:
+    """Where a log appended to (a daemon started again) ends now: its next lines start there."""
+    return log.stat().st_size if log.exists() else 0
 
 
 def spark_environment(java_options: str = "") -> dict[str, str]:
@@ -193,16 +213,26 @@ def start_cluster(
     ui_port: int | None = None,
     java_options: str = "",
 ) -> StandaloneCluster:
-    """Start a master (on `port`, else a free one) and `workers` workers, and wait until all are
-    registered; on any failure, stop what started. `java_options` go to every JVM started with the
+    """Start a master (on `port`, else one the system picks) and `workers` workers, and wait until
+    all are registered; on any failure, stop what started. The master's URL and web UI are the
+    ports its log says it took (said_in_log). `java_options` go to every JVM started with the
     cluster's `env`: the master, the workers, their executors, and a driver started with it."""
     folder.mkdir(parents=True, exist_ok=True)
-    free = free_ports(2)
-    port, ui_port = port or free[0], ui_port or free[1]
     env = spark_environment(java_options)
-    cluster = StandaloneCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}", env, folder, cores, memory)
+    cluster = StandaloneCluster("", "", env, folder, cores, memory)
     try:
-        cluster.spawn("master", [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui_port)])
+        log = folder / "master.log"
+        start = log_end(log)
+        master = cluster.spawn(
+            "master", [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port or 0), "--webui-port", str(ui_port or 0)]
+        )
+        cluster.master = said_in_log(
+            log, start, r"Starting Spark master at (spark://\S+)", master, timeout, "the standalone master"
+        )[1]
+        ui = said_in_log(
+            log, start, r"Successfully started service 'MasterUI' on port (\d+)", master, timeout, "the master's web UI"
+        )[1]
+        cluster.web_ui = f"http://127.0.0.1:{ui}"
         for n in range(workers):
             cluster.start_worker(n)
         cluster.wait_for_workers(workers, timeout)
