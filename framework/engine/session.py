@@ -126,10 +126,10 @@ def check_connect_server(profile: Profile, timeout_s: float = 10.0) -> None:
 
     PySpark's client retries a refused or dropped connection with a growing backoff for many
     minutes, and waits for ever on a listener that never answers (a stuck program, or another
-    program's port). So the run first
-    asks one cheap question with a deadline: the details of an error that never was
-    (FetchErrorDetails, which creates no session on the server). Any answer, even an error status,
-    says a gRPC server is there; a refused connection, a dropped one or silence says none is."""
+    program's port). So the run first asks one cheap question with a deadline: the details of an
+    error that never was (FetchErrorDetails, which creates no session on the server). Any answer,
+    even an error status, says a gRPC server is there; a refused connection, a dropped one or
+    silence says none is."""
     import grpc
     from pyspark.errors import PySparkValueError
     from pyspark.sql.connect.client.core import DefaultChannelBuilder
