@@ -67,6 +67,7 @@ LAYER_NAMES: dict[str, str] = {
     "graph": "building blocks",
     "spec": "the spec",
     "errors": "the ground",
+    "private_folder": "this user's own",
 }
 PACKAGE_NOTES: dict[str, str] = {
     "cli": "one module per activity, loaded lazily",
@@ -105,6 +106,8 @@ PACKAGE_NOTES: dict[str, str] = {
     "errors": "",
     "observations": "",
     "jvm": "the SWA fold in Java, compiled at the first run",
+    "cluster_auth": "the secret a local cluster takes from its drivers; [security](security.md)",
+    "private_folder": "mode 0700: engines' sockets, clusters' secrets",
 }
 
 

@@ -82,6 +82,19 @@ if active is not None:
 """
 
 
+#: Another user of the machine: 127.0.0.1 is theirs too. A plain PySpark driver, without the
+#: cluster's secret, asks the master for executors.
+_INTRUDER = """
+import sys
+from pyspark.sql import SparkSession
+try:
+    spark = SparkSession.builder.master(sys.argv[1]).appName("intruder").getOrCreate()
+    print("RAN", spark.range(10).count())
+except Exception as e:
+    print("REFUSED", type(e).__name__)
+"""
+
+
 def _profile(master: str) -> str:
     """configs/cluster.yaml with the fixture's master and a per-run warehouse (shuffles kept small).
 
@@ -144,6 +157,12 @@ def runs(example_project: Path, standalone_cluster, spark) -> dict[str, dict[str
         [sys.executable, str(script), json.dumps(plan)],
         cwd=example_project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    intruder_script = example_project / "intruder.py"
+    intruder_script.write_text(_INTRUDER)
+    intruder = subprocess.Popen(  # meanwhile: its registration is refused, and retried for about a minute
+        [sys.executable, str(intruder_script), standalone_cluster.master],
+        cwd=example_project, env=standalone_cluster.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
     embedded = {}
     runner = CliRunner()
     here = os.getcwd()
@@ -154,15 +173,17 @@ def runs(example_project: Path, standalone_cluster, spark) -> dict[str, dict[str
             result = runner.invoke(app, ["run", name, "--profile", "local"], catch_exceptions=False)
             embedded[name] = [result.exit_code, result.stdout + result.stderr]
         out, err = driver.communicate(timeout=900)
+        intruded, _ = intruder.communicate(timeout=300)
     finally:
         os.chdir(here)
         os.environ.pop("TRIBUTARY_TEST_WAREHOUSE", None)
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
+        for process in (driver, intruder):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     marker = [line for line in out.splitlines() if line.startswith("RESULTS")]
     assert marker, f"the cluster driver failed (exit {driver.returncode}):\n{out[-3000:]}\n{err[-5000:]}"
-    return {"embedded": embedded, "cluster": json.loads(marker[-1][len("RESULTS") :])}
+    return {"embedded": embedded, "cluster": json.loads(marker[-1][len("RESULTS") :]), "intruder": intruded}
 
 
 def _tables(warehouse: Path) -> dict[str, Counter]:
@@ -243,6 +264,19 @@ def test_a_worker_killed_mid_stream_loses_and_duplicates_nothing(example_project
     for table, rows in embedded.items():
         missing, extra = rows - after_kill[table], after_kill[table] - rows
         assert not missing and not extra, f"{table}: {sum(missing.values())} rows lost, {sum(extra.values())} duplicated"
+
+
+def test_a_driver_without_the_clusters_secret_runs_nothing_on_it(runs, standalone_cluster):
+    """The master and workers listen on 127.0.0.1, which every user of the machine reaches, and the
+    workers run an application's code as the user who started them: they take only applications
+    that hold the cluster's secret (framework.cluster_auth), as the examples' driver does."""
+    from framework.localcluster.launcher import master_state
+
+    assert "RAN" not in runs["intruder"] and "REFUSED" in runs["intruder"], runs["intruder"]
+    state = master_state(standalone_cluster.web_ui)
+    applications = [a.get("name") for a in state.get("activeapps", []) + state.get("completedapps", [])]
+    assert applications and "intruder" not in applications, applications
+    assert "Expected SaslMessage" in (standalone_cluster.folder / "master.log").read_text()
 
 
 def test_the_clusters_jvms_and_executors_run_the_java_options_it_was_started_with(runs, standalone_cluster):

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from framework import cluster_auth
 from framework.localcluster.launcher import runs_spark_class, stop_group
 from tests.conftest import write
 
@@ -42,6 +46,13 @@ def test_cluster_up_status_down_start_report_and_stop_a_real_master_worker_and_c
         assert "Spark Connect at sc://127.0.0.1:" in out and "--profile connect" in out
         assert set(record["pids"]) == {"master", "worker-0", "connect"}
         assert all(runs_spark_class(pid) for pid in record["pids"].values())
+        # only drivers with the cluster's secret may use it, and no command line shows the secret
+        secret_file = project / ".tributary" / "cluster" / "spark-auth.conf"
+        assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+        secret = next(line.split()[1] for line in secret_file.read_text().splitlines() if "authenticate.secret" in line)
+        for pid in record["pids"].values():
+            assert secret.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert cluster_auth.registered(f"spark://127.0.0.1:{port}") is not None
 
         code, out, err = cli("cluster", "up", "--port", str(free_port()))
         assert code == 2 and "already running" in err and "tributary cluster down" in err
@@ -65,6 +76,7 @@ def test_cluster_up_status_down_start_report_and_stop_a_real_master_worker_and_c
                 stop_group(pid)
     assert code == 0 and "stopped connect, worker-0, master" in out + err
     assert all(_gone(pid) for pid in record["pids"].values())
+    assert cluster_auth.registered(f"spark://127.0.0.1:{port}") is None
     code, out, _ = cli("cluster", "status")
     assert "no local cluster for this project" in out
     code, out, err = cli("cluster", "down")
@@ -159,3 +171,46 @@ def test_a_master_still_attaching_its_pages_is_waited_for_not_a_crash(tmp_path: 
     finally:
         master.kill()
         server.shutdown()
+
+
+def test_a_clusters_secret_is_private_and_a_dead_masters_copy_is_not_used(tmp_path: Path, monkeypatch) -> None:
+    """The secret file is the user's alone even when an older one was readable; a run finds the
+    copy for a master URL only while that master runs (a copy a killed cluster left behind would
+    make a run fail its handshake with the next master on that port); the driver's spark-submit
+    gets it as a properties file, and the environment is as it was afterwards."""
+    monkeypatch.setenv("TRIBUTARY_RUNTIME_DIR", str(tmp_path / "private"))
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    secret = tmp_path / "cluster" / "spark-auth.conf"
+    write(secret, "old\n")
+    secret.chmod(0o644)
+    assert cluster_auth.write_secret(secret) == secret
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert "spark.authenticate true" in secret.read_text() and "spark.master.rest.enabled false" in secret.read_text()
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    cluster_auth.register("spark://127.0.0.1:7077", secret, dead.pid)
+    copy = tmp_path / "private" / "clusters" / "127.0.0.1_7077.conf"
+    assert stat.S_IMODE(copy.stat().st_mode) == 0o600 and secret.read_text() in copy.read_text()
+    assert cluster_auth.registered("spark://127.0.0.1:7077") is None  # its master is gone
+    with cluster_auth.submit_args("spark://127.0.0.1:7077"):
+        assert "PYSPARK_SUBMIT_ARGS" not in os.environ
+
+    master = subprocess.Popen(  # a stand-in whose command line names the master's class
+        [sys.executable, "-c", "import time; time.sleep(60)", "org.apache.spark.deploy.master.Master"]
+    )
+    try:
+        deadline = time.monotonic() + 10  # Popen may return before the child has exec'd
+        while b"Master" not in Path(f"/proc/{master.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster_auth.register("spark://127.0.0.1:7077", secret, master.pid)
+        assert cluster_auth.registered("spark://127.0.0.1:7077") == copy
+        assert cluster_auth.registered("spark://127.0.0.1:7078") is None
+        with cluster_auth.submit_args("spark://127.0.0.1:7077"):
+            assert os.environ["PYSPARK_SUBMIT_ARGS"] == f"--properties-file {copy} pyspark-shell"
+        assert "PYSPARK_SUBMIT_ARGS" not in os.environ
+        cluster_auth.unregister("spark://127.0.0.1:7077")
+        assert not copy.exists()
+    finally:
+        master.kill()
+        master.wait()

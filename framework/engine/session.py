@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from framework import jvm
+from framework import cluster_auth, jvm
 from framework.errors import BadInput, Problem
 from framework.profiles import Profile
 
@@ -100,7 +100,8 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
             conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(functions_jar)]))
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with cluster_auth.submit_args(None if profile.spark.remote else profile.spark.master):  # a local cluster's secret
+        spark = builder.getOrCreate()
     started_here = spark
     if not profile.spark.remote:
         spark.sparkContext.setLogLevel("ERROR")

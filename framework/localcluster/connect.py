@@ -46,11 +46,13 @@ def start_connect_server(
     port: int | None = None,
     timeout: float = 120,
     java_options: str = "",
+    secret: Path | None = None,
 ) -> ConnectServer:
     """A Spark Connect server on 127.0.0.1 (`master`, else local[cores]), up and taking connections
     on `port`, else on one the system picks (port 0). Its URL names the port the server's log says
     it took: a `port` taken by then makes the server stop (a BindException; RuntimeError here), and
-    knocking on `port` would reach whatever holds it. `java_options` go to its JVM (JDK_JAVA_OPTIONS)."""
+    knocking on `port` would reach whatever holds it. `java_options` go to its JVM (JDK_JAVA_OPTIONS);
+    `secret`: the properties file of a local cluster's secret, for a server whose `master` is one."""
     folder.mkdir(parents=True, exist_ok=True)
     env = spark_environment(java_options)
     if python_path is not None:
@@ -62,6 +64,7 @@ def start_connect_server(
         "--master", master or f"local[{cores}]", "--name", "tributary-connect",
         "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", f"spark.connect.grpc.binding.port={port or 0}",
         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+        *(["--properties-file", str(secret)] if secret is not None else []),
     ]  # fmt: skip
     log = folder / "connect-server.log"
     start = log_end(log)

@@ -5,7 +5,8 @@ work ships elsewhere: functions pickled by value, the SWA fold's classes on the 
 path, Parquet staged by executors and committed on the driver, a worker lost mid-stream. pyspark
 ships Spark's launcher (`bin/spark-class`), so a master and its workers start without a Spark
 install. Every process gets a session of its own, so it is stopped with whatever it forked (a
-worker's executors) by its process group: SIGTERM, then SIGKILL.
+worker's executors) by its process group: SIGTERM, then SIGKILL. The master and workers take only
+drivers holding the cluster's secret (framework.cluster_auth): 127.0.0.1 is every local user's.
 """
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from framework import cluster_auth
+
 #: The Java classes of the processes a local cluster runs (a pid is only ever stopped if its
 #: command line names one of them: a recorded pid may have been reused by then)
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: the cluster's secret, in its folder (framework.cluster_auth)
+SECRET_FILE = "spark-auth.conf"
 
 
 def free_port() -> int:
@@ -132,6 +137,8 @@ class StandaloneCluster:
     memory: str = "1g"
     processes: list[subprocess.Popen] = field(default_factory=list)
     workers: list[subprocess.Popen] = field(default_factory=list)
+    #: the properties file with the secret the daemons and the drivers share (framework.cluster_auth)
+    secret: Path | None = None
 
     def spawn(self, name: str, arguments: list[str]) -> subprocess.Popen:
         launcher = Path(self.env["SPARK_HOME"]) / "bin" / "spark-class"
@@ -152,7 +159,7 @@ class StandaloneCluster:
         web UI takes a port the system picks (port 0): nothing here reads it, and a port picked
         beforehand could be taken by the time the worker binds it."""
         worker = [WORKER_CLASS, self.master, "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
-                  "--webui-port", "0", "--work-dir", str(self.folder / f"work-{n}")]  # fmt: skip
+                  "--webui-port", "0", "--work-dir", str(self.folder / f"work-{n}"), *self.properties()]  # fmt: skip
         process = self.spawn(f"worker-{n}", worker)
         if n < len(self.workers):
             self.workers[n] = process
@@ -182,7 +189,13 @@ class StandaloneCluster:
                 raise RuntimeError(f"the standalone cluster did not come up ({workers} workers)\n{logs}")
             time.sleep(0.5)
 
+    def properties(self) -> list[str]:
+        """The daemon arguments that give it the cluster's secret."""
+        return ["--properties-file", str(self.secret)] if self.secret is not None else []
+
     def stop(self) -> None:
+        if self.master:
+            cluster_auth.unregister(self.master)
         for process in reversed(self.processes):
             stop_group(process.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -215,17 +228,18 @@ def start_cluster(
 ) -> StandaloneCluster:
     """Start a master (on `port`, else one the system picks) and `workers` workers, and wait until
     all are registered; on any failure, stop what started. The master's URL and web UI are the
-    ports its log says it took (said_in_log). `java_options` go to every JVM started with the
-    cluster's `env`: the master, the workers, their executors, and a driver started with it."""
+    ports its log says it took (said_in_log). Only drivers holding the cluster's secret may use it
+    (framework.cluster_auth). `java_options` go to every JVM started with the cluster's `env`: the
+    master, the workers, their executors, and a driver started with it."""
     folder.mkdir(parents=True, exist_ok=True)
     env = spark_environment(java_options)
-    cluster = StandaloneCluster("", "", env, folder, cores, memory)
+    secret = cluster_auth.write_secret(folder / SECRET_FILE)
+    cluster = StandaloneCluster("", "", env, folder, cores, memory, secret=secret)
     try:
         log = folder / "master.log"
         start = log_end(log)
-        master = cluster.spawn(
-            "master", [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port or 0), "--webui-port", str(ui_port or 0)]
-        )
+        arguments = [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port or 0), "--webui-port", str(ui_port or 0)]
+        master = cluster.spawn("master", [*arguments, *cluster.properties()])
         cluster.master = said_in_log(
             log, start, r"Starting Spark master at (spark://\S+)", master, timeout, "the standalone master"
         )[1]
@@ -233,6 +247,7 @@ def start_cluster(
             log, start, r"Successfully started service 'MasterUI' on port (\d+)", master, timeout, "the master's web UI"
         )[1]
         cluster.web_ui = f"http://127.0.0.1:{ui}"
+        cluster_auth.register(cluster.master, secret, master.pid)  # where a driver for this master finds it
         for n in range(workers):
             cluster.start_worker(n)
         cluster.wait_for_workers(workers, timeout)

@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from framework import cluster_auth
 from framework.errors import BadInput
 from framework.localcluster.launcher import master_state, port_is_free, runs_spark_class, start_cluster, stop_group
 
@@ -89,7 +90,10 @@ def cluster_up(
 
         try:
             server = start_connect_server(
-                folder, master=cluster.master, port=DEFAULT_CONNECT_PORT if port_is_free(DEFAULT_CONNECT_PORT) else None
+                folder,
+                master=cluster.master,
+                port=DEFAULT_CONNECT_PORT if port_is_free(DEFAULT_CONNECT_PORT) else None,
+                secret=cluster.secret,
             )
         except BaseException:
             cluster.stop()
@@ -134,5 +138,6 @@ def cluster_down(project_root: Path) -> list[str]:
         if runs_spark_class(pid):
             stop_group(pid)
             stopped.append(name)
+    cluster_auth.unregister(record.master)
     (Path(record.folder) / RECORD).unlink(missing_ok=True)
     return stopped

@@ -17,13 +17,12 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import framework
+from framework.private_folder import NotPrivate, private_folder
 from framework.profiles import Profile
 
 #: environment variables that change the session an engine starts (its JVM, its Python workers)
@@ -127,24 +126,11 @@ def source_digest() -> str:
 
 
 def runtime_dir() -> Path:
-    """The per-user folder of engines, created 0700; refused when someone else could enter it."""
-    chosen = os.environ.get("TRIBUTARY_RUNTIME_DIR")
-    if chosen:
-        folder = Path(chosen)
-    elif os.environ.get("XDG_RUNTIME_DIR"):
-        folder = Path(os.environ["XDG_RUNTIME_DIR"]) / "tributary"
-    else:
-        folder = Path(tempfile.gettempdir()) / f"tributary-{os.getuid()}"
+    """The per-user folder of engines (framework.private_folder)."""
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = folder.stat()
-    except OSError as e:
-        raise EngineUnavailable(f"cannot create {folder}: {e.strerror}") from None
-    if info.st_uid != os.getuid():
-        raise EngineUnavailable(f"{folder} belongs to another user")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        raise EngineUnavailable(f"{folder} is open to other users (chmod 700 {folder})")
-    return folder
+        return private_folder()
+    except NotPrivate as e:
+        raise EngineUnavailable(str(e)) from None
 
 
 @dataclass(frozen=True)
