@@ -330,7 +330,8 @@ def test_the_docs_tables_made_from_setup_cfg_and_the_benchmark_figures_are_curre
     gen = _docs_gen()
     assert gen.stale_pages() == [], "run: python docs/gen.py"
     layers = gen.importlinter_layers()
-    assert layers[0] == ["cli"] and ["errors", "observations", "jvm"] in layers
+    assert layers[0] == ["cli"] and ["errors", "observations", "jvm", "cluster_auth"] in layers
+    assert layers[-1] == ["private_folder"]
     table = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     for package in (p for layer in layers for p in layer):
         assert f"`{package}`" in table
