@@ -36,23 +36,24 @@ def write_secret(path: Path) -> Path:
     """A new secret in a properties file at `path`, readable by this user only."""
     lines = [*(f"{k} {v}" for k, v in _SETTINGS.items()), f"spark.authenticate.secret {secrets.token_urlsafe(32)}"]
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as out:
-        os.fchmod(out.fileno(), 0o600)  # an older file keeps its mode through O_CREAT
-        out.write("\n".join(lines) + "\n")
+    _write_private(path, "\n".join(lines) + "\n")
     return path
 
 
 def register(master: str, secret: Path, pid: int) -> None:
     """Keep a copy of the cluster's secret where a driver for `master` looks for it, with the
     master's process id: a copy left by a master that died is not used for another one."""
-    write_copy = _registered_path(master)
-    if write_copy is None:
-        return
-    descriptor = os.open(write_copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    copy = _registered_path(master)
+    if copy is not None:
+        _write_private(copy, f"{_PID} {pid}\n{secret.read_text()}")
+
+
+def _write_private(path: Path, text: str) -> None:
+    """`text` in a file of mode 0600, also when an older file there had another mode."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as out:
-        os.fchmod(out.fileno(), 0o600)
-        out.write(f"{_PID} {pid}\n{secret.read_text()}")
+        os.fchmod(out.fileno(), 0o600)  # O_CREAT keeps an existing file's mode
+        out.write(text)
 
 
 def unregister(master: str) -> None:
