@@ -1,4 +1,4 @@
-"""The secret a local standalone cluster shares with the drivers allowed to use it.
+"""The secrets Tributary's local Spark daemons share with the clients allowed to use them.
 
 A standalone master takes any application that reaches its port, and its workers then run that
 application's code as the user who started them. On 127.0.0.1 that is every user of the machine.
@@ -12,6 +12,14 @@ driver's JVM reads the same way (PYSPARK_SUBMIT_ARGS, which PySpark hands to spa
 Workers pass it to their executors in the environment. The file is kept under this user's private
 folder (framework.private_folder), named after the master's URL, so a run whose profile points at
 that URL finds it (`submit_args`) while that master runs; a cluster that stops removes it.
+
+A Spark Connect server Tributary starts (`cluster up --connect`, framework.localcluster.connect)
+runs whatever its clients send, as its owner, so it gets a token of its own
+(`spark.connect.authenticate.token`, which the server reads from its environment: private to the
+user, unlike a command line). The token is registered the same way, under the server's port, and
+`connect_url` hands it to a client that dials that port on this machine. PySpark's client sends a
+token without TLS only to a host named `localhost` (over gRPC's local credentials, which check that
+the connection stays on this machine), so such a URL is dialled as `sc://localhost:<port>`.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import secrets
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from framework.private_folder import NotPrivate, private_folder
 
@@ -30,6 +39,11 @@ from framework.private_folder import NotPrivate, private_folder
 _SETTINGS = {"spark.authenticate": "true", "spark.master.rest.enabled": "false"}
 _SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
 _PID = "# master pid"
+_MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+_CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: where a Connect server and PySpark's client both look for the token (besides their confs)
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 
 def write_secret(path: Path) -> Path:
@@ -70,12 +84,13 @@ def registered(master: str) -> Path | None:
     except OSError:
         return None
     pid = first.removeprefix(_PID).strip()
-    return path if first.startswith(_PID) and pid.isdigit() and _is_master(int(pid)) else None
+    return path if first.startswith(_PID) and pid.isdigit() and _runs(int(pid), _MASTER_CLASS) else None
 
 
-def _is_master(pid: int) -> bool:
+def _runs(pid: int, main_class: str) -> bool:
+    """True when process `pid` is a JVM started for `main_class` (a pid can be reused by anything)."""
     try:
-        return b"org.apache.spark.deploy.master.Master" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return main_class.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
     except FileNotFoundError:
         return not Path("/proc/self").exists()  # no /proc to ask (not Linux): trust the copy
     except OSError:
@@ -102,9 +117,69 @@ def submit_args(master: str | None) -> Iterator[None]:
 
 
 def _registered_path(master: str) -> Path | None:
+    folder = _private("clusters")
+    return folder / (re.sub(r"[^A-Za-z0-9.]+", "_", master.removeprefix("spark://")) + ".conf") if folder else None
+
+
+def _private(name: str) -> Path | None:
     try:
-        folder = private_folder() / "clusters"
+        folder = private_folder() / name
         folder.mkdir(mode=0o700, exist_ok=True)
     except (NotPrivate, OSError):
         return None
-    return folder / (re.sub(r"[^A-Za-z0-9.]+", "_", master.removeprefix("spark://")) + ".conf")
+    return folder
+
+
+# -- a Spark Connect server's token --------------------------------------------------------------
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def register_connect(port: int, token: str, pid: int) -> None:
+    """Keep the token of the Connect server `pid` listening on `port` of this machine where this
+    user's clients look for it (`connect_url`)."""
+    folder = _private("connect")
+    if folder is not None:
+        _write_private(folder / f"{port}.token", f"# connect server pid {pid}\n{token}\n")
+
+
+def unregister_connect(port: int) -> None:
+    folder = _private("connect")
+    if folder is not None:
+        (folder / f"{port}.token").unlink(missing_ok=True)
+
+
+def registered_token(port: int) -> str | None:
+    """The token of this user's Connect server on `port`, while that server runs."""
+    folder = _private("connect")
+    try:
+        head, token = (folder / f"{port}.token").read_text().split("\n")[:2] if folder else ("", "")
+    except (OSError, ValueError):
+        return None
+    pid = head.rsplit(" ", 1)[-1]
+    return token.strip() or None if pid.isdigit() and _runs(int(pid), _CONNECT_CLASS) else None
+
+
+def connect_url(remote: str) -> str:
+    """The URL a client dials `remote` by. A URL that names a port of this machine where this user's
+    Connect server runs gets that server's token, unless it names a token itself; a URL with a
+    token for this machine (its own, the registered one, or $SPARK_CONNECT_AUTHENTICATE_TOKEN) is
+    dialled as `localhost`, the only host PySpark's client sends a token to without TLS. Any other
+    URL is left as it is."""
+    address, _, params = remote.partition(";")
+    try:
+        parts = urlsplit(address.replace("sc://", "http://", 1))
+        host, port = parts.hostname, parts.port or 15002
+    except ValueError:
+        return remote  # malformed: PySpark's own check says how
+    if host not in _LOOPBACK or "use_ssl=true" in params.lower():
+        return remote
+    rest = [p for p in params.split(";") if p]
+    if any(p.partition("=")[0].strip().lower() == "token" for p in rest):
+        token = None  # the URL's own
+    elif (token := registered_token(port)) is None and not os.environ.get(TOKEN_ENV):
+        return remote  # no token to send (PySpark's client reads the environment's itself)
+    rest += [f"token={token}"] if token else []
+    return f"sc://localhost:{port}" + ("/;" + ";".join(rest) if rest else "")

@@ -291,3 +291,51 @@ def test_a_connect_server_whose_port_is_taken_says_so_instead_of_pointing_at_ano
     said = str(refused.value)
     assert said.startswith(f"the Spark Connect server did not come up (its log: {tmp_path / 'connect-server.log'})")
     assert f"Failed to bind to address /127.0.0.1:{port}" in said
+
+
+# -- who may use a Connect server Tributary started ---------------------------------------------------
+
+_CONNECT_INTRUDER = """
+import sys
+from pyspark.sql import SparkSession
+try:
+    spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+    print("RAN", spark.range(10).count())
+except Exception as e:
+    print("REFUSED", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+"""
+
+
+@pytest.mark.connect
+@pytest.mark.spark
+def test_a_client_without_the_servers_token_runs_nothing_on_it(connect_server, tmp_path):
+    """127.0.0.1 is every local user's, and a Connect server runs what its clients send as the user
+    who started it. A plain PySpark client that knows the port, but not the server's token, must be
+    refused, whichever name it dials the server by and whatever token it makes up."""
+    script = tmp_path / "intruder.py"  # a file: see the `runs` fixture
+    script.write_text(_CONNECT_INTRUDER)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_AUTHENTICATE_TOKEN")}
+    for url in (
+        f"sc://127.0.0.1:{connect_server.port}",
+        f"sc://localhost:{connect_server.port}",
+        f"sc://localhost:{connect_server.port}/;token=guessed",
+    ):
+        done = subprocess.run([sys.executable, str(script), url], env=env, capture_output=True, text=True, timeout=300)
+        assert "RAN" not in done.stdout and "REFUSED" in done.stdout, (url, done.stdout, done.stderr[-3000:])
+
+
+@pytest.mark.connect
+@pytest.mark.spark
+def test_a_run_without_the_servers_token_is_told_so(connect_project, connect_server, tmp_path):
+    """A run of another user (here: another private folder) gets no token, and is told so in one
+    line at once instead of a gRPC traceback."""
+    url = f"sc://127.0.0.1:{connect_server.port}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0", "SPARK_REMOTE": url}
+    env["TRIBUTARY_RUNTIME_DIR"] = str(tmp_path / "someone-else")
+    env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
+    command = [sys.executable, "-m", "framework", "run", "service_calls", "--profile", "connect", "--no-engine"]
+    done = subprocess.run(command, cwd=connect_project, env=env, capture_output=True, text=True, timeout=120)
+    text = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, text
+    assert f"the Spark Connect server at {url} (profile 'connect', spark.remote) takes only clients with its token" in text
+    assert "Traceback" not in text

@@ -43,7 +43,7 @@ def test_cluster_up_status_down_start_report_and_stop_a_real_master_worker_and_c
         assert code == 0, out + err
         assert f"spark://127.0.0.1:{port}" in out + err
         assert f"SPARK_MASTER=spark://127.0.0.1:{port} tributary run <pipeline> --profile local-cluster" in out
-        assert "Spark Connect at sc://127.0.0.1:" in out and "--profile connect" in out
+        assert "Spark Connect at sc://localhost:" in out and "--profile connect" in out
         assert set(record["pids"]) == {"master", "worker-0", "connect"}
         assert all(runs_spark_class(pid) for pid in record["pids"].values())
         # only drivers with the cluster's secret may use it, and no command line shows the secret
@@ -53,6 +53,15 @@ def test_cluster_up_status_down_start_report_and_stop_a_real_master_worker_and_c
         for pid in record["pids"].values():
             assert secret.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
         assert cluster_auth.registered(f"spark://127.0.0.1:{port}") is not None
+        # and only clients with the Connect server's token may use that: its own, in no command line either
+        connect_port = int(record["connect"].rsplit(":", 1)[1])
+        token = cluster_auth.registered_token(connect_port)
+        assert token and len(token) >= 40
+        token_file = cluster_auth.private_folder() / "connect" / f"{connect_port}.token"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        for pid in record["pids"].values():
+            assert token.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert cluster_auth.connect_url(f"sc://127.0.0.1:{connect_port}") == f"sc://localhost:{connect_port}/;token={token}"
 
         code, out, err = cli("cluster", "up", "--port", str(free_port()))
         assert code == 2 and "already running" in err and "tributary cluster down" in err
@@ -61,7 +70,7 @@ def test_cluster_up_status_down_start_report_and_stop_a_real_master_worker_and_c
         status = json.loads(out)
         assert code == 0 and status["master"] == f"spark://127.0.0.1:{port}"
         assert status["alive"] == {"master": True, "worker-0": True, "connect": True}
-        assert status["connect"] == record["connect"] and record["connect"].startswith("sc://127.0.0.1:")
+        assert status["connect"] == record["connect"] and record["connect"].startswith("sc://localhost:")
         # the Connect server's driver is an application of the cluster
         assert [a["name"] for a in status["applications"]] == ["tributary-connect"]
         assert [w["state"] for w in status["registered_workers"]] == ["ALIVE"]
@@ -77,6 +86,7 @@ def test_cluster_up_status_down_start_report_and_stop_a_real_master_worker_and_c
     assert code == 0 and "stopped connect, worker-0, master" in out + err
     assert all(_gone(pid) for pid in record["pids"].values())
     assert cluster_auth.registered(f"spark://127.0.0.1:{port}") is None
+    assert not token_file.exists()
     code, out, _ = cli("cluster", "status")
     assert "no local cluster for this project" in out
     code, out, err = cli("cluster", "down")
@@ -214,3 +224,41 @@ def test_a_clusters_secret_is_private_and_a_dead_masters_copy_is_not_used(tmp_pa
     finally:
         master.kill()
         master.wait()
+
+
+def test_a_connect_servers_token_goes_only_to_that_server_while_it_runs(tmp_path: Path, monkeypatch) -> None:
+    """A run finds the token of this user's Connect server by the port its URL names on this
+    machine, dials it as localhost (PySpark's client sends a token without TLS to no other host),
+    keeps what the URL says besides, and sends nothing to a server that is gone or elsewhere."""
+    monkeypatch.setenv("TRIBUTARY_RUNTIME_DIR", str(tmp_path / "private"))
+    monkeypatch.delenv(cluster_auth.TOKEN_ENV, raising=False)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    cluster_auth.register_connect(15002, "old-token", dead.pid)
+    token_file = tmp_path / "private" / "connect" / "15002.token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert cluster_auth.connect_url("sc://127.0.0.1:15002") == "sc://127.0.0.1:15002"  # its server is gone
+
+    server = subprocess.Popen(  # a stand-in whose command line names the Connect server's class
+        [sys.executable, "-c", "import time; time.sleep(60)", "org.apache.spark.sql.connect.service.SparkConnectServer"]
+    )
+    try:
+        deadline = time.monotonic() + 10  # Popen may return before the child has exec'd
+        while b"SparkConnectServer" not in Path(f"/proc/{server.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster_auth.register_connect(15002, "t0ken", server.pid)
+        assert cluster_auth.connect_url("sc://127.0.0.1:15002") == "sc://localhost:15002/;token=t0ken"
+        assert cluster_auth.connect_url("sc://localhost") == "sc://localhost:15002/;token=t0ken"  # the default port
+        assert cluster_auth.connect_url("sc://[::1]:15002/;user_id=ann") == "sc://localhost:15002/;user_id=ann;token=t0ken"
+        assert cluster_auth.connect_url("sc://localhost:15002/;token=mine") == "sc://localhost:15002/;token=mine"
+        for elsewhere in ("sc://127.0.0.1:15003", "sc://spark-connect:15002", "sc://10.0.0.7:15002"):
+            assert cluster_auth.connect_url(elsewhere) == elsewhere
+        # a token from the environment, for a server started by hand: dialled as localhost too
+        monkeypatch.setenv(cluster_auth.TOKEN_ENV, "by-hand")
+        assert cluster_auth.connect_url("sc://127.0.0.1:15003") == "sc://localhost:15003"
+        assert cluster_auth.connect_url("sc://127.0.0.1:15002") == "sc://localhost:15002/;token=t0ken"  # ours first
+        cluster_auth.unregister_connect(15002)
+        assert not token_file.exists()
+    finally:
+        server.kill()
+        server.wait()

@@ -81,7 +81,7 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
     builder = SparkSession.builder.appName(profile.spark.app_name)
     if profile.spark.remote:
         check_connect_server(profile)
-        builder = builder.remote(profile.spark.remote)
+        builder = builder.remote(cluster_auth.connect_url(profile.spark.remote))  # with the token of a server of ours
     elif profile.spark.master:
         builder = builder.master(profile.spark.master)
     log = log_file or default_log_file()
@@ -130,7 +130,7 @@ def check_connect_server(profile: Profile, timeout_s: float = 10.0) -> None:
     program's port). So the run first asks one cheap question with a deadline: the details of an
     error that never was (FetchErrorDetails, which creates no session on the server). Any answer,
     even an error status, says a gRPC server is there; a refused connection, a dropped one or
-    silence says none is."""
+    silence says none is. A server that wants a token this process does not have says so too."""
     import grpc
     from pyspark.errors import PySparkValueError
     from pyspark.sql.connect.client.core import DefaultChannelBuilder
@@ -139,7 +139,7 @@ def check_connect_server(profile: Profile, timeout_s: float = 10.0) -> None:
     url = str(profile.spark.remote)
     where = f"{url} (profile '{profile.name}', spark.remote)"
     try:
-        builder = DefaultChannelBuilder(url)
+        builder = DefaultChannelBuilder(cluster_auth.connect_url(url))
     except PySparkValueError as e:
         raise BadInput(
             Problem(f"spark.remote of profile '{profile.name}' is no Spark Connect URL: {e}", hint="write it as sc://host:port")
@@ -169,6 +169,16 @@ def check_connect_server(profile: Profile, timeout_s: float = 10.0) -> None:
                 what = f"it answered nothing in {timeout_s:g} s"
             elif code == grpc.StatusCode.UNAVAILABLE:
                 what = f"it dropped the connection ({e.details()})"  # type: ignore[attr-defined]
+            elif code == grpc.StatusCode.UNAUTHENTICATED:
+                raise BadInput(
+                    Problem(
+                        f"the Spark Connect server at {where} takes only clients with its token, and this run "
+                        f"has {'another one' if builder.token else 'none'}",
+                        hint="a server `tributary cluster up --connect` started gives this user's runs its token "
+                        "while it runs (dial it as localhost or 127.0.0.1); for another server, set "
+                        f"{cluster_auth.TOKEN_ENV} to its token and dial it as sc://localhost:<port>",
+                    )
+                ) from None
             else:
                 return  # the server's own refusal: PySpark's client says what it means
             raise BadInput(

@@ -10,29 +10,36 @@ Nothing of the project is put on the server's class path: the client ships Tribu
 session artifact (framework.jvm), as it would to a server it did not start. The server's Python
 workers (group steps, udfs, the pandas fold) run this interpreter, so they import the `framework`
 this one imports (`python_path` adds a checkout's folder when it is not installed).
+
+The server takes only clients holding its token (framework.cluster_auth): 127.0.0.1 is every
+local user's, and the server runs what its clients send as the user who started it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from framework import cluster_auth
 from framework.localcluster.launcher import CONNECT_CLASS as SERVER_CLASS
 from framework.localcluster.launcher import log_end, said_in_log, spark_environment, stop_group
 
 
 @dataclass
 class ConnectServer:
-    """`url` is what a profile's `spark.remote` takes; `log` the server's own log."""
+    """`url` is what a profile's `spark.remote` takes; `log` the server's own log; `token` what a
+    client must send (this user's runs find it themselves: cluster_auth.connect_url)."""
 
     url: str
     port: int
     process: subprocess.Popen
     log: Path
+    token: str = field(repr=False, default="")
 
     def stop(self) -> None:
+        cluster_auth.unregister_connect(self.port)
         stop_group(self.process.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
@@ -52,13 +59,16 @@ def start_connect_server(
     on `port`, else on one the system picks (port 0). Its URL names the port the server's log says
     it took: a `port` taken by then makes the server stop (a BindException; RuntimeError here), and
     knocking on `port` would reach whatever holds it. `java_options` go to its JVM (JDK_JAVA_OPTIONS);
-    `secret`: the properties file of a local cluster's secret, for a server whose `master` is one."""
+    `secret`: the properties file of a local cluster's secret, for a server whose `master` is one.
+    The server takes only clients with its new token, registered for this user's runs."""
     folder.mkdir(parents=True, exist_ok=True)
     env = spark_environment(java_options)
     if python_path is not None:
         env["PYTHONPATH"] = str(python_path)
     for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
         env.pop(name, None)
+    token = cluster_auth.new_token()
+    env[cluster_auth.TOKEN_ENV] = token  # the server's environment: never on a command line
     command = [
         str(Path(env["SPARK_HOME"]) / "bin" / "spark-class"), "org.apache.spark.deploy.SparkSubmit", "--class", SERVER_CLASS,
         "--master", master or f"local[{cores}]", "--name", "tributary-connect",
@@ -82,4 +92,5 @@ def start_connect_server(
             process.wait(timeout=10)
         raise
     port = int(said[1])
-    return ConnectServer(f"sc://127.0.0.1:{port}", port, process, log)
+    cluster_auth.register_connect(port, token, process.pid)
+    return ConnectServer(f"sc://localhost:{port}", port, process, log, token)

@@ -139,5 +139,7 @@ def cluster_down(project_root: Path) -> list[str]:
             stop_group(pid)
             stopped.append(name)
     cluster_auth.unregister(record.master)
+    if record.connect:
+        cluster_auth.unregister_connect(int(record.connect.rsplit(":", 1)[1]))
     (Path(record.folder) / RECORD).unlink(missing_ok=True)
     return stopped
