@@ -3,8 +3,9 @@
 A standalone master takes any application that reaches its port, and its workers then run that
 application's code as the user who started them. On 127.0.0.1 that is every user of the machine.
 So `tributary cluster up` (framework.localcluster) starts the master and workers with Spark's
-authentication (`spark.authenticate`) and a secret of their own, and turns off the master's REST
-submission server, which takes no secret at all.
+authentication (`spark.authenticate`) and a secret of their own, and turns off what takes no
+secret at all: the master's REST submission server, and its web UI's buttons that kill an
+application or decommission the workers (Spark allows them to any caller on this machine).
 
 The secret is never on a command line (`ps` shows those to every user): it is in a properties file
 of mode 0600 that the daemons and the Connect server read with `--properties-file`, and that a
@@ -35,8 +36,15 @@ from urllib.parse import urlsplit
 
 from framework.private_folder import NotPrivate, private_folder
 
-#: what a master, its workers and its drivers are started with besides the secret
-_SETTINGS = {"spark.authenticate": "true", "spark.master.rest.enabled": "false"}
+#: what a master, its workers and its drivers are started with besides the secret: the REST
+#: submission server and the web UI's kill and decommission buttons take requests from any local
+#: caller with no secret (the web UI stays, read-only: `tributary cluster status` reads it)
+_SETTINGS = {
+    "spark.authenticate": "true",
+    "spark.master.rest.enabled": "false",
+    "spark.ui.killEnabled": "false",
+    "spark.master.ui.decommission.allow.mode": "DENY",
+}
 _SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
 _PID = "# master pid"
 _MASTER_CLASS = "org.apache.spark.deploy.master.Master"

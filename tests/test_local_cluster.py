@@ -7,12 +7,15 @@ must outlive the command that started them and be found again from the record by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -75,6 +78,17 @@ def test_cluster_up_status_down_start_report_and_stop_a_real_master_worker_and_c
         assert [a["name"] for a in status["applications"]] == ["tributary-connect"]
         assert [w["state"] for w in status["registered_workers"]] == ["ALIVE"]
         assert status["registered_workers"][0]["memory_mb"] == 512
+
+        # every user of the machine reaches the master's web UI on 127.0.0.1: it may neither kill
+        # an application nor decommission the workers (Spark allows both to local callers)
+        for path in (f"/app/kill/?id={status['applications'][0]['id']}&terminate=true", "/workers/kill/?host=127.0.0.1"):
+            request = urllib.request.Request(record["web_ui"] + path, data=b"", method="POST")
+            with contextlib.suppress(urllib.error.HTTPError), urllib.request.urlopen(request, timeout=10):
+                pass
+        time.sleep(3)
+        after = json.loads(cli("cluster", "status", "--json")[1])
+        assert [(a["id"], a["name"]) for a in after["applications"]] == [(status["applications"][0]["id"], "tributary-connect")]
+        assert [w["state"] for w in after["registered_workers"]] == ["ALIVE"], (status, after)
 
         code, out, _ = cli("cluster", "status")
         assert code == 0 and "worker-0 alive" in out and "ALIVE, 1 core(s), 512 MB" in out
