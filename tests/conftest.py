@@ -21,10 +21,7 @@ os.environ["TRIBUTARY_ENGINE"] = "0"
 #: minutes on inputs of a few thousand rows, where the optimising tier (C2) costs more CPU than it
 #: gives back, with up to six JVMs on two cores. tests/test_cluster.py took 195 s instead of 285 s,
 #: tests/test_connect.py 63 s instead of 72 s (2026-11-28). The tests' own session keeps both tiers:
-#: it runs the whole suite, and the first tier alone made the suite slower (CONTRIBUTING.md). The
-#: `project` fixture's profile gives it to the `tributary run` processes tests start (and kill):
-#: four kill and scheduler tests took 158 s instead of 170 s (2026-11-28); runs in the test process
-#: reuse its session, where the setting does nothing.
+#: it runs the whole suite, and the first tier alone made the suite slower (CONTRIBUTING.md).
 SHORT_LIVED_JIT = "-XX:TieredStopAtLevel=1"
 
 
@@ -80,8 +77,7 @@ def project(tmp_path: Path) -> Path:
             shutil.copytree(REPO / folder, tmp_path / folder)
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "local.yaml").write_text(
-        "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 2\n"
-        f"    spark.driver.extraJavaOptions: {SHORT_LIVED_JIT}\nwarehouse: ./warehouse\n"
+        "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 2\nwarehouse: ./warehouse\n"
     )
     return tmp_path
 
