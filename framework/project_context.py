@@ -128,9 +128,10 @@ class ProjectContext:
         spark: SparkSession | None = None,
         concurrent: set[str] | None = None,
         kept: KeptFrames | None = None,
+        java_options: str = "",
     ) -> RunResult:
         """Run the pipeline (`compiled`, default: this context's) under the profile: the one call
-        that starts Spark."""
+        that starts Spark (`java_options`: for its JVM, when this run starts one)."""
         from framework.engine.runner import run_pipeline
 
         return run_pipeline(
@@ -143,6 +144,7 @@ class ProjectContext:
             spark=spark,
             concurrent=concurrent,
             kept=kept,
+            java_options=java_options,
         )
 
     # -- time ----------------------------------------------------------------------------------

@@ -70,3 +70,27 @@ def test_a_jvm_a_command_starts_maps_the_archive_and_lists_no_classes(tmp_path, 
     assert class_archive.using_options() == f"-XX:SharedArchiveFile={archive} {class_archive._QUIET}"
     monkeypatch.setenv("TRIBUTARY_CLASS_ARCHIVE", "0")
     assert class_archive.using_options() == ""
+
+
+def test_a_run_without_an_engine_starts_its_jvm_with_the_archive(cli, project, tmp_path, monkeypatch):
+    """`tributary run --no-engine` (or a profile without the warm engine) starts the driver's JVM in
+    the CLI's process: with the archive an engine left, as `tributary test` does."""
+    import framework.engine.session as session
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("TRIBUTARY_CLASS_ARCHIVE", "1")
+    archive = class_archive.archive_path()
+    assert archive is not None
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"x")
+    started = session.spark_session
+    asked: list[str] = []
+
+    def spark_session(profile, log_file=None, java_options=""):
+        asked.append(java_options)
+        return started(profile, log_file, java_options)  # the suite's session: it runs as it is
+
+    monkeypatch.setattr(session, "spark_session", spark_session)
+    code, out, err = cli("run", "service_calls", "--no-engine")
+    assert code == 0, out + err
+    assert asked == [f"-XX:SharedArchiveFile={archive} {class_archive._QUIET}"]

@@ -89,9 +89,14 @@ def run(
             f"{len(compiled.selected_outputs())} output(s)"
             + (f" · interval {safe(compiled.interval.label())}" if compiled.interval is not None else "")
         )
+        from framework.warm.class_archive import using_options
+
         with LiveProgress(out) as progress:
             try:
-                result = about.run(full_refresh=full_refresh, continuous=continuous, reporter=progress, limit=rows)
+                # a JVM started here (no warm engine) maps the class archive an engine left, when there is one
+                result = about.run(
+                    full_refresh=full_refresh, continuous=continuous, reporter=progress, limit=rows, java_options=using_options()
+                )
             except TributaryError as e:
                 if e.result is not None and e.result.outputs:  # what did and did not reach the tables
                     out.print(run_summary(e.result))

@@ -66,6 +66,7 @@ def run_pipeline(
     concurrent: set[str] | None = None,
     limit: int | None = None,
     kept: KeptFrames | None = None,
+    java_options: str = "",
 ) -> RunResult:
     """Run the pipeline's selected steps and outputs; raises BadInput or RunFailed on failure,
     with every output table at its previous version. With `limit`, a try: each source's first
@@ -74,7 +75,8 @@ def run_pipeline(
     concurrent: the caller holds the pipeline's run lock; this run adds its id to the set while
     it goes, and recovery leaves the runs in it alone (see the module's docstring).
     kept: a stream's frames, built by the first run that gets it and used by the next ones
-    (framework.engine.streaming.KeptFrames)."""
+    (framework.engine.streaming.KeptFrames).
+    java_options: for the driver's JVM when this run starts it (the class archive of the CLI's runs)."""
     started = time.perf_counter()
     check_interval(compiled)
     plan = plan_for(compiled, profile, full_refresh, limit)
@@ -87,7 +89,7 @@ def run_pipeline(
     from framework.engine.session import default_log_file, guard, spark_log_file, spark_session
 
     run_id = new_run_id()
-    spark = spark or spark_session(profile, default_log_file().with_name(f"{plan.pipeline}-{run_id}.log"))
+    spark = spark or spark_session(profile, default_log_file().with_name(f"{plan.pipeline}-{run_id}.log"), java_options)
     guard(spark)
     compiled.functions.use(spark)
     store = choose_store(spark, profile.delta_writer, profile.storage_options)
