@@ -167,7 +167,9 @@ def registered_token(port: int) -> str | None:
     except (OSError, ValueError):
         return None
     pid = head.rsplit(" ", 1)[-1]
-    return token.strip() or None if pid.isdigit() and _runs(int(pid), _CONNECT_CLASS) else None
+    if not (pid.isdigit() and _runs(int(pid), _CONNECT_CLASS)):
+        return None  # a copy left by a server that is gone
+    return token.strip() or None
 
 
 def connect_url(remote: str) -> str:
