@@ -75,6 +75,15 @@ def test_a_jvm_a_command_starts_maps_the_archive_and_lists_no_classes(tmp_path, 
 def test_a_run_without_an_engine_starts_its_jvm_with_the_archive(cli, project, tmp_path, monkeypatch):
     """`tributary run --no-engine` (or a profile without the warm engine) starts the driver's JVM in
     the CLI's process: with the archive an engine left, as `tributary test` does."""
+    archive, asked = spied_archive(tmp_path, monkeypatch)
+    code, out, err = cli("run", "service_calls", "--no-engine")
+    assert code == 0, out + err
+    assert asked == [f"-XX:SharedArchiveFile={archive} {class_archive._QUIET}"]
+
+
+def spied_archive(tmp_path, monkeypatch) -> tuple:
+    """An archive (a stand-in file) where this Java and Spark's would be, and the java options each
+    spark_session call is then given (the list); the suite's session still serves the calls."""
     import framework.engine.session as session
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -88,9 +97,7 @@ def test_a_run_without_an_engine_starts_its_jvm_with_the_archive(cli, project, t
 
     def spark_session(profile, log_file=None, java_options=""):
         asked.append(java_options)
-        return started(profile, log_file, java_options)  # the suite's session: it runs as it is
+        return started(profile, log_file, java_options)
 
     monkeypatch.setattr(session, "spark_session", spark_session)
-    code, out, err = cli("run", "service_calls", "--no-engine")
-    assert code == 0, out + err
-    assert asked == [f"-XX:SharedArchiveFile={archive} {class_archive._QUIET}"]
+    return archive, asked

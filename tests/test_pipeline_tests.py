@@ -178,25 +178,12 @@ def test_tests_run_with_the_test_settings_and_put_the_session_back(cli, project:
 def test_a_jvm_started_for_the_tests_maps_the_class_archive_and_compiles_at_the_first_tier(cli, project, tmp_path, monkeypatch):
     """`tributary test --no-engine` starting its JVM: the class archive (when there is one) and the
     first JIT tier only (framework.testing.run.TEST_JAVA_OPTIONS: 33.5 s instead of 55.7 s cold)."""
-    import framework.engine.session as session
     from framework.testing.run import TEST_JAVA_OPTIONS
     from framework.warm import class_archive
+    from tests.test_class_archive import spied_archive
 
     monkeypatch.chdir(project)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setenv("TRIBUTARY_CLASS_ARCHIVE", "1")
-    archive = class_archive.archive_path()
-    assert archive is not None
-    archive.parent.mkdir(parents=True)
-    archive.write_bytes(b"x")
-    started = session.spark_session
-    asked: list[str] = []
-
-    def spark_session(profile, log_file=None, java_options=""):
-        asked.append(java_options)
-        return started(profile, log_file, java_options)  # the suite's session: it runs as it is
-
-    monkeypatch.setattr(session, "spark_session", spark_session)
+    archive, asked = spied_archive(tmp_path, monkeypatch)
     code, _, err = cli("test", "service_calls", "--select", "both_streams_are_stacked", "--no-engine")
     assert code == 0, err
     assert asked == [f"-XX:SharedArchiveFile={archive} {class_archive._QUIET} {TEST_JAVA_OPTIONS}"]
