@@ -52,6 +52,8 @@ def test_cluster_up_status_down_start_report_and_stop_a_real_master_worker_and_c
         # only drivers with the cluster's secret may use it, and no command line shows the secret
         secret_file = project / ".tributary" / "cluster" / "spark-auth.conf"
         assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+        # the executors' logs and the files the drivers ship (udfs, jars) are the user's alone
+        assert stat.S_IMODE(secret_file.parent.stat().st_mode) == 0o700
         secret = next(line.split()[1] for line in secret_file.read_text().splitlines() if "authenticate.secret" in line)
         for pid in record["pids"].values():
             assert secret.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()

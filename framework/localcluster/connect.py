@@ -24,7 +24,7 @@ from pathlib import Path
 
 from framework import cluster_auth
 from framework.localcluster.launcher import CONNECT_CLASS as SERVER_CLASS
-from framework.localcluster.launcher import log_end, said_in_log, spark_environment, stop_group
+from framework.localcluster.launcher import log_end, own_folder, said_in_log, spark_environment, stop_group
 
 
 @dataclass
@@ -61,7 +61,7 @@ def start_connect_server(
     knocking on `port` would reach whatever holds it. `java_options` go to its JVM (JDK_JAVA_OPTIONS);
     `secret`: the properties file of a local cluster's secret, for a server whose `master` is one.
     The server takes only clients with its new token, registered for this user's runs."""
-    folder.mkdir(parents=True, exist_ok=True)
+    own_folder(folder)
     env = spark_environment(java_options)
     if python_path is not None:
         env["PYTHONPATH"] = str(python_path)

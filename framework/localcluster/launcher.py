@@ -72,6 +72,14 @@ def said_in_log(log: Path, start: int, pattern: str, process: subprocess.Popen, 
         time.sleep(0.25)
 
 
+def own_folder(folder: Path) -> Path:
+    """`folder`, made and entered by this user only: the daemons' logs, the executors' logs and the
+    files drivers ship to them (udfs, jars, Connect artifacts) are written under it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    return folder
+
+
 def log_end(log: Path) -> int:
     """Where a log appended to (a daemon started again) ends now: its next lines start there."""
     return log.stat().st_size if log.exists() else 0
@@ -231,7 +239,7 @@ def start_cluster(
     ports its log says it took (said_in_log). Only drivers holding the cluster's secret may use it
     (framework.cluster_auth). `java_options` go to every JVM started with the cluster's `env`: the
     master, the workers, their executors, and a driver started with it."""
-    folder.mkdir(parents=True, exist_ok=True)
+    own_folder(folder)
     env = spark_environment(java_options)
     secret = cluster_auth.write_secret(folder / SECRET_FILE)
     cluster = StandaloneCluster("", "", env, folder, cores, memory, secret=secret)
