@@ -47,8 +47,9 @@ _SETTINGS = {
 }
 _SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
 _PID = "# master pid"
-_MASTER_CLASS = "org.apache.spark.deploy.master.Master"
-_CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: the Java classes of the daemons whose secrets are kept here (framework.localcluster starts them)
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 #: where a Connect server and PySpark's client both look for the token (besides their confs)
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
@@ -92,7 +93,7 @@ def registered(master: str) -> Path | None:
     except OSError:
         return None
     pid = first.removeprefix(_PID).strip()
-    return path if first.startswith(_PID) and pid.isdigit() and _runs(int(pid), _MASTER_CLASS) else None
+    return path if first.startswith(_PID) and pid.isdigit() and _runs(int(pid), MASTER_CLASS) else None
 
 
 def _runs(pid: int, main_class: str) -> bool:
@@ -167,9 +168,16 @@ def registered_token(port: int) -> str | None:
     except (OSError, ValueError):
         return None
     pid = head.rsplit(" ", 1)[-1]
-    if not (pid.isdigit() and _runs(int(pid), _CONNECT_CLASS)):
+    if not (pid.isdigit() and _runs(int(pid), CONNECT_CLASS)):
         return None  # a copy left by a server that is gone
     return token.strip() or None
+
+
+def connect_address(remote: str) -> tuple[str, int]:
+    """The host and port a Spark Connect URL (sc://host:port/;params) names, with PySpark's
+    defaults (localhost, 15002). Raises ValueError for a port that is no number."""
+    parts = urlsplit(remote.partition(";")[0].replace("sc://", "http://", 1))
+    return parts.hostname or "localhost", parts.port or 15002
 
 
 def connect_url(remote: str) -> str:
@@ -178,10 +186,9 @@ def connect_url(remote: str) -> str:
     token for this machine (its own, the registered one, or $SPARK_CONNECT_AUTHENTICATE_TOKEN) is
     dialled as `localhost`, the only host PySpark's client sends a token to without TLS. Any other
     URL is left as it is."""
-    address, _, params = remote.partition(";")
+    params = remote.partition(";")[2]
     try:
-        parts = urlsplit(address.replace("sc://", "http://", 1))
-        host, port = parts.hostname, parts.port or 15002
+        host, port = connect_address(remote)
     except ValueError:
         return remote  # malformed: PySpark's own check says how
     if host not in _LOOPBACK or "use_ssl=true" in params.lower():

@@ -10,7 +10,6 @@ import tempfile
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from framework import cluster_auth, jvm
 from framework.errors import BadInput, Problem
@@ -144,8 +143,7 @@ def check_connect_server(profile: Profile, timeout_s: float = 10.0) -> None:
         raise BadInput(
             Problem(f"spark.remote of profile '{profile.name}' is no Spark Connect URL: {e}", hint="write it as sc://host:port")
         ) from None
-    address = urlsplit(url.split(";", 1)[0].replace("sc://", "http://", 1))
-    host, port = address.hostname or "localhost", address.port or 15002
+    host, port = cluster_auth.connect_address(url)
     try:
         with socket.create_connection((host, port), timeout=timeout_s):
             pass

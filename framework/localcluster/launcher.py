@@ -28,9 +28,9 @@ from framework import cluster_auth
 
 #: The Java classes of the processes a local cluster runs (a pid is only ever stopped if its
 #: command line names one of them: a recorded pid may have been reused by then)
-MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+MASTER_CLASS = cluster_auth.MASTER_CLASS
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
-CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+CONNECT_CLASS = cluster_auth.CONNECT_CLASS
 #: the cluster's secret, in its folder (framework.cluster_auth)
 SECRET_FILE = "spark-auth.conf"
 
