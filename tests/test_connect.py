@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -339,3 +340,103 @@ def test_a_run_without_the_servers_token_is_told_so(connect_project, connect_ser
     assert done.returncode == 2, text
     assert f"the Spark Connect server at {url} (profile 'connect', spark.remote) takes only clients with its token" in text
     assert "Traceback" not in text
+
+
+class FreezableProxy:
+    """A TCP relay on 127.0.0.1 in front of a Spark Connect server that can stop relaying, as a
+    server does that stopped answering (a frozen or stuck process, a network dropping its packets),
+    without touching the suite's server."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen()
+        self.port = self.listener.getsockname()[1]
+        self.running = threading.Event()  # set: relaying; clear: frozen
+        self.running.set()
+        self.closed = False
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client = self.listener.accept()[0]
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            self.sockets += [client, server]
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._relay, args=(source, sink), daemon=True).start()
+
+    def _relay(self, source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.running.wait()
+                data = source.recv(65536)
+                if not data:
+                    break
+                self.running.wait()  # frozen while it read: held, like a stuck server's input
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def freeze(self) -> None:
+        self.running.clear()
+
+    def close(self) -> None:
+        self.closed = True
+        self.running.set()
+        for s in [self.listener, *self.sockets]:
+            with contextlib.suppress(OSError):
+                s.close()
+
+
+@pytest.mark.connect
+@pytest.mark.spark
+def test_ctrl_c_stops_a_run_whose_spark_connect_server_stopped_answering(connect_project, connect_server):
+    """PySpark answers the first Ctrl-C by asking the server to interrupt the operation, and that
+    call waits inside gRPC's C code, where Python runs no signal handler: every later Ctrl-C was
+    lost and the run hung. Now the user is told to press Ctrl-C again, which stops the run at once
+    (exit 130), before any output was committed."""
+    proxy = FreezableProxy(connect_server.port)
+    url = f"sc://localhost:{proxy.port}/;token={connect_server.token}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0", "SPARK_REMOTE": url}
+    command = [sys.executable, "-m", "framework", "run", "service_calls", "--profile", "connect", "--no-engine"]
+    process = subprocess.Popen(
+        command, cwd=connect_project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True).start()  # type: ignore[union-attr]
+
+    def until(text: str, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and process.poll() is None:
+            if any(text in line for line in lines):
+                return True
+            time.sleep(0.1)
+        return any(text in line for line in lines)
+
+    try:
+        assert until("computing", 180), "".join(lines)[-3000:]
+        proxy.freeze()
+        time.sleep(1)
+        process.send_signal(signal.SIGINT)
+        assert until("press Ctrl-C again to stop at once", 30), "".join(lines)[-3000:]
+        process.send_signal(signal.SIGINT)
+        try:
+            code = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the run still waited for the server 30 s after the second Ctrl-C:\n" + "".join(lines)[-3000:])
+        text = " ".join("".join(lines).split())
+        assert code == 130, text
+        assert "interrupted: stopped without waiting for Spark" in text
+        assert "Traceback" not in text
+        for output in ("service_stats", "daily_head_stats"):
+            assert not (connect_project / "warehouse" / output / "_delta_log").exists()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        proxy.close()

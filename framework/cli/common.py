@@ -180,11 +180,19 @@ def guard(debug: bool, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def guard_spark(debug: bool, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """`guard` for a command that may start Spark in this process: the session it started ends with it."""
-    try:
-        return guard(debug, fn, *args, **kwargs)
-    finally:
-        stop_spark()
+    """`guard` for a command that may start Spark in this process: the session it started ends with
+    it, and a second Ctrl-C stops it at once when Spark does not answer the first
+    (framework.cli.interrupts)."""
+    from framework.cli.interrupts import second_interrupt_stops_at_once
+
+    def say(line: str) -> None:
+        term.err.print(shown(line), markup=False, soft_wrap=True)
+
+    with second_interrupt_stops_at_once(say):
+        try:
+            return guard(debug, fn, *args, **kwargs)
+        finally:
+            stop_spark()
 
 
 def stop_spark() -> None:
