@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
 
 import pytest
@@ -307,3 +310,59 @@ def test_a_project_in_a_folder_named_with_a_space_runs(project, tmp_path):
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert sum(r["calls"] for r in delta_rows(spaced / "warehouse" / "service_stats")) > 0
+
+
+NAPPING = """\
+name: napping
+sources:
+  calls:
+    format: json
+    path: incoming
+    schema: head_service STRING, response_ms INT
+steps:
+  napped:
+    sql: |
+      select head_service, response_ms, reflect('java.lang.Thread', 'sleep', cast(4000 as bigint)) as napped
+      from {{ source('calls') }}
+outputs:
+  napped: {mode: overwrite}
+"""
+
+
+def test_ctrl_c_stops_a_run_without_an_engine_in_one_line_without_a_traceback(project):
+    """PySpark's own Ctrl-C handler cancels the jobs by calling the JVM from inside the JVM call it
+    interrupts: py4j then printed two tracebacks (a reentrant call on its connection, and the
+    KeyboardInterrupt) above the run's own line."""
+    write(project / "pipelines/napping.yaml", NAPPING)
+    write(project / "incoming/calls.json", "".join(f'{{"head_service": "/{i}.html", "response_ms": {i}}}\n' for i in range(4)))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "TRIBUTARY_ENGINE": "0"}
+    env.pop("TRIBUTARY_PROFILE", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "framework", "run", "napping", "--no-engine"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        deadline = time.monotonic() + 180
+        while not any("computing" in line for line in lines) and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.5)  # inside the napping job
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=120)
+        reader.join(timeout=10)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    text = "".join(lines)
+    assert code == 130, text[-3000:]
+    assert "interrupted; outputs stay at their previous version" in text
+    assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
+    assert delta_version(project / "warehouse" / "napped") is None

@@ -1,9 +1,9 @@
 """Ctrl-C while a command runs Spark from this process: the first asks Spark to stop the run; a
 later one stops at once when the first could not.
 
-Why: PySpark takes the first Ctrl-C by asking Spark to cancel (the embedded session cancels its
-jobs; a Spark Connect client asks the server to interrupt the operation), and the run's cleanup
-then talks to Spark again. A Spark Connect server that stopped answering (a frozen or stuck
+Why: the first Ctrl-C asks Spark to cancel (an embedded session's jobs are cancelled,
+framework.engine.ctrl_c; PySpark's Spark Connect client asks the server to interrupt the
+operation), and the run's cleanup then talks to Spark again. A Spark Connect server that stopped answering (a frozen or stuck
 process, a network that drops its packets) keeps those calls waiting inside gRPC's C code, where
 Python never gets to run a signal handler: every further Ctrl-C was lost, and the command hung
 until it was killed.

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from framework import cluster_auth, jvm
+from framework.engine import ctrl_c
 from framework.errors import BadInput, Problem
 from framework.profiles import Profile
 
@@ -104,6 +105,7 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
     started_here = spark
     if not profile.spark.remote:
         spark.sparkContext.setLogLevel("ERROR")
+        ctrl_c.take_over_from_pyspark(spark)  # Ctrl-C cancels the jobs without two py4j tracebacks
     _log_pyspark_to(log)
     return spark
 

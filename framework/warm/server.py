@@ -55,7 +55,7 @@ from typing import IO, Any, cast
 
 import framework
 import framework.warm
-from framework.engine import leftover_tasks
+from framework.engine import ctrl_c, leftover_tasks
 from framework.profiles import Profile, SparkSettings
 from framework.warm.isolation import RunSession, catalog_objects
 from framework.warm.place import EnginePlace, java_options, source_digest
@@ -231,7 +231,7 @@ class Engine:
                 with self._lock:
                     request.done = True
                 _settle()
-                _deferred.clear()
+                ctrl_c.deferred.clear()
             died = self._jvm_gone()
         except KeyboardInterrupt:
             code = 130
@@ -280,7 +280,7 @@ class Engine:
                 with self._lock:
                     warm_up.done = True
                 _settle()
-                _deferred.clear()
+                ctrl_c.deferred.clear()
         except KeyboardInterrupt:
             pass
         except Exception as e:  # noqa: BLE001 - the engine serves whatever its warm-up met
@@ -380,8 +380,8 @@ class Engine:
             if request is None or request.done or not request.interrupted or request.raised:
                 return  # nothing to interrupt (a SIGINT sent to the engine itself is ignored)
             request.raised = True
-        if _inside_jvm_call(frame):
-            _deferred.set()  # raised by the call as it returns (_install_interrupt_point)
+        if ctrl_c.inside_jvm_call(frame):
+            ctrl_c.deferred.set()  # raised by the call as it returns (ctrl_c.install_interrupt_point)
             return
         raise KeyboardInterrupt
 
@@ -588,7 +588,7 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
             dump = class_archive.dump_command(spark._jvm, class_list, archive)
     preload.join()
     framework.warm.serving = True
-    _install_interrupt_point()
+    ctrl_c.install_interrupt_point()
     warm_up = bool(settings.get("warm_up"))  # started by `tributary engine start`
     engine = Engine(place, spark, float(settings["idle_minutes"]) * 60, run_command, spark_settings, warm_up)
     print(f"engine {place.key}: ready in {time.perf_counter() - began:.1f}s on {place.socket}", flush=True)
@@ -652,36 +652,6 @@ def _same_user(conn: socket.socket) -> bool:
         return True
     _, uid, _ = struct.unpack("3i", creds)
     return uid == os.getuid()
-
-
-#: a KeyboardInterrupt for the main thread, to raise as its JVM call returns
-_deferred = threading.Event()
-
-
-def _inside_jvm_call(frame: Any) -> bool:
-    """The main thread is sending a py4j command or waiting for its answer."""
-    while frame is not None:
-        if frame.f_code.co_name == "send_command" and str(frame.f_globals.get("__name__", "")).startswith("py4j"):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _install_interrupt_point() -> None:
-    """py4j's client returns each answer through one method; the engine's main thread gets its
-    deferred KeyboardInterrupt there, once the answer is read and the connection is free."""
-    from py4j.java_gateway import GatewayClient
-
-    send = GatewayClient.send_command
-
-    def send_command(self: Any, *args: Any, **kwargs: Any) -> Any:
-        answer = send(self, *args, **kwargs)
-        if _deferred.is_set() and threading.current_thread() is threading.main_thread():
-            _deferred.clear()
-            raise KeyboardInterrupt
-        return answer
-
-    GatewayClient.send_command = send_command  # type: ignore[method-assign]
 
 
 def _settle() -> None:
