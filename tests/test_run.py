@@ -15,6 +15,7 @@ from collections import Counter
 import pytest
 
 from tests.conftest import REPO, delta_rows, delta_version, write
+from tests.test_warm_engine import SLOW
 
 pytestmark = pytest.mark.spark
 
@@ -312,33 +313,16 @@ def test_a_project_in_a_folder_named_with_a_space_runs(project, tmp_path):
     assert sum(r["calls"] for r in delta_rows(spaced / "warehouse" / "service_stats")) > 0
 
 
-NAPPING = """\
-name: napping
-sources:
-  calls:
-    format: json
-    path: incoming
-    schema: head_service STRING, response_ms INT
-steps:
-  napped:
-    sql: |
-      select head_service, response_ms, reflect('java.lang.Thread', 'sleep', cast(4000 as bigint)) as napped
-      from {{ source('calls') }}
-outputs:
-  napped: {mode: overwrite}
-"""
-
-
 def test_ctrl_c_stops_a_run_without_an_engine_in_one_line_without_a_traceback(project):
     """PySpark's own Ctrl-C handler cancels the jobs by calling the JVM from inside the JVM call it
     interrupts: py4j then printed two tracebacks (a reentrant call on its connection, and the
     KeyboardInterrupt) above the run's own line."""
-    write(project / "pipelines/napping.yaml", NAPPING)
+    write(project / "pipelines/slow.yaml", SLOW)  # one task, 1.5 s per row
     write(project / "incoming/calls.json", "".join(f'{{"head_service": "/{i}.html", "response_ms": {i}}}\n' for i in range(4)))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "TRIBUTARY_ENGINE": "0"}
     env.pop("TRIBUTARY_PROFILE", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "framework", "run", "napping", "--no-engine"],
+        [sys.executable, "-m", "framework", "run", "slow", "--no-engine"],
         cwd=project,
         env=env,
         stdout=subprocess.PIPE,
@@ -353,7 +337,7 @@ def test_ctrl_c_stops_a_run_without_an_engine_in_one_line_without_a_traceback(pr
         deadline = time.monotonic() + 180
         while not any("computing" in line for line in lines) and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(1.5)  # inside the napping job
+        time.sleep(1.5)  # inside the napping job (6 s)
         process.send_signal(signal.SIGINT)
         code = process.wait(timeout=120)
         reader.join(timeout=10)
