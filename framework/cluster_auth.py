@@ -180,6 +180,11 @@ def connect_address(remote: str) -> tuple[str, int]:
     return parts.hostname or "localhost", parts.port or 15002
 
 
+def shown_url(remote: str) -> str:
+    """A Spark Connect URL as messages and logs show it: a token it carries is left out."""
+    return re.sub(r"(?i)(;token=)[^;]*", r"\1…", remote)
+
+
 def connect_url(remote: str) -> str:
     """The URL a client dials `remote` by. A URL that names a port of this machine where this user's
     Connect server runs gets that server's token, unless it names a token itself; a URL with a

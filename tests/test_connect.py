@@ -440,3 +440,74 @@ def test_ctrl_c_stops_a_run_whose_spark_connect_server_stopped_answering(connect
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         proxy.close()
+
+
+NAPPING_HOURLY = """\
+name: napping
+schedule:
+  cron: "0 * * * *"
+  start: 2026-11-02T08:00:00Z
+  end: 2026-11-02T09:00:00Z
+  timeout: 8s
+  retries: 0
+sources:
+  calls:
+    format: json
+    path: incoming
+    schema: head_service STRING, response_ms INT
+steps:
+  napped:
+    sql: |
+      select head_service, response_ms, reflect('java.lang.Thread', 'sleep', cast(20000 as bigint)) as napped
+      from {{ source('calls') }}
+outputs:
+  napped: {mode: overwrite}
+"""
+
+
+@pytest.mark.connect
+@pytest.mark.spark
+def test_a_scheduled_run_whose_spark_connect_server_stopped_answering_times_out(connect_project, connect_server):
+    """At its `timeout:` a scheduled run on Spark Connect is interrupted on the server. A server that
+    stopped answering answers neither the run nor the interrupt: the scheduler waited for ever, and
+    no later run came. Now the client lets go of that server, the run is logged as timed out, and
+    the scheduler goes on."""
+    from framework.schedule.history import TIMED_OUT, RunLog
+    from tests.conftest import delta_version, write
+    from tests.test_scheduler import _log
+
+    write(connect_project / "pipelines/napping.yaml", NAPPING_HOURLY)
+    (connect_project / "pipelines/calls_per_interval.yaml").unlink()  # the one example with a schedule
+    write(connect_project / "incoming/calls.json", '{"head_service": "/a.html", "response_ms": 1}\n')
+    proxy = FreezableProxy(connect_server.port)
+    url = f"sc://localhost:{proxy.port}/;token={connect_server.token}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0", "SPARK_REMOTE": url}
+    log = connect_project / "scheduler.log"
+    command = [sys.executable, "-m", "framework", "scheduler", "napping", "--profile", "connect", "--no-engine"]
+    process = subprocess.Popen(
+        command, cwd=connect_project, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while delta_version(connect_project / "warehouse/_tributary/events") is None and time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            time.sleep(0.2)
+        time.sleep(3.0)  # planning the run, or waiting for its 20 s job
+        proxy.freeze()
+        deadline = time.monotonic() + 90
+        while "nothing more to run" not in log.read_text() and time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            time.sleep(0.5)
+        assert "nothing more to run" in log.read_text(), "the scheduler still waited for the server:\n" + log.read_text()
+        [slot] = RunLog(*_log(connect_project)).slots("napping").values()
+        assert [r.outcome for r in slot.runs] == [TIMED_OUT], log.read_text()
+        assert delta_version(connect_project / "warehouse/napped") is None
+        text = " ".join(log.read_text().split())
+        assert "timed out after 8 s (timeout: in the schedule); the Spark Connect server at" in text
+        assert "answered neither the run nor its interrupt for 10 s; the run let go of it" in text
+        assert "Traceback" not in text and "Rendezvous" not in text
+        assert connect_server.token not in text  # the URL is shown without its token
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        proxy.close()

@@ -267,6 +267,10 @@ def test_a_connect_servers_token_goes_only_to_that_server_while_it_runs(tmp_path
         assert cluster_auth.connect_url("sc://localhost") == "sc://localhost:15002/;token=t0ken"  # the default port
         assert cluster_auth.connect_url("sc://[::1]:15002/;user_id=ann") == "sc://localhost:15002/;user_id=ann;token=t0ken"
         assert cluster_auth.connect_url("sc://localhost:15002/;token=mine") == "sc://localhost:15002/;token=mine"
+        # messages and logs show a URL without its token
+        assert (
+            cluster_auth.shown_url("sc://localhost:15002/;token=t0ken;user_id=ann") == "sc://localhost:15002/;token=…;user_id=ann"
+        )
         for elsewhere in ("sc://127.0.0.1:15003", "sc://spark-connect:15002", "sc://10.0.0.7:15002"):
             assert cluster_auth.connect_url(elsewhere) == elsewhere
         # a token from the environment, for a server started by hand: dialled as localhost too

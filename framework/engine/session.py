@@ -138,7 +138,7 @@ def check_connect_server(profile: Profile, timeout_s: float = 10.0) -> None:
     from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
 
     url = str(profile.spark.remote)
-    where = f"{url} (profile '{profile.name}', spark.remote)"
+    where = f"{cluster_auth.shown_url(url)} (profile '{profile.name}', spark.remote)"
     try:
         builder = DefaultChannelBuilder(cluster_auth.connect_url(url))
     except PySparkValueError as e:

@@ -7,8 +7,10 @@ profile need nothing a fresh JVM would give them (each run drops its views and c
 
 A run is abandoned at its `timeout:`, or when the scheduler is stopped (SIGTERM, Ctrl-C), by
 cancelling its Spark jobs, which run in a job group of their own (a job that starts later is
-cancelled too, every half second), and stopping its streaming queries. The run then fails at its
-next Spark action, before its commits, and every table stays as it was. A task that ignores the
+cancelled too, every half second), and stopping its streaming queries (on Spark Connect: by
+interrupting its operations on the server, and letting go of a server that does not answer:
+`Abandon`). The run then fails at its next Spark action, before its commits, and every table
+stays as it was. A task that ignores the
 interrupt (Java code such as a slow regex) would hold its core for every later run, which then
 timed out too: when one still runs a grace period after the run, the session's JVM is ended and
 the next run starts a new one (framework.engine.leftover_tasks). Its Delta commits are not
@@ -38,9 +40,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
+from framework import cluster_auth
 from framework.engine import leftover_tasks
+from framework.engine.context import quietly
 from framework.engine.events import EventLog
 from framework.engine.lock import LockBusy, RunLock, lock_file
 from framework.engine.results import RunResult, RunStatus, new_run_id
@@ -112,15 +117,26 @@ class Sessions:
 
 def _alive(spark: SparkSession, profile: Profile) -> bool:
     if profile.spark.remote:
-        return True
+        return not spark.is_stopped  # type: ignore[attr-defined]  # Abandon closed a stuck server's client
     try:
         return not spark.sparkContext._jsc.sc().isStopped()  # type: ignore[union-attr]
     except Exception:  # noqa: BLE001 - a dead JVM answers with any error
         return False
 
 
+#: on Spark Connect: how long an abandoned run gets to end once its operations were interrupted,
+#: before the client lets go of a server that does not answer
+CONNECT_ANSWER_S = 10.0
+
+
 class Abandon(AbstractContextManager["Abandon"]):
-    """Cancels a run's Spark work once its time is up or the scheduler stops (module docstring)."""
+    """Cancels a run's Spark work once its time is up or the scheduler stops (module docstring).
+
+    On Spark Connect the run's operations are interrupted on the server. A server that stopped
+    answering (a frozen process, a network dropping its packets) answers neither the run nor the
+    interrupt, and the run waited for ever inside gRPC: if the run still runs `CONNECT_ANSWER_S`
+    later, the client's connection is closed, which ends every call waiting on it, and the
+    session is replaced for the next run."""
 
     def __init__(self, spark: SparkSession, timeout_s: float | None, stopping: threading.Event):
         self.spark, self.timeout_s, self.stopping = spark, timeout_s, stopping
@@ -128,6 +144,8 @@ class Abandon(AbstractContextManager["Abandon"]):
         self.reason: str | None = None  # "timeout" | "stop"
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="tributary-abandon", daemon=True)
+        self._interrupted_at: float | None = None  # Spark Connect: when the interrupt was sent
+        self.let_go = False  # Spark Connect: the server did not answer the interrupt; its client was closed
 
     def __enter__(self) -> Abandon:
         with suppress(Exception):  # Spark Connect has no SparkContext here: _cancel interrupts all instead
@@ -155,13 +173,27 @@ class Abandon(AbstractContextManager["Abandon"]):
 
     def _cancel(self) -> None:
         try:
-            self.spark.sparkContext.cancelJobGroup(self.group)
-        except Exception:  # noqa: BLE001 - Spark Connect
-            with suppress(Exception):
-                self.spark.interruptAll()
+            context = self.spark.sparkContext
+        except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext in this process
+            self._cancel_on_connect()
+            return
+        with suppress(Exception):  # a JVM that died has nothing left to cancel
+            context.cancelJobGroup(self.group)
         with suppress(Exception):  # a query may stop by itself meanwhile
             for query in self.spark.streams.active:
                 query.stop()
+
+    def _cancel_on_connect(self) -> None:
+        """Interrupt the session's operations (from a thread of its own: a call to a server that
+        does not answer never returns); close the client if the run outlives the answer's time.
+        Streams do not run on Spark Connect."""
+        if self._interrupted_at is None:
+            self._interrupted_at = time.monotonic()
+            interrupt = partial(quietly, self.spark.interruptAll)
+            threading.Thread(target=interrupt, name="tributary-interrupt", daemon=True).start()
+        elif time.monotonic() - self._interrupted_at >= CONNECT_ANSWER_S and not self.let_go:
+            self.let_go = True
+            quietly(self.spark.client.close)  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -265,6 +297,11 @@ class Attempts:
                     done.result, done.exit_code, done.error = e.result, e.exit_code, one_line(e)
                     done.run_id = e.result.run_id if e.result is not None else None
                     done.outcome = INVALID if isinstance(e, BadInput) else FAILED
+            if watch.let_go:  # what the run failed with is the closed connection's gRPC text
+                done.error = (
+                    f"the Spark Connect server at {cluster_auth.shown_url(str(self.profile.spark.remote))} answered neither the run nor its interrupt "
+                    f"for {CONNECT_ANSWER_S:g} s; the run let go of it"
+                )
             reason = watch.reason or ("stop" if self.stopping.is_set() else None)  # a run may fail before the watch looks
             if reason is None and schedule.timeout is not None and time.perf_counter() - began >= schedule.timeout:
                 reason = "timeout"
