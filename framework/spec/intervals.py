@@ -26,10 +26,12 @@ time: each starts where the one before it ended, whatever the clocks did.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from itertools import pairwise
+from functools import partial
+from itertools import pairwise, takewhile
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from framework.errors import BadInput, Problem
@@ -57,6 +59,8 @@ MAX_CATCH_UP = 10_000
 #: the instants a schedule, an interval or a backfill range may name (see the module's docstring)
 EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+#: longer than any hour the clocks repeat when they go back (one hour; Lord Howe's is half an hour)
+_FOLD = timedelta(hours=3)
 
 
 def zone(name: str) -> ZoneInfo:
@@ -206,10 +210,7 @@ class Cron:
 
     def last_fire(self, at: datetime) -> datetime:
         """The latest fire at or before `at` (UTC)."""
-        for fire in self._fires(at + timedelta(minutes=1), reverse=True):
-            if fire <= at:
-                return fire
-        raise AssertionError("a cron fires in the past")  # pragma: no cover - CronSim iterates forever
+        return next(self._fires_back(at))
 
     def interval_ending(self, fire: datetime) -> Interval:
         """The interval a fire closes: from the fire before it to it."""
@@ -236,11 +237,27 @@ class Cron:
             yield Interval(earlier, later, self.timezone)
 
     def _fires_back(self, at: datetime) -> Iterator[datetime]:
-        for fire in self._fires(at + timedelta(minutes=1), reverse=True):
-            if fire <= at:
+        """The fires at or before `at`, newest first: the fires forward iteration makes, read back
+        a few hours at a time. CronSim's reverse iteration misses or moves a fire in an hour the
+        clocks repeat (on 1 November 2026 in New York, '15 1 * * *' at 01:15 EDT, the fire forward
+        iteration makes), so it only says where each stretch starts: a fire at least `_FOLD`
+        earlier, from which forward iteration makes the stretch's fires."""
+        upper = at
+        while True:
+            start = self._reverse_fire(upper - _FOLD)
+            stretch = list(takewhile(partial(operator.ge, upper), self._fires(start - timedelta(microseconds=1))))
+            for fire in reversed(stretch):
                 yield fire
                 if fire < EARLIEST:
                     return
+            upper = start - timedelta(microseconds=1)
+
+    def _reverse_fire(self, at: datetime) -> datetime:
+        """A fire at or before `at` by CronSim's reverse iteration (see `_fires_back`)."""
+        for fire in self._fires(at + timedelta(minutes=1), reverse=True):
+            if fire <= at:
+                return fire
+        raise AssertionError("a cron fires in the past")  # pragma: no cover - CronSim iterates forever
 
     def count(self, begin: datetime, end: datetime, up_to: int) -> Count:
         """How many intervals lie within [begin, end]: exact up to `up_to`, past it an estimate
