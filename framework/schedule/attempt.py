@@ -144,7 +144,8 @@ class Abandon(AbstractContextManager["Abandon"]):
         self.reason: str | None = None  # "timeout" | "stop"
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="tributary-abandon", daemon=True)
-        self._interrupted_at: float | None = None  # Spark Connect: when the interrupt was sent
+        self._interrupting: threading.Thread | None = None  # Spark Connect: the interrupt under way
+        self._interrupted_at = 0.0  # ... and when it was sent
         self.let_go = False  # Spark Connect: the server did not answer the interrupt; its client was closed
 
     def __enter__(self) -> Abandon:
@@ -184,13 +185,15 @@ class Abandon(AbstractContextManager["Abandon"]):
                 query.stop()
 
     def _cancel_on_connect(self) -> None:
-        """Interrupt the session's operations (from a thread of its own: a call to a server that
-        does not answer never returns); close the client if the run outlives the answer's time.
-        Streams do not run on Spark Connect."""
-        if self._interrupted_at is None:
+        """Interrupt the session's operations, again every half second as the server answers (an
+        operation may start later), each time from a thread of its own (a call to a server that
+        does not answer never returns); close the client when an interrupt goes unanswered for
+        `CONNECT_ANSWER_S`. Streams do not run on Spark Connect."""
+        if self._interrupting is None or not self._interrupting.is_alive():  # the server answered the last one
             self._interrupted_at = time.monotonic()
             interrupt = partial(quietly, self.spark.interruptAll)
-            threading.Thread(target=interrupt, name="tributary-interrupt", daemon=True).start()
+            self._interrupting = threading.Thread(target=interrupt, name="tributary-interrupt", daemon=True)
+            self._interrupting.start()
         elif time.monotonic() - self._interrupted_at >= CONNECT_ANSWER_S and not self.let_go:
             self.let_go = True
             quietly(self.spark.client.close)  # type: ignore[attr-defined]
@@ -299,8 +302,8 @@ class Attempts:
                     done.outcome = INVALID if isinstance(e, BadInput) else FAILED
             if watch.let_go:  # what the run failed with is the closed connection's gRPC text
                 done.error = (
-                    f"the Spark Connect server at {cluster_auth.shown_url(str(self.profile.spark.remote))} answered neither the run nor its interrupt "
-                    f"for {CONNECT_ANSWER_S:g} s; the run let go of it"
+                    f"the Spark Connect server at {cluster_auth.shown_url(str(self.profile.spark.remote))} answered "
+                    f"neither the run nor its interrupt for {CONNECT_ANSWER_S:g} s; the run let go of it"
                 )
             reason = watch.reason or ("stop" if self.stopping.is_set() else None)  # a run may fail before the watch looks
             if reason is None and schedule.timeout is not None and time.perf_counter() - began >= schedule.timeout:
