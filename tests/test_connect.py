@@ -33,6 +33,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import REPO, empty_generated_folders
 from tests.test_cluster import _tables
+from tests.test_warm_engine import SLOW
 
 #: The batch examples compared, each run once on each side
 PIPELINES = [
@@ -442,27 +443,11 @@ def test_ctrl_c_stops_a_run_whose_spark_connect_server_stopped_answering(connect
         proxy.close()
 
 
-NAPPING_HOURLY = """\
-name: napping
-schedule:
-  cron: "0 * * * *"
-  start: 2026-11-02T08:00:00Z
-  end: 2026-11-02T09:00:00Z
-  timeout: 8s
-  retries: 0
-sources:
-  calls:
-    format: json
-    path: incoming
-    schema: head_service STRING, response_ms INT
-steps:
-  napped:
-    sql: |
-      select head_service, response_ms, reflect('java.lang.Thread', 'sleep', cast(20000 as bigint)) as napped
-      from {{ source('calls') }}
-outputs:
-  napped: {mode: overwrite}
-"""
+#: the warm engine tests' slow pipeline, scheduled hourly for one interval, with a 20 s job
+NAPPING_HOURLY = SLOW.replace(
+    "name: slow\n",
+    'name: napping\nschedule: {cron: "0 * * * *", start: 2026-11-02T08:00:00Z, end: 2026-11-02T09:00:00Z, timeout: 8s, retries: 0}\n',
+).replace("cast(1500 as bigint)", "cast(20000 as bigint)")
 
 
 @pytest.mark.connect
