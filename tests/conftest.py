@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from framework.engine.jit import FIRST_TIER_ONLY
+
 REPO = Path(__file__).resolve().parents[1]
 # Tests run Spark in the test session (or in their own `tributary run` processes, which they may
 # kill): never through a warm engine, unless a test asks for one (tests/test_warm_engine.py).
@@ -22,7 +24,7 @@ os.environ["TRIBUTARY_ENGINE"] = "0"
 #: gives back, with up to six JVMs on two cores. tests/test_cluster.py took 195 s instead of 285 s,
 #: tests/test_connect.py 63 s instead of 72 s (2026-11-28). The tests' own session keeps both tiers:
 #: it runs the whole suite, and the first tier alone made the suite slower (CONTRIBUTING.md).
-SHORT_LIVED_JIT = "-XX:TieredStopAtLevel=1"
+SHORT_LIVED_JIT = FIRST_TIER_ONLY
 
 
 @pytest.fixture(scope="session")

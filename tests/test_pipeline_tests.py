@@ -7,6 +7,10 @@ with a readable difference (exit 1); a malformed test is bad input at its line (
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -187,7 +191,26 @@ def test_a_jvm_started_for_the_tests_maps_the_class_archive_and_compiles_at_the_
     code, _, err = cli("test", "service_calls", "--select", "both_streams_are_stacked", "--no-engine")
     assert code == 0, err
     assert asked == [f"-XX:SharedArchiveFile={archive} {class_archive._QUIET} {TEST_JAVA_OPTIONS}"]
-    assert TEST_JAVA_OPTIONS == "-XX:TieredStopAtLevel=1"
+    assert TEST_JAVA_OPTIONS.startswith("-XX:TieredStopAtLevel=1")
+
+
+def test_a_jvm_on_the_first_jit_tier_keeps_the_code_cache_both_tiers_have():
+    """On the first tier only, HotSpot reserves a 48 MB code cache, which Spark's generated code
+    fills in a JVM that lives a while: the suite's Spark Connect server died of it ("Out of space in
+    CodeCache for adapters"). The warm engine, `tributary test` and the suite's daemons all start
+    their JVMs with these options (framework.engine.jit)."""
+    from framework.engine.jit import FIRST_TIER_ONLY
+    from framework.testing.run import TEST_JAVA_OPTIONS
+    from framework.warm.place import DEFAULT_JAVA_OPTIONS
+
+    assert TEST_JAVA_OPTIONS == DEFAULT_JAVA_OPTIONS == FIRST_TIER_ONLY
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    assert java is not None
+    flags = subprocess.run([java, *FIRST_TIER_ONLY.split(), "-XX:+PrintFlagsFinal", "-version"], capture_output=True, text=True)
+    found = re.search(r"\bReservedCodeCacheSize\s*=\s*(\d+)", flags.stdout)
+    assert found is not None, flags.stdout[-2000:] + flags.stderr[-2000:]
+    assert int(found.group(1)) >= 240 * 1024 * 1024
 
 
 def test_tests_run_two_at_a_time_each_on_a_session_of_its_own(cli, project: Path, spark, monkeypatch):

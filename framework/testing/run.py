@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from framework.compiler import CompiledPipeline
+from framework.engine.jit import FIRST_TIER_ONLY
 from framework.errors import BadInput, Problem
 from framework.project_context import ProjectContext
 from framework.testing.suite import DeclaredTest, check_test, declared_tests
@@ -54,7 +55,7 @@ TEST_WORKERS = 2
 #: one process with the class archive: 33.5 s from the start of the JVM to the end of the tests,
 #: against 44.7 s with both tiers (and 55.7 s without the archive). Results do not change: it is
 #: the same code, compiled less.
-TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+TEST_JAVA_OPTIONS = FIRST_TIER_ONLY  # with a code cache that does not fill (framework.engine.jit)
 
 
 @dataclass(frozen=True)

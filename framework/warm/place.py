@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import framework
+from framework.engine.jit import FIRST_TIER_ONLY
 from framework.private_folder import NotPrivate, private_folder
 from framework.profiles import Profile
 
@@ -48,7 +49,7 @@ SESSION_ENVIRONMENT = (
 #: reruns 2.2-3.0 s instead of 2.9-6.3 s; the price is on long runs: the SWA example on 171k
 #: tuples reran in 31-34 s instead of 27-28 s. The edit-run loop is short runs;
 #: TRIBUTARY_ENGINE_JAVA_OPTIONS replaces this ("" for the full JIT).
-DEFAULT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+DEFAULT_JAVA_OPTIONS = FIRST_TIER_ONLY  # with a code cache that does not fill (framework.engine.jit)
 DEFAULT_IDLE_MINUTES = 15.0
 #: a Unix socket's path is limited to 108 bytes on Linux
 _SOCKET_PATH_LIMIT = 100
