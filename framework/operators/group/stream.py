@@ -28,6 +28,7 @@ from framework.io.checkpoint_audit import late_records
 from framework.io.locations import join
 from framework.io.stream_sink import WrittenRows
 from framework.io.task_parquet import Folder, write_folders
+from framework.operators.batch_values import OLD_MARK, with_batch_values
 from framework.operators.columns import field_of
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
 from framework.operators.group.batch import group_runner, keyed, run_groups
@@ -70,7 +71,9 @@ class GroupStream(PerBatchOperator):
         rows = keyed(batch.withColumn(REASON, rejection_reason(spec)), spec)  # type: ignore[arg-type]
         is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
-        is_late = is_good & (F.col(MICROS) < F.lit(old_mark)) if old_mark is not None else F.lit(False)
+        if old_mark is not None:  # a column, not a literal: the stage's generated code stays the same
+            rows = with_batch_values(rows, {OLD_MARK: old_mark})
+        is_late = is_good & (F.col(MICROS) < F.col(OLD_MARK)) if old_mark is not None else F.lit(False)
         newest = rows.agg(
             F.max(MICROS).alias("newest"), F.count_if(~is_good).alias("rejected"), F.count_if(is_late).alias("late")
         )
@@ -79,7 +82,7 @@ class GroupStream(PerBatchOperator):
         seen = max((m for m in (meta.get("max"), figures["newest"]) if m is not None), default=None)
         mark = seen - round(self.delay * 1_000_000) if seen is not None else None
 
-        new = rows.where(is_good & ~is_late).drop(REASON)
+        new = rows.where(is_good & ~is_late).drop(REASON, OLD_MARK)
         events = new.drop(ROLE).schema
         spark = batch.sparkSession
         held = self._table(spark, folder, HELD_TABLE, events).withColumn(ROLE, F.lit(1).cast("tinyint"))
@@ -92,7 +95,7 @@ class GroupStream(PerBatchOperator):
         side = {}
         quarantined = []
         if figures["rejected"]:
-            quarantined.append(quarantine_shape(rows.where(~is_good), self.step))
+            quarantined.append(quarantine_shape(rows.where(~is_good).drop(OLD_MARK), self.step))
         if written[QUARANTINE_TABLE]:
             given_up = spark.read.parquet(join(current, QUARANTINE_TABLE))
             quarantined.append(quarantine_shape(given_up, self.step))
@@ -102,7 +105,7 @@ class GroupStream(PerBatchOperator):
                 shaped = shaped.unionByName(more)
             side[QUARANTINE] = quarantine_records(shaped, self.run_id, self.pipeline)
         if figures["late"]:
-            side[LATE] = self._late(rows.where(is_late).drop(REASON), old_mark)  # type: ignore[arg-type]
+            side[LATE] = self._late(rows.where(is_late).drop(REASON, OLD_MARK), old_mark)  # type: ignore[arg-type]
         state.complete(batch_id, {"max": seen, "mark": mark})
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], written[HELD_TABLE])
         self.figures["keys_with_state_peak"] = max(self.figures["keys_with_state_peak"], written[STATES_TABLE])

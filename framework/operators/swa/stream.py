@@ -55,6 +55,7 @@ from framework.io.staging import filesystem
 from framework.io.stream_sink import WrittenRows
 from framework.io.task_parquet import Folder, write_counted
 from framework.observations import has_run
+from framework.operators.batch_values import MARK, OLD_MARK, with_batch_values
 from framework.operators.columns import field_of, quoted
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
 from framework.operators.keyed_windows import (
@@ -119,7 +120,9 @@ class SwaStream(PerBatchOperator):
         rows = with_micros(batch.withColumn(REASON, rejection_reason(swa)), swa)
         is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
-        is_late = is_good & (F.col(MICROS) < F.lit(old_mark)) if old_mark is not None else F.lit(False)
+        if old_mark is not None:  # a column, not a literal: the stage's generated code stays the same
+            rows = with_batch_values(rows, {OLD_MARK: old_mark})
+        is_late = is_good & (F.col(MICROS) < F.col(OLD_MARK)) if old_mark is not None else F.lit(False)
         seen = max((m for m in (meta.get("max"), self._newest(rows, batch_id)) if m is not None), default=None)
         mark = seen - round(self.delay * 1_000_000) if seen is not None else None
 
@@ -127,7 +130,7 @@ class SwaStream(PerBatchOperator):
         counts = (F.count_if(~is_good).alias("rejected"), F.count_if(is_late).alias("late"))
         turned_away = Observation()
         counted = rows.observe(turned_away, *counts)
-        good = used_columns(counted.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
+        good = used_columns(counted.where(is_good & ~is_late).drop(REASON, OLD_MARK), swa)  # what the state must keep
         work = self._held(state, batch.sparkSession, folder, good.schema).unionByName(good)
         work = with_sizes(work, swa, self.sizes)  # size: auto: the run's sizes, never kept in the state
         # one job writes both the output's rows and the state; a replay of this batch writes them
@@ -139,9 +142,9 @@ class SwaStream(PerBatchOperator):
         turned = _observed(turned_away) or _one_row(rows.agg(*counts))
         side = {}
         if turned["rejected"]:
-            side[QUARANTINE] = self._quarantined(rows.where(~is_good))
+            side[QUARANTINE] = self._quarantined(rows.where(~is_good).drop(OLD_MARK))
         if turned["late"]:  # late: older than the previous batch's mark, so there was one
-            side[LATE] = self._late(rows.where(is_late).drop(REASON), old_mark)  # type: ignore[arg-type]
+            side[LATE] = self._late(rows.where(is_late).drop(REASON, OLD_MARK), old_mark)  # type: ignore[arg-type]
         state.complete(batch_id, {"max": seen, "mark": mark})
         keys = [field_of(good, c).name for c in swa.key_columns()]
         # learned sizes count keys holding tuples, which the tasks cannot sum: read back
@@ -169,12 +172,13 @@ class SwaStream(PerBatchOperator):
         swa = self.spec.swa
         timeout, size = timeout_column(swa), size_column(swa)  # a key's tuples share theirs
         count = F.count(F.lit(1))
+        kept = [quoted(c) for c in tuples.columns if c not in (SIZE_COLUMN, TIMEOUT_COLUMN)]
         if mark is None:
             final, may_stay = F.lit(False), F.lit(True)
-        else:
-            final = (F.min(START) + F.max(timeout) < F.lit(mark)) | ((count >= F.max(size)) & (F.max(MICROS) < F.lit(mark)))
-            may_stay = F.col(START) + timeout >= F.lit(mark)
-        kept = [quoted(c) for c in tuples.columns if c not in (SIZE_COLUMN, TIMEOUT_COLUMN)]
+        else:  # the mark as a column (framework.operators.batch_values)
+            tuples, at = with_batch_values(tuples, {MARK: mark}), F.col(MARK)
+            final = (F.min(START) + F.max(timeout) < F.max(at)) | ((count >= F.max(size)) & (F.max(MICROS) < F.max(at)))
+            may_stay = F.col(START) + timeout >= at
         held = F.collect_list(F.when(may_stay, F.struct(*kept)))  # nulls are left out
         closed = F.when(count >= F.max(size), F.lit(COUNT)).otherwise(F.lit(TIMEOUT))
         assigned = assign_windows(tuples, swa, last=False)

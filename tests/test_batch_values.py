@@ -1,0 +1,85 @@
+"""A stream's later micro-batches reuse the code Spark generated for the earlier ones: SWA and
+group steps read their watermarks as columns, not literals (framework.operators.batch_values).
+
+Not yet tumbling windows and count-window joins on streams: each micro-batch numbers its rows
+in time buckets whose bounds are literals of its own (framework.operators.ordering), so their
+batches still compile code of their own."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import delta_rows, write
+
+SCHEMA = "page STRING, client STRING, ts TIMESTAMP, ms INT"
+SOURCE = f"""
+sources:
+  calls: {{format: json, path: data/calls, schema: "{SCHEMA}", event_time: ts, watermark: 5s, max_files_per_trigger: 1}}
+"""
+STEPS = {
+    "swa": "swa: {input: calls, key: head+client, columns: {head: page, client: client}, size: 3, timeout: 20s, "
+    "event_time: ts, aggregates: {total_ms: sum(ms)}}",
+    "group": "group: {inputs: [calls], key: [page], event_time: ts, close: {count: 3, timeout: 20s}, function: summary}",
+}
+UDFS = """
+from framework.functions import group_function
+
+@group_function(returns="n bigint, total bigint")
+def summary(events, state, args):
+    return {"n": len(events), "total": int(events["ms"].sum())}
+"""
+BASE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+BATCHES = 6
+
+
+def _land(project: Path) -> None:
+    """BATCHES files a minute of event time apart, one micro-batch each: every batch moves the
+    watermark on, and no row is late or without a key."""
+    for i in range(BATCHES):
+        rows = [
+            {
+                "page": f"p{k % 3}",
+                "client": f"c{k % 2}",
+                "ts": (BASE + datetime.timedelta(seconds=60 * i + k)).isoformat(),
+                "ms": k,
+            }
+            for k in range(12)
+        ]
+        path = write(project / "data" / "calls" / f"part-{i:02d}.json", "".join(json.dumps(r) + "\n" for r in rows))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+@pytest.mark.parametrize("kind", sorted(STEPS))
+def test_later_micro_batches_compile_no_new_code(spark, cli, project, monkeypatch, kind):
+    """Each micro-batch has a new watermark. Were it a literal in the generated code, every batch
+    would compile its stages' classes again (Janino) and run them interpreted until the JIT caught
+    up; as data, the third batch on compiles nothing (the first has no previous watermark, the
+    second is the first with one)."""
+    from framework.io.stream_sink import ExactlyOnceDeltaSink
+
+    write(project / "udfs" / "summary.py", UDFS)
+    write(
+        project / "pipelines" / "marks.yaml",
+        f"name: marks\nmode: streaming\n{SOURCE}steps:\n  out:\n    {STEPS[kind]}\noutputs:\n  out: {{mode: append}}\n",
+    )
+    _land(project)
+    compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    per_batch: list[int] = []
+    commit = ExactlyOnceDeltaSink.__call__
+
+    def counted(sink: ExactlyOnceDeltaSink, batch, batch_id: int) -> None:  # a DataFrame
+        before = compiled.getCount()
+        commit(sink, batch, batch_id)
+        per_batch.append(compiled.getCount() - before)
+
+    monkeypatch.setattr(ExactlyOnceDeltaSink, "__call__", counted)
+    code, out, err = cli("run", "marks")
+    assert code == 0, out + err
+    assert delta_rows(project / "warehouse" / "out")  # the batches emitted rows
+    assert len(per_batch) == BATCHES
+    assert per_batch[2:] == [0] * (BATCHES - 2), per_batch
