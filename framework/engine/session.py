@@ -24,6 +24,8 @@ _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 #: The session this process started (the CLI stops it at exit; a session someone else made is left alone).
 started_here: SparkSession | None = None
 
+CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries"  # a server's own: the Connect servers Tributary starts set it too
+
 #: Settings every session gets unless the profile overrides them.
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -45,6 +47,12 @@ DEFAULT_CONF: dict[str, str] = {
     # heap; Spark's 1 GB default ran out on the contact-join benchmark (300k people, one
     # micro-batch) once time joins carried a bucket. Set only when Spark starts the JVM here.
     "spark.driver.memory": "2g",
+    # Spark keeps 100 compiled classes of generated code by default. One micro-batch of a stream
+    # with a count-window join runs more than 100 (its jobs number, checkpoint, cache and join the
+    # rows), so the cache evicted each class before the next micro-batch needed it again, and every
+    # micro-batch compiled ~110 classes anew (36 with room for them). A process running several
+    # pipelines (the warm engine, a scheduler, the tests) meets the same.
+    CODEGEN_CACHE: "1000",
 }
 
 #: Settings no profile can override, set on every session Tributary starts or is given (guard):
@@ -53,7 +61,7 @@ DEFAULT_CONF: dict[str, str] = {
 GUARDS: dict[str, str] = {"spark.sql.variable.substitute": "false"}
 
 #: Settings a Spark Connect server fixes when it starts: a client's session cannot change them
-_SERVER_CONF = ("spark.driver.", "spark.ui.", "spark.python.sql.dataFrameDebugging.enabled")
+_SERVER_CONF = ("spark.driver.", "spark.ui.", "spark.python.sql.dataFrameDebugging.enabled", "spark.sql.codegen.cache.")
 
 #: PySpark's own loggers that print an error's query context to stderr as JSON
 _PYSPARK_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from framework import cluster_auth
+from framework.engine.session import CODEGEN_CACHE, DEFAULT_CONF
 from framework.localcluster.launcher import CONNECT_CLASS as SERVER_CLASS
 from framework.localcluster.launcher import log_end, own_folder, said_in_log, spark_environment, stop_group
 
@@ -74,6 +75,7 @@ def start_connect_server(
         "--master", master or f"local[{cores}]", "--name", "tributary-connect",
         "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", f"spark.connect.grpc.binding.port={port or 0}",
         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+        "--conf", f"{CODEGEN_CACHE}={DEFAULT_CONF[CODEGEN_CACHE]}",
         *(["--properties-file", str(secret)] if secret is not None else []),
     ]  # fmt: skip
     log = folder / "connect-server.log"
