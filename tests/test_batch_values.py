@@ -3,9 +3,9 @@ group steps read their watermarks as columns, not literals (framework.operators.
 and the session keeps enough compiled classes for a micro-batch that runs many
 (framework.engine.session).
 
-Not yet tumbling windows and count-window joins on streams: each micro-batch numbers its rows
-in time buckets whose bounds are literals of its own (framework.operators.ordering), so their
-batches still compile code of their own."""
+Not tumbling windows and count-window joins on streams: their micro-batches run many small
+queries, and a broadcast per query costs them more than compiling does (measured: the
+docstring of framework.operators.batch_values), so their batches still compile code of their own."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from framework.io.checkpoint_audit import late_records
 from framework.io.locations import join
 from framework.io.stream_sink import WrittenRows
 from framework.io.task_parquet import Folder, write_folders
-from framework.operators.batch_values import OLD_MARK, with_batch_values
+from framework.operators.batch_values import OLD_MARK, older_than_old_mark
 from framework.operators.columns import field_of
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
 from framework.operators.group.batch import group_runner, keyed, run_groups
@@ -71,9 +71,8 @@ class GroupStream(PerBatchOperator):
         rows = keyed(batch.withColumn(REASON, rejection_reason(spec)), spec)  # type: ignore[arg-type]
         is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
-        if old_mark is not None:  # a column, not a literal: the stage's generated code stays the same
-            rows = with_batch_values(rows, {OLD_MARK: old_mark})
-        is_late = is_good & (F.col(MICROS) < F.col(OLD_MARK)) if old_mark is not None else F.lit(False)
+        rows, older = older_than_old_mark(rows, old_mark, MICROS)  # a column, not a literal (batch_values)
+        is_late = is_good & older
         newest = rows.agg(
             F.max(MICROS).alias("newest"), F.count_if(~is_good).alias("rejected"), F.count_if(is_late).alias("late")
         )

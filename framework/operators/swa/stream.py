@@ -55,7 +55,7 @@ from framework.io.staging import filesystem
 from framework.io.stream_sink import WrittenRows
 from framework.io.task_parquet import Folder, write_counted
 from framework.observations import has_run
-from framework.operators.batch_values import MARK, OLD_MARK, with_batch_values
+from framework.operators.batch_values import MARK, OLD_MARK, older_than_old_mark, with_batch_values
 from framework.operators.columns import field_of, quoted
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
 from framework.operators.keyed_windows import (
@@ -120,9 +120,8 @@ class SwaStream(PerBatchOperator):
         rows = with_micros(batch.withColumn(REASON, rejection_reason(swa)), swa)
         is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
-        if old_mark is not None:  # a column, not a literal: the stage's generated code stays the same
-            rows = with_batch_values(rows, {OLD_MARK: old_mark})
-        is_late = is_good & (F.col(MICROS) < F.col(OLD_MARK)) if old_mark is not None else F.lit(False)
+        rows, older = older_than_old_mark(rows, old_mark, MICROS)  # a column, not a literal (batch_values)
+        is_late = is_good & older
         seen = max((m for m in (meta.get("max"), self._newest(rows, batch_id)) if m is not None), default=None)
         mark = seen - round(self.delay * 1_000_000) if seen is not None else None
 
