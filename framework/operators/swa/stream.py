@@ -120,10 +120,10 @@ class SwaStream(PerBatchOperator):
         rows = with_micros(batch.withColumn(REASON, rejection_reason(swa)), swa)
         is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
-        rows, older = older_than_old_mark(rows, old_mark, MICROS)  # a column, not a literal (batch_values)
-        is_late = is_good & older
         seen = max((m for m in (meta.get("max"), self._newest(rows, batch_id)) if m is not None), default=None)
         mark = seen - round(self.delay * 1_000_000) if seen is not None else None
+        rows, older = older_than_old_mark(rows, old_mark, MICROS)  # a column, not a literal (batch_values)
+        is_late = is_good & older
 
         # counted as the fold reads the new rows; the side tables read them again only if needed
         counts = (F.count_if(~is_good).alias("rejected"), F.count_if(is_late).alias("late"))
