@@ -349,6 +349,18 @@ def _count_join(context: StepContext, plan: _OutputPlan, left: DataFrame, right:
     return _finish(plan, joined, left, right)
 
 
+def unmatched_rows(context: StepContext) -> DataFrame:
+    """Every row of the left input in the join's output shape, the right input's columns null: what
+    a left join outputs for A rows that met no B row (the count join on streams emits those once
+    they have left A's window, without joining them against an empty B)."""
+    from pyspark.sql import functions as F
+
+    spec = context.spec.join
+    left, right = context.inputs[spec.left], context.inputs[spec.right]
+    nulls = [F.lit(None).cast(f.dataType).alias(f"__b{i}") for i, f in enumerate(right.schema.fields)]
+    return _finish(_OutputPlan(context, left, right), _renamed(left, "__a", nulls), left, right)
+
+
 def join_columns(step: JoinStep, context: ColumnContext) -> StepColumns:
     """Before Spark starts: the named columns in both inputs, a timestamp event time, and the
     output as _OutputPlan names it (keys once, then A's and B's other columns, prefixed where

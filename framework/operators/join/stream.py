@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from framework.io.stream_sink import WrittenRows
 from framework.operators.context import StepContext
-from framework.operators.join.batch import build_join
+from framework.operators.join.batch import build_join, unmatched_rows
 from framework.operators.micro_batch import Held, MicroBatchSetup, PerBatchOperator
 from framework.operators.micro_batch_state import MicroBatchState
 
@@ -117,18 +117,20 @@ class CountJoinStream(PerBatchOperator):
 
         keep_a = self._last(cand_a, self.spec.join.last.left, ts_a)
         keep_b = self._last(cand_b, self.spec.join.last.right, ts_b)
-        matched = pairs.select(F.col(ID_A).alias("__m")).distinct()
         output = pairs
-        if self.spec.join.type == "left":
+        if self.spec.join.type == "left":  # which A rows matched is kept for the left join only
+            # the pairs are read three times below (the evicted A rows, the kept ones, the output)
+            # and the kept rows twice: each computed once, not per read
+            pairs, keep_a = pairs.localCheckpoint(), keep_a.localCheckpoint()
+            matched = pairs.select(F.col(ID_A).alias("__m")).distinct()
             evicted = cand_a.join(keep_a.select(ID_A), ID_A, "left_anti")
             unmatched = evicted.join(matched, evicted[ID_A] == matched["__m"], "left_anti").where(~F.col(MATCHED_A))
-            lonely = self._join(spark, unmatched, cand_b.limit(0), "left")
-            output = pairs.unionByName(lonely)
-        keep_a = (
-            keep_a.join(matched, keep_a[ID_A] == matched["__m"], "left")
-            .withColumn(MATCHED_A, F.col(MATCHED_A) | F.col("__m").isNotNull())
-            .drop("__m")
-        )
+            output = pairs.unionByName(unmatched_rows(self._context(spark, unmatched, cand_b)))
+            keep_a = (
+                keep_a.join(matched, keep_a[ID_A] == matched["__m"], "left")
+                .withColumn(MATCHED_A, F.col(MATCHED_A) | F.col("__m").isNotNull())
+                .drop("__m")
+            )
         pending_a, pending_b = held_a.where(~is_final_a), held_b.where(~is_final_b)
         self._save(
             batch_id,
@@ -149,6 +151,9 @@ class CountJoinStream(PerBatchOperator):
     def _join(self, spark: SparkSession, a: DataFrame, b: DataFrame, kind: str) -> DataFrame:
         spec = self.spec.model_copy(update={"join": self.spec.join.model_copy(update={"type": kind})})
         return build_join(StepContext(spark, self.step, spec, {spec.join.left: a, spec.join.right: b}))
+
+    def _context(self, spark: SparkSession, a: DataFrame, b: DataFrame) -> StepContext:
+        return StepContext(spark, self.step, self.spec, {self.spec.join.left: a, self.spec.join.right: b})
 
     def _last(self, rows: DataFrame, count: int, event_time: str) -> DataFrame:
         """The last `count` rows in arrival order (event time, tiebreak, then the other columns)."""
