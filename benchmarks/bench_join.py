@@ -17,6 +17,14 @@ batch or (--streaming) as two streams of monthly files: the `join:` step (keys +
 (checked). Medians of --repeat rounds after an untimed warm-up round of both, the rounds alternating
 which goes first. Target: ≥ 10× faster. The hand-written join's cost grows with the square of the rows
 per key, so --scale 1 takes it ~15 minutes here.
+
+    .venv/bin/python benchmarks/bench_join.py --count-stream [--files 8] [--rows 12] [--repeat 3]
+
+A count-window join (`last:`, inner and left) on two streams of small files, one file per
+micro-batch: seconds per micro-batch ÷ the same stream through a SQL step that passes the rows on
+(the baseline: the run's floor of sources, micro-batches, state and Delta commits). Small
+micro-batches are where a count join's fixed work per micro-batch (its Spark jobs) shows. Medians
+of --repeat rounds after an untimed warm-up round of each, the three alternated round by round.
 """
 
 from __future__ import annotations
@@ -280,6 +288,94 @@ def few_keys(scale: float, streaming: bool, months_per_batch: int = 1, repeat: i
             record("join.few_keys_streaming" if streaming else "join.few_keys_batch", hand_s / step_s, digits=1)
 
 
+COUNT_STREAM_PIPELINE = """
+name: pairs
+mode: streaming
+sources:
+  hits: {{format: json, path: {data}/hits, schema: "user STRING, ts TIMESTAMP, ms INT", event_time: ts, watermark: 10s, max_files_per_trigger: 1}}
+  clicks: {{format: json, path: {data}/clicks, schema: "user STRING, ts TIMESTAMP, ms INT", event_time: ts, watermark: 10s, max_files_per_trigger: 1}}
+steps:
+  pairs:
+    {step}
+outputs:
+  pairs: {{mode: append}}
+"""
+COUNT_STREAM_STEPS = {
+    "inner": "join: {left: hits, right: clicks, on: [user], last: {left: 3, right: 3}, tiebreak: [ms]}",
+    "left": "join: {left: hits, right: clicks, on: [user], type: left, last: {left: 3, right: 3}, tiebreak: [ms]}",
+    "floor": "sql: SELECT * FROM {{ source('hits') }} UNION ALL SELECT * FROM {{ source('clicks') }}",
+}
+
+
+def count_stream(files: int, rows: int, repeat: int) -> None:
+    """Each step as a stream of `files` micro-batches of `rows` rows a side, in one process: the
+    median seconds per micro-batch (a run's time ÷ its micro-batches) and its ratio to the floor."""
+    import json
+    import random
+
+    from framework.compiler import compile_pipeline
+    from framework.engine.runner import run_pipeline
+    from framework.engine.session import spark_session
+    from framework.profiles import Profile, SparkSettings, load_profile
+    from framework.project import Project
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        rng = random.Random(3)
+        for side in ("hits", "clicks"):
+            (root / "data" / side).mkdir(parents=True)
+            for f in range(files):
+                lines = [
+                    json.dumps(
+                        {
+                            "user": f"u{rng.randrange(4)}",
+                            "ts": f"2026-11-02T08:{f:02d}:{i * 60 // rows:02d}Z",
+                            "ms": rng.randrange(1000),
+                        }
+                    )
+                    for i in range(rows)
+                ]
+                path = root / "data" / side / f"part-{f:03d}.json"
+                path.write_text("\n".join(lines) + "\n")
+                os.utime(path, (1_700_000_000 + f, 1_700_000_000 + f))  # a stream takes files in this order
+        (root / "pipelines").mkdir()
+        (root / "configs").mkdir()
+        (root / "configs" / "local.yaml").write_text("warehouse: ./warehouse\n")
+        spark = spark_session(Profile(spark=SparkSettings(master="local[2]", conf={"spark.sql.shuffle.partitions": 4})))
+        project = Project(root)
+        profile = load_profile(project)
+        compiled = {}
+        for name, step in COUNT_STREAM_STEPS.items():
+            path = root / "pipelines" / f"pairs_{name}.yaml"
+            path.write_text(
+                COUNT_STREAM_PIPELINE.format(data=root / "data", step=step).replace("name: pairs", f"name: pairs_{name}")
+            )
+            compiled[name] = compile_pipeline(project, path, profile)
+        times: dict[str, list[float]] = {name: [] for name in compiled}
+        emitted: dict[str, int] = {}
+        for i in range(repeat + 1):  # round 0 warms each up (JIT, caches) and is not counted
+            order = list(compiled)[i % 3 :] + list(compiled)[: i % 3]
+            for name in order:
+                shutil.rmtree(root / "warehouse", ignore_errors=True)  # a fresh stream each round
+                began = time.perf_counter()
+                result = run_pipeline(compiled[name], profile, spark=spark)
+                if i:
+                    times[name].append((time.perf_counter() - began) / files)
+                emitted[name] = sum(o.rows or 0 for o in result.outputs)
+        floor = statistics.median(times["floor"])
+        load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+        print(
+            f"count-window join on streams: {files} micro-batches of {rows} rows a side; medians of {repeat} rounds, load {load}"
+        )
+        for name, values in times.items():
+            per = statistics.median(values)
+            print(f"  {name:>5}: {per:5.2f} s a micro-batch, {per / floor:4.2f} x the floor ({emitted[name]:,} rows out;"
+                  f" rounds {', '.join(f'{v:.2f}' for v in values)})")  # fmt: skip
+        if (files, rows) == (8, 12):  # the published setting
+            record("join.count_stream_inner", statistics.median(times["inner"]) / floor)
+            record("join.count_stream_left", statistics.median(times["left"]) / floor)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--few-keys", action="store_true", help="the low-cardinality key shape (batch)")
@@ -289,7 +385,13 @@ def main() -> None:
     parser.add_argument("--people", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", help="run one master in this process (used internally)")
+    parser.add_argument("--count-stream", action="store_true", help="a count-window join's micro-batches vs the floor")
+    parser.add_argument("--files", type=int, default=8, help="--count-stream: files (micro-batches) a side")
+    parser.add_argument("--rows", type=int, default=12, help="--count-stream: rows a file")
     args = parser.parse_args()
+    if args.count_stream:
+        count_stream(args.files, args.rows, args.repeat)
+        return
     if args.few_keys:
         few_keys(args.scale, args.streaming, args.months_per_batch, args.repeat)
         return

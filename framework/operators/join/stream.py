@@ -92,7 +92,9 @@ class CountJoinStream(PerBatchOperator):
         new_b = batch.where("__side = 1").select("__b.*")
         previous = self._load(spark, batch_id, new_a, new_b)
         meta = previous["meta"]
-        seen = batch.select(F.max(f"__a.`{ts_a}`").alias("a"), F.max(f"__b.`{ts_b}`").alias("b")).first()
+        seen = batch.select(
+            F.max(f"__a.`{ts_a}`").alias("a"), F.max(f"__b.`{ts_b}`").alias("b"), F.count(F.lit(1)).alias("rows")
+        ).first()
         assert seen is not None  # an aggregate has one row
         max_a = _later(meta.get("max_a"), seen["a"])
         max_b = _later(meta.get("max_b"), seen["b"])
@@ -113,7 +115,8 @@ class CountJoinStream(PerBatchOperator):
 
         cand_a = tail_a.withColumn(NEW_A, F.lit(False)).unionByName(final_a.withColumn(NEW_A, F.lit(True))).cache()
         cand_b = tail_b.withColumn(NEW_B, F.lit(False)).unionByName(final_b.withColumn(NEW_B, F.lit(True))).cache()
-        pairs = self._join(spark, cand_a, cand_b, "inner").where(F.col(NEW_A) | F.col(NEW_B))
+        at_most = seen["rows"] + previous["rows"]  # the candidates' rows, known without a job
+        pairs = self._inner_join(spark, cand_a, cand_b, at_most).where(F.col(NEW_A) | F.col(NEW_B))
 
         keep_a = self._last(cand_a, self.spec.join.last.left, ts_a)
         keep_b = self._last(cand_b, self.spec.join.last.right, ts_b)
@@ -148,9 +151,9 @@ class CountJoinStream(PerBatchOperator):
 
     # -- pieces --------------------------------------------------------------------------------
 
-    def _join(self, spark: SparkSession, a: DataFrame, b: DataFrame, kind: str) -> DataFrame:
-        spec = self.spec.model_copy(update={"join": self.spec.join.model_copy(update={"type": kind})})
-        return build_join(StepContext(spark, self.step, spec, {spec.join.left: a, spec.join.right: b}))
+    def _inner_join(self, spark: SparkSession, a: DataFrame, b: DataFrame, rows_at_most: int) -> DataFrame:
+        spec = self.spec.model_copy(update={"join": self.spec.join.model_copy(update={"type": "inner"})})
+        return build_join(StepContext(spark, self.step, spec, {spec.join.left: a, spec.join.right: b}), rows_at_most)
 
     def _context(self, spark: SparkSession, a: DataFrame, b: DataFrame) -> StepContext:
         return StepContext(spark, self.step, self.spec, {self.spec.join.left: a, self.spec.join.right: b})
@@ -174,6 +177,7 @@ class CountJoinStream(PerBatchOperator):
             "a": state.table(spark, folder, "a", empty_a.schema),
             "b": state.table(spark, folder, "b", empty_b.schema),
             "meta": state.meta(folder),
+            "rows": sum(state.rows(folder, name) for name in ("a", "b")) if folder else 0,  # tails and pending
         }
 
     def _save(
