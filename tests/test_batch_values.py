@@ -106,7 +106,8 @@ def test_a_stream_needing_more_than_a_hundred_classes_a_micro_batch_compiles_the
     (100), which then evicted each before the next micro-batch needed it: the same stream run
     again over the same files (the same watermarks) compiled every class again, ~110 a batch.
     The session keeps 1,000 (framework.engine.session), and the rerun compiles next to nothing
-    (a few classes against 200 or so here: the ones holding a value of the run's own)."""
+    (0 to 16 classes against ~120 here: the ones holding a value of the run's own; with Spark's
+    100 the rerun compiled 116-118 again)."""
     import shutil
 
     write(project / "pipelines" / "pairs.yaml", JOIN_STREAM)
@@ -120,4 +121,4 @@ def test_a_stream_needing_more_than_a_hundred_classes_a_micro_batch_compiles_the
         assert code == 0, out + err
         runs.append(compiled.getCount() - before)
     assert delta_rows(project / "warehouse" / "pairs")
-    assert runs[0] > 100 and runs[1] <= runs[0] // 10, runs
+    assert runs[0] > 100 and runs[1] <= runs[0] // 4, runs
