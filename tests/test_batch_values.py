@@ -106,7 +106,7 @@ def test_a_stream_needing_more_than_a_hundred_classes_a_micro_batch_compiles_the
     (100), which then evicted each before the next micro-batch needed it: the same stream run
     again over the same files (the same watermarks) compiled every class again, ~110 a batch.
     The session keeps 1,000 (framework.engine.session), and the rerun compiles next to nothing
-    (0 to 16 classes against ~120 here: the ones holding a value of the run's own; with Spark's
+    (0 to 8 classes seen against ~122 here: the ones holding a value of the run's own; with Spark's
     100 the rerun compiled 116-118 again)."""
     import shutil
 
