@@ -289,7 +289,7 @@ def few_keys(scale: float, streaming: bool, months_per_batch: int = 1, repeat: i
 
 
 COUNT_STREAM_PIPELINE = """
-name: pairs
+name: {name}
 mode: streaming
 sources:
   hits: {{format: json, path: {data}/hits, schema: "user STRING, ts TIMESTAMP, ms INT", event_time: ts, watermark: 10s, max_files_per_trigger: 1}}
@@ -347,9 +347,7 @@ def count_stream(files: int, rows: int, repeat: int) -> None:
         compiled = {}
         for name, step in COUNT_STREAM_STEPS.items():
             path = root / "pipelines" / f"pairs_{name}.yaml"
-            path.write_text(
-                COUNT_STREAM_PIPELINE.format(data=root / "data", step=step).replace("name: pairs", f"name: pairs_{name}")
-            )
+            path.write_text(COUNT_STREAM_PIPELINE.format(name=f"pairs_{name}", data=root / "data", step=step))
             compiled[name] = compile_pipeline(project, path, profile)
         times: dict[str, list[float]] = {name: [] for name in compiled}
         emitted: dict[str, int] = {}
