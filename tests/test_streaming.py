@@ -309,6 +309,38 @@ def test_streaming_count_window_join_equals_algorithm_1(spark, cli, project, kin
     assert got == expected
 
 
+def test_a_count_join_turned_from_inner_to_left_on_a_running_stream_is_refused_until_it_starts_over(spark, cli, project):
+    """Only a left join's state records which kept A rows matched: going on as a left join from an
+    inner join's state would emit rows that matched as unmatched, so the run stops first (exit 2,
+    with what to do), and starting over gives Algorithm 1's left join."""
+    a_rows, b_rows = [], []
+    landed = time.time() - 100
+    for part in range(3):
+        a = [{"name": f"p{i % 2}", "ts": f"2026-11-02T08:0{part}:{i:02d}Z", "phone": f"ph{part}{i}"} for i in range(4)]
+        b = [{"name": f"p{i % 3}", "ts": f"2026-11-02T08:0{part}:{i:02d}Z", "email": f"e{part}{i}"} for i in range(1, 4)]
+        a_rows, b_rows = a_rows + a, b_rows + b
+        for name, placed in (("phones", a), ("emails", b)):
+            path = write(project / f"landing/{name}/part-{part}.json", _file(placed))
+            os.utime(path, (landed + part, landed + part))
+    write(project / "landing/phones/part-9.json", _file([{"name": "zz_a", "ts": "2026-11-03T00:00:00Z", "phone": "x"}]))
+    write(project / "landing/emails/part-9.json", _file([{"name": "zz_b", "ts": "2026-11-03T00:00:00Z", "email": "x"}]))
+    pipeline = project / "pipelines" / "pairs.yaml"
+    pipeline.write_text(COUNT_JOIN.format(kind="inner", wa=2, wb=2))
+    assert cli("run", "pairs")[0] == 0
+    pipeline.write_text(COUNT_JOIN.format(kind="left", wa=2, wb=2))
+    code, out, err = cli("run", "pairs")
+    assert code == 2, out + err
+    assert "was an inner join" in out + err and "--full-refresh" in out + err, out + err
+    code, out, err = cli("run", "pairs", "--full-refresh", "--yes")
+    assert code == 0, out + err
+    got = Counter(
+        (r["name"], _iso(r["phones_ts"]), r["phone"], _iso(r["emails_ts"]), r["email"])
+        for r in delta_rows(project / "warehouse" / "contacts")
+    )
+    expected = _count_join_oracle(a_rows, b_rows, 2, 2, True)
+    assert got == Counter({k: v for k, v in expected.items() if k[0] != "zz_a"})
+
+
 def _iso(value) -> str | None:
     return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from framework.errors import BadInput, Problem
 from framework.io.stream_sink import WrittenRows
 from framework.operators.context import StepContext
 from framework.operators.join.batch import build_join, unmatched_rows
@@ -49,7 +50,21 @@ class CountJoinStream(PerBatchOperator):
 
     @classmethod
     def for_output(cls, setup: MicroBatchSetup, **own: Any) -> CountJoinStream:
+        """The operator of one output's sink. A left join's state records which kept A rows have
+        matched; an inner join's does not (no inner join reads it), so a stream whose state an
+        inner join wrote cannot go on as a left join: it would emit matched rows as unmatched."""
         join = setup.spec.join
+        state = MicroBatchState(setup.state_dir)
+        written = state.latest()
+        was = state.meta(written).get("type") if written else None
+        if was == "inner" and join.type == "left":
+            raise BadInput(
+                Problem(
+                    f"step '{setup.step}': its count-window join is a left join now, and was an inner join"
+                    " when its stream's state was written: that state does not record which rows matched",
+                    hint=f"start the stream over: tributary run {setup.pipeline} --full-refresh",
+                )
+            )
         return super().for_output(setup, delay_a=setup.delays[join.left], delay_b=setup.delays[join.right], **own)
 
     def held(self) -> Held | None:
@@ -141,7 +156,7 @@ class CountJoinStream(PerBatchOperator):
             keep_b.drop(NEW_B),
             pending_a,
             pending_b,
-            {"max_a": _iso(max_a), "max_b": _iso(max_b), "mark": _iso(mark)},
+            {"max_a": _iso(max_a), "max_b": _iso(max_b), "mark": _iso(mark), "type": self.spec.join.type},
         )
         hidden = [NEW_A, NEW_B, ID_A, MATCHED_A]
         written = MicroBatchState(self.state_dir).write_output(batch_id, output.drop(*[c for c in output.columns if c in hidden]))
