@@ -167,11 +167,14 @@ class CountJoinStream(PerBatchOperator):
     # -- pieces --------------------------------------------------------------------------------
 
     def _inner_join(self, spark: SparkSession, a: DataFrame, b: DataFrame, rows_at_most: int) -> DataFrame:
-        spec = self.spec.model_copy(update={"join": self.spec.join.model_copy(update={"type": "inner"})})
-        return build_join(StepContext(spark, self.step, spec, {spec.join.left: a, spec.join.right: b}), rows_at_most)
+        return build_join(self._context(spark, a, b, kind="inner"), rows_at_most)
 
-    def _context(self, spark: SparkSession, a: DataFrame, b: DataFrame) -> StepContext:
-        return StepContext(spark, self.step, self.spec, {self.spec.join.left: a, self.spec.join.right: b})
+    def _context(self, spark: SparkSession, a: DataFrame, b: DataFrame, kind: str | None = None) -> StepContext:
+        """The step's context over `a` and `b` as its two inputs (and as a join of `kind`, if given)."""
+        spec = self.spec
+        if kind is not None:
+            spec = spec.model_copy(update={"join": spec.join.model_copy(update={"type": kind})})
+        return StepContext(spark, self.step, spec, {spec.join.left: a, spec.join.right: b})
 
     def _last(self, rows: DataFrame, count: int, event_time: str) -> DataFrame:
         """The last `count` rows in arrival order (event time, tiebreak, then the other columns)."""
