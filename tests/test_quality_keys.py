@@ -189,15 +189,15 @@ def test_a_runs_uniqueness_results_are_the_windows(spark, cli, project, step_che
     assert between["unexpected_count"] == 4 and len(json.loads(between["failing_samples"])) > 0  # amounts 10 and 20
 
 
-@pytest.mark.parametrize("on_driver", [True, False], ids=["hashes sorted on the driver", "hashes grouped by Spark"])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(customers, amounts), min_size=0, max_size=25))
-def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, on_driver, rows):
+def test_key_counts_by_hash_are_exact_when_keys_collide(spark, rows):
     """The key counts look at a hash of the key first: with a hash of one bit (every other key
     collides) they still equal the counts over the keys themselves, whether the repeated hashes
     are found on the driver (the row count known and small) or by Spark, and counted from their
     rows alone or, past the limit, each key over all its rows; and the failing samples picked
-    among the repeated hashes' rows (apart, or with the counts) are those picked among all rows."""
+    among the repeated hashes' rows (apart, or with the counts) are those picked among all rows.
+    The answers over all rows are taken once an example, and both ways are checked against them."""
     from dataclasses import dataclass
 
     from pyspark.sql import functions as F
@@ -213,38 +213,46 @@ def test_key_counts_by_hash_are_exact_when_keys_collide(spark, monkeypatch, on_d
 
     specs = [ExpectationSpec.model_validate(s) for s in KEYED_SUITE]
     frame = spark.createDataFrame([(i, c, a) for i, (c, a) in enumerate(rows)], "id INT, customer STRING, amount DOUBLE")
-    suite = copy.copy(planned(frame, specs, keys_after=True))  # its key counts are replaced below
-    assert suite.key_counts
-    monkeypatch.setattr(observed, "_CANDIDATES_KEPT", 1_000)  # the last example's limits (one fixture for all)
-    monkeypatch.setattr(observed, "_SAMPLED_WITH_KEYS", 100_000)
-    exact = {alias: how.count(frame) for alias, how in suite.key_counts.items()}
-    known = len(rows) if on_driver else None
-    assert suite.count_keys(frame, known_rows=known) == exact
-    suite.key_counts = {alias: OneBitKey(how.columns, how.domain) for alias, how in suite.key_counts.items()}
-    repeated: dict[str, list[int]] = {}
-    assert suite.count_keys(frame, repeated, known) == exact
-    assert set(repeated) == set(exact)
-    for alias in exact:  # a failed check's samples, picked among the repeated hashes' rows: the same rows
-        assert suite.key_failing_samples(frame, alias, repeated[alias]) == suite.key_failing_samples(frame, alias)
-    found: dict[str, list] = {}  # the samples taken with the counts: the same rows again
-    assert suite.count_keys(frame, known_rows=known, samples=found) == exact
-    assert set(found) == {alias for alias in exact if repeated[alias]} & set(suite.key_samples.values())
-    for alias, samples in found.items():
-        assert samples == suite.key_failing_samples(frame, alias)
-    checks = dict.fromkeys(suite.samples_after, 1)  # the warn row checks' samples, in the same query
-    found, taken = {}, {}
-    assert suite.count_keys(frame, known_rows=known, samples=found, checks=checks, check_samples=taken) == exact
-    assert set(taken) == (set(checks) if any(repeated.values()) else set())  # only when there is a query
-    for i, samples in taken.items():
-        assert samples == suite.failed_samples(frame, [i])[i]
-    monkeypatch.setattr(observed, "_SAMPLED_WITH_KEYS", len(checks) - 1)  # too many failing rows: apart
-    taken = {}
-    assert suite.count_keys(frame, known_rows=known, samples={}, checks=checks, check_samples=taken) == exact
-    assert taken == {}
-    for alias, samples in found.items():
-        assert samples == suite.key_failing_samples(frame, alias)
-    monkeypatch.setattr(observed, "_CANDIDATES_KEPT", 1)
-    assert suite.count_keys(frame, known_rows=known) == exact
+    planned_suite = planned(frame, specs, keys_after=True)
+    assert planned_suite.key_counts
+    exact = {alias: how.count(frame) for alias, how in planned_suite.key_counts.items()}
+    one_bit = {alias: OneBitKey(how.columns, how.domain) for alias, how in planned_suite.key_counts.items()}
+    reference = copy.copy(planned_suite)
+    reference.key_counts = one_bit
+    key_samples = {alias: reference.key_failing_samples(frame, alias) for alias in exact}  # picked among all rows
+    checks = dict.fromkeys(planned_suite.samples_after, 1)  # the warn row checks' samples, in the same query
+    check_samples = {i: reference.failed_samples(frame, [i])[i] for i in checks}
+    for on_driver in (True, False):  # the hashes sorted on the driver, or grouped by Spark
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(observed, "_CANDIDATES_KEPT", 1_000)
+            patch.setattr(observed, "_SAMPLED_WITH_KEYS", 100_000)
+            suite = copy.copy(planned_suite)  # its key counts are replaced below
+            known = len(rows) if on_driver else None
+            assert suite.count_keys(frame, known_rows=known) == exact, on_driver
+            suite.key_counts = one_bit
+            repeated: dict[str, list[int]] = {}
+            assert suite.count_keys(frame, repeated, known) == exact, on_driver
+            assert set(repeated) == set(exact)
+            for alias in exact:  # a failed check's samples, picked among the repeated hashes' rows: the same rows
+                assert suite.key_failing_samples(frame, alias, repeated[alias]) == key_samples[alias], on_driver
+            found: dict[str, list] = {}  # the samples taken with the counts: the same rows again
+            assert suite.count_keys(frame, known_rows=known, samples=found) == exact, on_driver
+            assert set(found) == {alias for alias in exact if repeated[alias]} & set(suite.key_samples.values())
+            for alias, samples in found.items():
+                assert samples == key_samples[alias], on_driver
+            found, taken = {}, {}
+            assert suite.count_keys(frame, known_rows=known, samples=found, checks=checks, check_samples=taken) == exact
+            assert set(taken) == (set(checks) if any(repeated.values()) else set())  # only when there is a query
+            for i, samples in taken.items():
+                assert samples == check_samples[i], on_driver
+            patch.setattr(observed, "_SAMPLED_WITH_KEYS", len(checks) - 1)  # too many failing rows: apart
+            taken = {}
+            assert suite.count_keys(frame, known_rows=known, samples={}, checks=checks, check_samples=taken) == exact
+            assert taken == {}
+            for alias, samples in found.items():
+                assert samples == key_samples[alias], on_driver
+            patch.setattr(observed, "_CANDIDATES_KEPT", 1)
+            assert suite.count_keys(frame, known_rows=known) == exact, on_driver
 
 
 def test_a_passed_warn_check_adds_no_sample_to_the_pass(spark):
