@@ -279,24 +279,40 @@ def _count_join_oracle(a_rows: list[dict], b_rows: list[dict], wa: int, wb: int,
     return out
 
 
-@pytest.mark.parametrize("kind", ["inner", "left"])
-def test_streaming_count_window_join_equals_algorithm_1(spark, cli, project, kind):
-    rng = random.Random(11)
+def _contacts(rng: random.Random, seconds: int, names: int, share: float) -> tuple[list[dict], list[dict]]:
+    """A rows (phones) and B rows (emails), one second apart, each second kept with chance `share`."""
     a_rows, b_rows = [], []
-    for i in range(120):
+    for i in range(seconds):
         t = f"2026-11-02T08:{i // 60:02d}:{i % 60:02d}Z"
-        if rng.random() < 0.8:
-            a_rows.append({"name": f"p{rng.randrange(6)}", "ts": t, "phone": f"ph{i}"})
-        if rng.random() < 0.8:
-            b_rows.append({"name": f"p{rng.randrange(6)}", "ts": t, "email": f"e{i}"})
+        if rng.random() < share:
+            a_rows.append({"name": f"p{rng.randrange(names)}", "ts": t, "phone": f"ph{i}"})
+        if rng.random() < share:
+            b_rows.append({"name": f"p{rng.randrange(names)}", "ts": t, "email": f"e{i}"})
+    return a_rows, b_rows
+
+
+def _land_contacts(project: Path, a_rows: list[dict], b_rows: list[dict], parts: range, of: int) -> None:
+    """Parts `parts` of each side's rows cut into `of` files in time order: a file per micro-batch
+    and side (file streams take files in modification-time order)."""
     landed = time.time() - 100
     for name, rows in (("phones", a_rows), ("emails", b_rows)):
-        for part in range(4):
-            path = write(project / f"landing/{name}/part-{part}.json", _file(rows[part * 30 : (part + 1) * 30]))
-            os.utime(path, (landed + part, landed + part))  # file streams take files in modification-time order
-    # a far-future row per input moves the watermark past every real row, which makes them final
+        size = -(-len(rows) // of)
+        for part in parts:
+            path = write(project / f"landing/{name}/part-{part}.json", _file(rows[part * size : (part + 1) * size]))
+            os.utime(path, (landed + part, landed + part))
+
+
+def _land_far_future(project: Path) -> None:
+    """A far-future row per input: it moves the watermark past every real row, which makes them final."""
     write(project / "landing/phones/part-9.json", _file([{"name": "zz_a", "ts": "2026-11-03T00:00:00Z", "phone": "x"}]))
     write(project / "landing/emails/part-9.json", _file([{"name": "zz_b", "ts": "2026-11-03T00:00:00Z", "email": "x"}]))
+
+
+@pytest.mark.parametrize("kind", ["inner", "left"])
+def test_streaming_count_window_join_equals_algorithm_1(spark, cli, project, kind):
+    a_rows, b_rows = _contacts(random.Random(11), seconds=120, names=6, share=0.8)
+    _land_contacts(project, a_rows, b_rows, range(4), of=4)
+    _land_far_future(project)
     write(project / "pipelines" / "pairs.yaml", COUNT_JOIN.format(kind=kind, wa=5, wb=4))
     code, _, err = cli("run", "pairs")
     assert code == 0, err
@@ -315,21 +331,9 @@ def test_a_count_join_killed_while_committing_resumes_to_algorithm_1s_left_join(
     to the end holds exactly Algorithm 1's pairs and unmatched rows: none lost, none twice, no
     A row emitted unmatched that had matched. One kill: each costs a JVM start."""
     rng = random.Random(5)
-    a_rows, b_rows = [], []
-    for i in range(170):
-        t = f"2026-11-02T08:{i // 60:02d}:{i % 60:02d}Z"
-        if rng.random() < 0.7:
-            a_rows.append({"name": f"p{rng.randrange(4)}", "ts": t, "phone": f"ph{i}"})
-        if rng.random() < 0.7:
-            b_rows.append({"name": f"p{rng.randrange(4)}", "ts": t, "email": f"e{i}"})
-    landed = time.time() - 100
-    for name, rows in (("phones", a_rows), ("emails", b_rows)):
-        size = -(-len(rows) // 6)
-        for part in range(6):  # a file per micro-batch and side, in time order
-            path = write(project / f"landing/{name}/part-{part}.json", _file(rows[part * size : (part + 1) * size]))
-            os.utime(path, (landed + part, landed + part))
-    write(project / "landing/phones/part-9.json", _file([{"name": "zz_a", "ts": "2026-11-03T00:00:00Z", "phone": "x"}]))
-    write(project / "landing/emails/part-9.json", _file([{"name": "zz_b", "ts": "2026-11-03T00:00:00Z", "email": "x"}]))
+    a_rows, b_rows = _contacts(rng, seconds=170, names=4, share=0.7)
+    _land_contacts(project, a_rows, b_rows, range(6), of=6)
+    _land_far_future(project)
     write(project / "pipelines" / "pairs.yaml", COUNT_JOIN.format(kind="left", wa=3, wb=2))
     expected = _count_join_oracle(a_rows, b_rows, 3, 2, True)
     table = project / "warehouse" / "contacts"
@@ -354,24 +358,8 @@ def test_a_count_join_batch_replayed_after_a_crash_before_its_commit_is_computed
     Spark replays that batch, which must start from the state before it (not the one it saved),
     write the same pairs once, and leave the next micro-batches Algorithm 1's left join. The
     crash is made exact: the output's newest Delta commit and the query's last commit removed."""
-    rng = random.Random(8)
-    a_rows, b_rows = [], []
-    for i in range(120):
-        t = f"2026-11-02T08:{i // 60:02d}:{i % 60:02d}Z"
-        if rng.random() < 0.7:
-            a_rows.append({"name": f"p{rng.randrange(3)}", "ts": t, "phone": f"ph{i}"})
-        if rng.random() < 0.7:
-            b_rows.append({"name": f"p{rng.randrange(3)}", "ts": t, "email": f"e{i}"})
-    landed = time.time() - 100
-
-    def land(parts: range) -> None:
-        for name, rows in (("phones", a_rows), ("emails", b_rows)):
-            size = -(-len(rows) // 6)
-            for part in parts:  # a file per micro-batch and side, in time order
-                path = write(project / f"landing/{name}/part-{part}.json", _file(rows[part * size : (part + 1) * size]))
-                os.utime(path, (landed + part, landed + part))
-
-    land(range(4))
+    a_rows, b_rows = _contacts(random.Random(8), seconds=120, names=3, share=0.7)
+    _land_contacts(project, a_rows, b_rows, range(4), of=6)
     write(project / "pipelines" / "pairs.yaml", COUNT_JOIN.format(kind="left", wa=3, wb=2))
     assert cli("run", "pairs")[0] == 0
     log = project / "warehouse" / "contacts" / "_delta_log"
@@ -383,9 +371,8 @@ def test_a_count_join_batch_replayed_after_a_crash_before_its_commit_is_computed
     last.unlink()
     (commits / f".{last.name}.crc").unlink(missing_ok=True)
 
-    land(range(4, 6))
-    write(project / "landing/phones/part-9.json", _file([{"name": "zz_a", "ts": "2026-11-03T00:00:00Z", "phone": "x"}]))
-    write(project / "landing/emails/part-9.json", _file([{"name": "zz_b", "ts": "2026-11-03T00:00:00Z", "email": "x"}]))
+    _land_contacts(project, a_rows, b_rows, range(4, 6), of=6)
+    _land_far_future(project)
     code, out, err = cli("run", "pairs")
     assert code == 0, out + err
     got = Counter(
@@ -409,8 +396,7 @@ def test_a_count_join_turned_from_inner_to_left_on_a_running_stream_is_refused_u
         for name, placed in (("phones", a), ("emails", b)):
             path = write(project / f"landing/{name}/part-{part}.json", _file(placed))
             os.utime(path, (landed + part, landed + part))
-    write(project / "landing/phones/part-9.json", _file([{"name": "zz_a", "ts": "2026-11-03T00:00:00Z", "phone": "x"}]))
-    write(project / "landing/emails/part-9.json", _file([{"name": "zz_b", "ts": "2026-11-03T00:00:00Z", "email": "x"}]))
+    _land_far_future(project)
     pipeline = project / "pipelines" / "pairs.yaml"
     pipeline.write_text(COUNT_JOIN.format(kind="inner", wa=2, wb=2))
     assert cli("run", "pairs")[0] == 0
