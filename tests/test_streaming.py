@@ -308,6 +308,18 @@ def _land_far_future(project: Path) -> None:
     write(project / "landing/emails/part-9.json", _file([{"name": "zz_b", "ts": "2026-11-03T00:00:00Z", "email": "x"}]))
 
 
+def _contact_pairs(table: Path) -> Counter:
+    """The joined rows of a count-join output as (name, A's time, phone, B's time, email)."""
+    rows = delta_rows(table)
+    return Counter((r["name"], _iso(r["phones_ts"]), r["phone"], _iso(r["emails_ts"]), r["email"]) for r in rows)
+
+
+def _final_pairs(a_rows: list[dict], b_rows: list[dict], wa: int, wb: int, left: bool) -> Counter:
+    """Algorithm 1's rows once the far-future rows have passed: zz_a is still in A's window, so not final."""
+    expected = _count_join_oracle(a_rows, b_rows, wa, wb, left)
+    return Counter({k: v for k, v in expected.items() if k[0] != "zz_a"})
+
+
 @pytest.mark.parametrize("kind", ["inner", "left"])
 def test_streaming_count_window_join_equals_algorithm_1(spark, cli, project, kind):
     a_rows, b_rows = _contacts(random.Random(11), seconds=120, names=6, share=0.8)
@@ -316,13 +328,7 @@ def test_streaming_count_window_join_equals_algorithm_1(spark, cli, project, kin
     write(project / "pipelines" / "pairs.yaml", COUNT_JOIN.format(kind=kind, wa=5, wb=4))
     code, _, err = cli("run", "pairs")
     assert code == 0, err
-    got = Counter(
-        (r["name"], _iso(r["phones_ts"]), r["phone"], _iso(r["emails_ts"]), r["email"])
-        for r in delta_rows(project / "warehouse" / "contacts")
-    )
-    expected = _count_join_oracle(a_rows, b_rows, 5, 4, kind == "left")
-    expected = Counter({k: v for k, v in expected.items() if k[0] != "zz_a"})  # still in A's window: not final
-    assert got == expected
+    assert _contact_pairs(project / "warehouse" / "contacts") == _final_pairs(a_rows, b_rows, 5, 4, kind == "left")
 
 
 def test_a_count_join_killed_while_committing_resumes_to_algorithm_1s_left_join(spark, cli, project):
@@ -335,22 +341,18 @@ def test_a_count_join_killed_while_committing_resumes_to_algorithm_1s_left_join(
     _land_contacts(project, a_rows, b_rows, range(6), of=6)
     _land_far_future(project)
     write(project / "pipelines" / "pairs.yaml", COUNT_JOIN.format(kind="left", wa=3, wb=2))
-    expected = _count_join_oracle(a_rows, b_rows, 3, 2, True)
+    expected = _final_pairs(a_rows, b_rows, 3, 2, True)
     table = project / "warehouse" / "contacts"
 
     kills = kill_while_committing(project, "pairs", table, rng, kills=1, attempts=3, commits=3, linger=0.3)
     assert kills == 1, "the kill should land while the stream is running"
 
-    def written() -> Counter:
-        rows = delta_rows(table)
-        return Counter((r["name"], _iso(r["phones_ts"]), r["phone"], _iso(r["emails_ts"]), r["email"]) for r in rows)
-
-    assert (delta_version(table) or -1) >= 0 and sum(written().values()) < sum(expected.values())
+    assert (delta_version(table) or -1) >= 0 and sum(_contact_pairs(table).values()) < sum(expected.values())
     code, out, err = cli("run", "pairs")
     assert code == 0, out + err
-    got = written()
+    got = _contact_pairs(table)
     assert sum(1 for k in got if k[3] is None) > 5, "too few unmatched rows to tell"
-    assert got == Counter({k: v for k, v in expected.items() if k[0] != "zz_a"})  # zz_a: still in A's window
+    assert got == expected
 
 
 def test_a_count_join_batch_replayed_after_a_crash_before_its_commit_is_computed_from_the_state_before_it(spark, cli, project):
@@ -375,12 +377,7 @@ def test_a_count_join_batch_replayed_after_a_crash_before_its_commit_is_computed
     _land_far_future(project)
     code, out, err = cli("run", "pairs")
     assert code == 0, out + err
-    got = Counter(
-        (r["name"], _iso(r["phones_ts"]), r["phone"], _iso(r["emails_ts"]), r["email"])
-        for r in delta_rows(project / "warehouse" / "contacts")
-    )
-    expected = _count_join_oracle(a_rows, b_rows, 3, 2, True)
-    assert got == Counter({k: v for k, v in expected.items() if k[0] != "zz_a"})  # zz_a: still in A's window
+    assert _contact_pairs(project / "warehouse" / "contacts") == _final_pairs(a_rows, b_rows, 3, 2, True)
 
 
 def test_a_count_join_turned_from_inner_to_left_on_a_running_stream_is_refused_until_it_starts_over(spark, cli, project):
@@ -406,12 +403,7 @@ def test_a_count_join_turned_from_inner_to_left_on_a_running_stream_is_refused_u
     assert "was an inner join" in out + err and "--full-refresh" in out + err, out + err
     code, out, err = cli("run", "pairs", "--full-refresh", "--yes")
     assert code == 0, out + err
-    got = Counter(
-        (r["name"], _iso(r["phones_ts"]), r["phone"], _iso(r["emails_ts"]), r["email"])
-        for r in delta_rows(project / "warehouse" / "contacts")
-    )
-    expected = _count_join_oracle(a_rows, b_rows, 2, 2, True)
-    assert got == Counter({k: v for k, v in expected.items() if k[0] != "zz_a"})
+    assert _contact_pairs(project / "warehouse" / "contacts") == _final_pairs(a_rows, b_rows, 2, 2, True)
 
 
 def _iso(value) -> str | None:
