@@ -23,6 +23,12 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 class SparkSettings(SpecModel):
     master: str | None = Field("local[*]", description="Spark master URL, e.g. local[*] or spark://host:7077.")
     remote: str | None = Field(None, description="Spark Connect URL (sc://host:15002); used instead of master.")
+    remote_silence_s: float | None = Field(
+        60.0,
+        gt=0,
+        description="Spark Connect: a run gives up on a server that answered nothing for this many seconds "
+        "(a frozen process, a lost network) and fails with exit 1; null waits for it as long as it takes.",
+    )
     app_name: str = "tributary"
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict, description="Extra Spark confs.")
 

@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -394,6 +395,49 @@ class FreezableProxy:
                 s.close()
 
 
+class RunThroughProxy:
+    """`tributary run service_calls --profile connect` in a process of its own, dialling the
+    suite's server through a FreezableProxy; its output lines as they come."""
+
+    def __init__(self, project: Path, server) -> None:
+        self.project = project
+        self.proxy = FreezableProxy(server.port)
+        url = f"sc://localhost:{self.proxy.port}/;token={server.token}"
+        env = {**os.environ, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0", "SPARK_REMOTE": url}
+        command = [sys.executable, "-m", "framework", "run", "service_calls", "--profile", "connect", "--no-engine"]
+        self.process = subprocess.Popen(
+            command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
+        self.lines: list[str] = []
+        reader = partial(self.lines.extend, iter(self.process.stdout.readline, ""))  # type: ignore[union-attr]
+        threading.Thread(target=reader, daemon=True).start()
+
+    def until(self, text: str, seconds: float) -> bool:
+        """Whether the run printed `text` within `seconds` (it may end before)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and self.process.poll() is None:
+            if text in self.output():
+                return True
+            time.sleep(0.1)
+        return text in self.output()
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def text(self) -> str:
+        """The output on one line (a message wrapped by the terminal's width is whole again)."""
+        return " ".join(self.output().split())
+
+    def outputs_committed(self) -> list[str]:
+        return [o for o in ("service_stats", "daily_head_stats") if (self.project / "warehouse" / o / "_delta_log").exists()]
+
+    def end(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.proxy.close()
+
+
 @pytest.mark.connect
 @pytest.mark.spark
 def test_ctrl_c_stops_a_run_whose_spark_connect_server_stopped_answering(connect_project, connect_server):
@@ -401,46 +445,54 @@ def test_ctrl_c_stops_a_run_whose_spark_connect_server_stopped_answering(connect
     call waits inside gRPC's C code, where Python runs no signal handler: every later Ctrl-C was
     lost and the run hung. Now the user is told to press Ctrl-C again, which stops the run at once
     (exit 130), before any output was committed."""
-    proxy = FreezableProxy(connect_server.port)
-    url = f"sc://localhost:{proxy.port}/;token={connect_server.token}"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0", "SPARK_REMOTE": url}
-    command = [sys.executable, "-m", "framework", "run", "service_calls", "--profile", "connect", "--no-engine"]
-    process = subprocess.Popen(
-        command, cwd=connect_project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True).start()  # type: ignore[union-attr]
-
-    def until(text: str, seconds: float) -> bool:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and process.poll() is None:
-            if any(text in line for line in lines):
-                return True
-            time.sleep(0.1)
-        return any(text in line for line in lines)
-
+    run = RunThroughProxy(connect_project, connect_server)
     try:
-        assert until("computing", 180), "".join(lines)[-3000:]
-        proxy.freeze()
+        assert run.until("computing", 180), run.output()[-3000:]
+        run.proxy.freeze()
         time.sleep(1)
-        process.send_signal(signal.SIGINT)
-        assert until("press Ctrl-C again to stop at once", 30), "".join(lines)[-3000:]
-        process.send_signal(signal.SIGINT)
+        run.process.send_signal(signal.SIGINT)
+        assert run.until("press Ctrl-C again to stop at once", 30), run.output()[-3000:]
+        run.process.send_signal(signal.SIGINT)
         try:
-            code = process.wait(timeout=30)
+            code = run.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            pytest.fail("the run still waited for the server 30 s after the second Ctrl-C:\n" + "".join(lines)[-3000:])
-        text = " ".join("".join(lines).split())
-        assert code == 130, text
-        assert "interrupted: stopped without waiting for Spark" in text
-        assert "Traceback" not in text
-        for output in ("service_stats", "daily_head_stats"):
-            assert not (connect_project / "warehouse" / output / "_delta_log").exists()
+            pytest.fail("the run still waited for the server 30 s after the second Ctrl-C:\n" + run.output()[-3000:])
+        assert code == 130, run.text()
+        assert "interrupted: stopped without waiting for Spark" in run.text()
+        assert "Traceback" not in run.text()
+        assert run.outputs_committed() == []
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        proxy.close()
+        run.end()
+
+
+@pytest.mark.connect
+@pytest.mark.spark
+def test_a_run_whose_spark_connect_server_stopped_answering_fails_by_itself(connect_project, connect_server):
+    """A server that stops answering in the middle of a run (a frozen process, a network dropping
+    its packets) held the run for ever: it waited inside gRPC until someone pressed Ctrl-C twice.
+    Now the run gives up on the server once it answered nothing for the profile's
+    `spark.remote_silence_s`, and fails by itself (exit 1) saying so, with no output committed."""
+    profile = connect_project / "configs" / "connect.yaml"
+    profile.write_text(profile.read_text().replace("  app_name: tributary\n", "  app_name: tributary\n  remote_silence_s: 6\n"))
+    run = RunThroughProxy(connect_project, connect_server)
+    try:
+        assert run.until("computing", 180), run.output()[-3000:]
+        run.proxy.freeze()
+        frozen = time.monotonic()
+        try:
+            code = run.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the run still waited for its server 60 s after it stopped answering:\n" + run.output()[-3000:])
+        assert time.monotonic() - frozen >= 5, run.text()  # not before the silence it was given
+        assert code == 1, run.text()
+        shown = f"sc://localhost:{run.proxy.port}/;token=…"
+        said = f"the Spark Connect server at {shown} (profile 'connect', spark.remote) stopped answering: nothing for 6 s"
+        assert said in run.text()
+        assert "Traceback" not in run.text() and "Rendezvous" not in run.text()
+        assert connect_server.token not in run.text()
+        assert run.outputs_committed() == []
+    finally:
+        run.end()
 
 
 #: the warm engine tests' slow pipeline, scheduled hourly for one interval, with a 20 s job

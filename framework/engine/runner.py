@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from framework.compiler import CompiledPipeline, source_file_problems
+from framework.engine import connect_server
 from framework.engine.batch import run_batch
 from framework.engine.context import Reporter, RunContext, Silent
 from framework.engine.events import EventLog, record_result
@@ -124,7 +125,11 @@ def run_pipeline(
         for output in result.outputs:
             if output.status == OutputStatus.PENDING:  # staged (or not even that): nothing reached its table
                 output.status = OutputStatus.NOT_COMMITTED
-        error = RunFailed(spark_failure(run, e)) if is_spark_error(e) else _as_run_error(e)
+        lost = connect_server.lost(spark)  # the call failed because its server stopped answering
+        if lost is not None and not isinstance(e, KeyboardInterrupt):
+            error: BaseException = RunFailed(lost)
+        else:
+            error = RunFailed(spark_failure(run, e)) if is_spark_error(e) else _as_run_error(e)
         result.error = one_line(error)
         result.exit_code = (
             error.exit_code if isinstance(error, TributaryError) else 130 if isinstance(error, KeyboardInterrupt) else 1

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from framework import cluster_auth, jvm
-from framework.engine import ctrl_c
-from framework.errors import BadInput, Problem
+from framework.engine import connect_server, ctrl_c
 from framework.profiles import Profile
 
 if TYPE_CHECKING:
@@ -88,7 +85,7 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
         return active
     builder = SparkSession.builder.appName(profile.spark.app_name)
     if profile.spark.remote:
-        check_connect_server(profile)
+        connect_server.check(profile)
         builder = builder.remote(cluster_auth.connect_url(profile.spark.remote))  # with the token of a server of ours
     elif profile.spark.master:
         builder = builder.master(profile.spark.master)
@@ -111,7 +108,9 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
     with cluster_auth.submit_args(None if profile.spark.remote else profile.spark.master):  # a local cluster's secret
         spark = builder.getOrCreate()
     started_here = spark
-    if not profile.spark.remote:
+    if profile.spark.remote:
+        connect_server.watch(spark, profile)
+    else:
         spark.sparkContext.setLogLevel("ERROR")
         ctrl_c.take_over_from_pyspark(spark)  # Ctrl-C cancels the jobs without two py4j tracebacks
     _log_pyspark_to(log)
@@ -129,73 +128,6 @@ def _worker_python(profile: Profile) -> str:
         if found is not None:
             return str(found)
     return sys.executable
-
-
-def check_connect_server(profile: Profile, timeout_s: float = 10.0) -> None:
-    """Refuse a Spark Connect URL where no Spark Connect server answers, within seconds.
-
-    PySpark's client retries a refused or dropped connection with a growing backoff for many
-    minutes, and waits for ever on a listener that never answers (a stuck program, or another
-    program's port). So the run first asks one cheap question with a deadline: the details of an
-    error that never was (FetchErrorDetails, which creates no session on the server). Any answer,
-    even an error status, says a gRPC server is there; a refused connection, a dropped one or
-    silence says none is. A server that wants a token this process does not have says so too."""
-    import grpc
-    from pyspark.errors import PySparkValueError
-    from pyspark.sql.connect.client.core import DefaultChannelBuilder
-    from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
-
-    url = str(profile.spark.remote)
-    where = f"{cluster_auth.shown_url(url)} (profile '{profile.name}', spark.remote)"
-    try:
-        builder = DefaultChannelBuilder(cluster_auth.connect_url(url))
-    except PySparkValueError as e:
-        raise BadInput(
-            Problem(f"spark.remote of profile '{profile.name}' is no Spark Connect URL: {e}", hint="write it as sc://host:port")
-        ) from None
-    host, port = cluster_auth.connect_address(url)
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            pass
-    except OSError as e:
-        raise BadInput(
-            Problem(
-                f"no Spark Connect server answers at {where}: {e.strerror or e}",
-                hint='start the server (docs/profiles.md, "Spark Connect") or set spark.remote to where it listens',
-            )
-        ) from None
-    question = base_pb2.FetchErrorDetailsRequest(session_id=str(uuid.uuid4()), error_id=str(uuid.uuid4()))
-    question.user_context.user_id = builder.userId or "tributary"
-    with builder.toChannel() as channel:
-        try:
-            base_pb2_grpc.SparkConnectServiceStub(channel).FetchErrorDetails(
-                question, timeout=timeout_s, metadata=builder.metadata()
-            )
-        except grpc.RpcError as e:
-            code = e.code()  # type: ignore[attr-defined]  # a call's error is also its grpc.Call
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                what = f"it answered nothing in {timeout_s:g} s"
-            elif code == grpc.StatusCode.UNAVAILABLE:
-                what = f"it dropped the connection ({e.details()})"  # type: ignore[attr-defined]
-            elif code == grpc.StatusCode.UNAUTHENTICATED:
-                raise BadInput(
-                    Problem(
-                        f"the Spark Connect server at {where} takes only clients with its token, and this run "
-                        f"has {'another one' if builder.token else 'none'}",
-                        hint="a server `tributary cluster up --connect` started gives this user's runs its token "
-                        "while it runs (dial it as localhost or 127.0.0.1); for another server, set "
-                        f"{cluster_auth.TOKEN_ENV} to its token and dial it as sc://localhost:<port>",
-                    )
-                ) from None
-            else:
-                return  # the server's own refusal: PySpark's client says what it means
-            raise BadInput(
-                Problem(
-                    f"what listens at {where} is no Spark Connect server, or one that is stuck: {what}",
-                    hint="check the port in spark.remote (a local cluster's: `tributary cluster status`); "
-                    "a stuck server's own log says why",
-                )
-            ) from None
 
 
 def guard(spark: SparkSession) -> None:
