@@ -383,7 +383,7 @@ def test_a_count_join_batch_replayed_after_a_crash_before_its_commit_is_computed
 def test_a_count_join_turned_from_inner_to_left_on_a_running_stream_is_refused_until_it_starts_over(spark, cli, project):
     """Only a left join's state records which kept A rows matched: going on as a left join from an
     inner join's state would emit rows that matched as unmatched, so the run stops first (exit 2,
-    with what to do), and starting over gives Algorithm 1's left join."""
+    at the join's `type:`, with what to do), and starting over gives Algorithm 1's left join."""
     a_rows, b_rows = [], []
     landed = time.time() - 100
     for part in range(3):
@@ -401,6 +401,7 @@ def test_a_count_join_turned_from_inner_to_left_on_a_running_stream_is_refused_u
     code, out, err = cli("run", "pairs")
     assert code == 2, out + err
     assert "was an inner join" in out + err and "--full-refresh" in out + err, out + err
+    assert "pipelines/pairs.yaml:24" in out + err, out + err  # the join's `type:`
     code, out, err = cli("run", "pairs", "--full-refresh", "--yes")
     assert code == 0, out + err
     assert _contact_pairs(project / "warehouse" / "contacts") == _final_pairs(a_rows, b_rows, 2, 2, True)

@@ -355,6 +355,7 @@ class StreamingRun:
             partitions=getattr(step.kind.settings(step.spec), "partitions", None),
             elastic=self.run.compiled.spec.elastic,
             trigger_s=self.run.compiled.spec.trigger.processing_time,
+            problem=self.run.problem,
         )
         operator = micro_batch.operator(setup)
         self.operators[query] = operator

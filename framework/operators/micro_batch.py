@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
+from framework.errors import Problem
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -25,6 +27,16 @@ if TYPE_CHECKING:
 #: Side tables an operator may hand rows to (WrittenRows.side), committed with its batch.
 QUARANTINE = "quarantine"  # rows the step cannot use, with the reason
 LATE = "late"  # rows older than the watermark they met
+
+
+class Locate(Protocol):
+    """A problem located at a path of the pipeline's YAML (framework.engine.context.RunContext.problem)."""
+
+    def __call__(self, message: str, at: tuple[Any, ...], hint: str | None = None) -> Problem: ...
+
+
+def _unlocated(message: str, at: tuple[Any, ...], hint: str | None = None) -> Problem:
+    return Problem(message, hint=hint)
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,7 @@ class MicroBatchSetup:
     elastic: Any = None  # the pipeline's `elastic:` (framework.spec.models.Elastic), None: fixed partitions
     trigger_s: float = 10.0  # the pipeline's trigger interval: a micro-batch longer than it is slow
     partitions: int | None = None  # the step's `partitions:` (hash N), None: the profile's shuffle partitions
+    problem: Locate = _unlocated  # where in the pipeline's YAML a problem is
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from framework.errors import BadInput, Problem
+from framework.errors import BadInput
 from framework.io.stream_sink import WrittenRows
 from framework.operators.context import StepContext
 from framework.operators.join.batch import build_join, unmatched_rows
@@ -59,9 +59,10 @@ class CountJoinStream(PerBatchOperator):
         was = state.meta(written).get("type") if written else None
         if was == "inner" and join.type == "left":
             raise BadInput(
-                Problem(
+                setup.problem(
                     f"step '{setup.step}': its count-window join is a left join now, and was an inner join"
                     " when its stream's state was written: that state does not record which rows matched",
+                    ("steps", setup.step, "join", "type"),
                     hint=f"start the stream over: tributary run {setup.pipeline} --full-refresh",
                 )
             )
