@@ -1,11 +1,11 @@
 """A stream's later micro-batches reuse the code Spark generated for the earlier ones: SWA and
-group steps read their watermarks as columns, not literals (framework.operators.batch_values),
+group steps compare with their watermarks as data, not literals (framework.operators.batch_values),
 and the session keeps enough compiled classes for a micro-batch that runs many
 (framework.engine.session).
 
-Not tumbling windows and count-window joins on streams: their micro-batches run many small
-queries, and a broadcast per query costs them more than compiling does (measured: the
-docstring of framework.operators.batch_values), so their batches still compile code of their own."""
+Not yet tumbling windows and count-window joins on streams: besides watermarks they number rows
+in time buckets whose bounds are literals of the micro-batch (framework.operators.ordering), so
+their batches still compile code of their own."""
 
 from __future__ import annotations
 
@@ -54,6 +54,30 @@ def _land(project: Path, batches: int = BATCHES) -> None:
         ]
         path = write(project / "data" / "calls" / f"part-{i:02d}.json", "".join(json.dumps(r) + "\n" for r in rows))
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def test_a_value_compared_as_data_answers_as_the_literal_and_compiles_no_code_and_runs_no_job_for_the_next_value(spark):
+    """`before` / `not_before` give what `<` / `>=` with a literal give, nulls included, and a new
+    value reuses the code the first one compiled, with no join (no job to broadcast the value)."""
+    from pyspark.sql import functions as F
+
+    from framework.operators.batch_values import before, not_before
+
+    compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    rows = spark.range(2000).select(F.when(F.col("id") % 7 != 0, F.col("id") * 1000 - 500_000).alias("micros"))
+    per_value = []
+    for value in (-3, 0, 123_457, 999_999_937, -500_000):
+        before_count = compiled.getCount()
+        as_data = rows.agg(F.count_if(before(F.col("micros"), value)), F.count_if(not_before(F.col("micros"), value)))
+        plan = as_data._jdf.queryExecution().executedPlan().toString()
+        got = as_data.first()
+        per_value.append(compiled.getCount() - before_count)
+        expected = rows.agg(F.count_if(F.col("micros") < value), F.count_if(F.col("micros") >= value)).first()
+        assert tuple(got) == tuple(expected), value
+        nulls = rows.where(before(F.col("micros"), value).isNull() & not_before(F.col("micros"), value).isNull()).count()
+        assert nulls == rows.where(F.col("micros").isNull()).count()
+        assert "Join" not in plan and "Broadcast" not in plan, plan
+    assert per_value[0] > 0 and per_value[1:] == [0] * 4, per_value
 
 
 @pytest.mark.parametrize("kind", sorted(STEPS))

@@ -28,7 +28,7 @@ from framework.io.checkpoint_audit import late_records
 from framework.io.locations import join
 from framework.io.stream_sink import WrittenRows
 from framework.io.task_parquet import Folder, write_folders
-from framework.operators.batch_values import OLD_MARK, older_than_old_mark
+from framework.operators.batch_values import older_than_old_mark
 from framework.operators.columns import field_of
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
 from framework.operators.group.batch import group_runner, keyed, run_groups
@@ -71,8 +71,7 @@ class GroupStream(PerBatchOperator):
         rows = keyed(batch.withColumn(REASON, rejection_reason(spec)), spec)  # type: ignore[arg-type]
         is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
-        rows, older = older_than_old_mark(rows, old_mark, MICROS)  # a column, not a literal (batch_values)
-        is_late = is_good & older
+        is_late = is_good & older_than_old_mark(F.col(MICROS), old_mark)  # as data, not code (batch_values)
         newest = rows.agg(
             F.max(MICROS).alias("newest"), F.count_if(~is_good).alias("rejected"), F.count_if(is_late).alias("late")
         )
@@ -81,7 +80,7 @@ class GroupStream(PerBatchOperator):
         seen = max((m for m in (meta.get("max"), figures["newest"]) if m is not None), default=None)
         mark = seen - round(self.delay * 1_000_000) if seen is not None else None
 
-        new = rows.where(is_good & ~is_late).drop(REASON, OLD_MARK)
+        new = rows.where(is_good & ~is_late).drop(REASON)
         events = new.drop(ROLE).schema
         spark = batch.sparkSession
         held = self._table(spark, folder, HELD_TABLE, events).withColumn(ROLE, F.lit(1).cast("tinyint"))
@@ -94,7 +93,7 @@ class GroupStream(PerBatchOperator):
         side = {}
         quarantined = []
         if figures["rejected"]:
-            quarantined.append(quarantine_shape(rows.where(~is_good).drop(OLD_MARK), self.step))
+            quarantined.append(quarantine_shape(rows.where(~is_good), self.step))
         if written[QUARANTINE_TABLE]:
             given_up = spark.read.parquet(join(current, QUARANTINE_TABLE))
             quarantined.append(quarantine_shape(given_up, self.step))
@@ -104,7 +103,7 @@ class GroupStream(PerBatchOperator):
                 shaped = shaped.unionByName(more)
             side[QUARANTINE] = quarantine_records(shaped, self.run_id, self.pipeline)
         if figures["late"]:
-            side[LATE] = self._late(rows.where(is_late).drop(REASON, OLD_MARK), old_mark)  # type: ignore[arg-type]
+            side[LATE] = self._late(rows.where(is_late).drop(REASON), old_mark)  # type: ignore[arg-type]
         state.complete(batch_id, {"max": seen, "mark": mark})
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], written[HELD_TABLE])
         self.figures["keys_with_state_peak"] = max(self.figures["keys_with_state_peak"], written[STATES_TABLE])

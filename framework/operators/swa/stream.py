@@ -55,7 +55,7 @@ from framework.io.staging import filesystem
 from framework.io.stream_sink import WrittenRows
 from framework.io.task_parquet import Folder, write_counted
 from framework.observations import has_run
-from framework.operators.batch_values import MARK, OLD_MARK, older_than_old_mark, with_batch_values
+from framework.operators.batch_values import before, not_before, older_than_old_mark
 from framework.operators.columns import field_of, quoted
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
 from framework.operators.keyed_windows import (
@@ -122,14 +122,13 @@ class SwaStream(PerBatchOperator):
         old_mark = meta.get("mark")
         seen = max((m for m in (meta.get("max"), self._newest(rows, batch_id)) if m is not None), default=None)
         mark = seen - round(self.delay * 1_000_000) if seen is not None else None
-        rows, older = older_than_old_mark(rows, old_mark, MICROS)  # a column, not a literal (batch_values)
-        is_late = is_good & older
+        is_late = is_good & older_than_old_mark(F.col(MICROS), old_mark)  # as data, not code (batch_values)
 
         # counted as the fold reads the new rows; the side tables read them again only if needed
         counts = (F.count_if(~is_good).alias("rejected"), F.count_if(is_late).alias("late"))
         turned_away = Observation()
         counted = rows.observe(turned_away, *counts)
-        good = used_columns(counted.where(is_good & ~is_late).drop(REASON, OLD_MARK), swa)  # what the state must keep
+        good = used_columns(counted.where(is_good & ~is_late).drop(REASON), swa)  # what the state must keep
         work = self._held(state, batch.sparkSession, folder, good.schema).unionByName(good)
         work = with_sizes(work, swa, self.sizes)  # size: auto: the run's sizes, never kept in the state
         # one job writes both the output's rows and the state; a replay of this batch writes them
@@ -141,9 +140,9 @@ class SwaStream(PerBatchOperator):
         turned = _observed(turned_away) or _one_row(rows.agg(*counts))
         side = {}
         if turned["rejected"]:
-            side[QUARANTINE] = self._quarantined(rows.where(~is_good).drop(OLD_MARK))
+            side[QUARANTINE] = self._quarantined(rows.where(~is_good))
         if turned["late"]:  # late: older than the previous batch's mark, so there was one
-            side[LATE] = self._late(rows.where(is_late).drop(REASON, OLD_MARK), old_mark)  # type: ignore[arg-type]
+            side[LATE] = self._late(rows.where(is_late).drop(REASON), old_mark)  # type: ignore[arg-type]
         state.complete(batch_id, {"max": seen, "mark": mark})
         keys = [field_of(good, c).name for c in swa.key_columns()]
         # learned sizes count keys holding tuples, which the tasks cannot sum: read back
@@ -174,10 +173,9 @@ class SwaStream(PerBatchOperator):
         kept = [quoted(c) for c in tuples.columns if c not in (SIZE_COLUMN, TIMEOUT_COLUMN)]
         if mark is None:
             final, may_stay = F.lit(False), F.lit(True)
-        else:  # the mark as a column (framework.operators.batch_values)
-            tuples, at = with_batch_values(tuples, {MARK: mark}), F.col(MARK)
-            final = (F.min(START) + F.max(timeout) < F.max(at)) | ((count >= F.max(size)) & (F.max(MICROS) < F.max(at)))
-            may_stay = F.col(START) + timeout >= at
+        else:  # the mark as data, not code (framework.operators.batch_values)
+            final = before(F.min(START) + F.max(timeout), mark) | ((count >= F.max(size)) & before(F.max(MICROS), mark))
+            may_stay = not_before(F.col(START) + timeout, mark)
         held = F.collect_list(F.when(may_stay, F.struct(*kept)))  # nulls are left out
         closed = F.when(count >= F.max(size), F.lit(COUNT)).otherwise(F.lit(TIMEOUT))
         assigned = assign_windows(tuples, swa, last=False)
