@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from framework.operators.batch_values import before
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
@@ -39,14 +41,15 @@ def orderable(data_type: DataType) -> bool:
 
 
 def bucket_of(micros: Column, bounds: list[int], lo: int = 0, hi: int | None = None) -> Column:
-    """The number of bounds <= micros (a balanced CASE tree over the sorted bounds)."""
+    """The number of bounds <= micros (a balanced CASE tree over the sorted bounds, compared as
+    data: the same generated code for any bounds of the same count, framework.operators.batch_values)."""
     from pyspark.sql import functions as F
 
     hi = len(bounds) if hi is None else hi
     if lo == hi:
         return F.lit(lo)
     mid = (lo + hi) // 2
-    return F.when(micros < F.lit(bounds[mid]), bucket_of(micros, bounds, lo, mid)).otherwise(
+    return F.when(before(micros, bounds[mid]), bucket_of(micros, bounds, lo, mid)).otherwise(
         bucket_of(micros, bounds, mid + 1, hi)
     )
 
@@ -68,21 +71,22 @@ def time_buckets(df: DataFrame, micros: str) -> list[int]:
     return sorted({int(q) for q in quantiles})
 
 
-def global_positions(df: DataFrame, micros: str, order: list[Column], name: str) -> tuple[DataFrame, int]:
-    """`df` with column `name`, and the row count: each row's 0-based position in the order (`order` starts with the
-    micros column). Rows are bucketed by time range; a bucket's offset is the row count of the
-    buckets before it (one small collect), and positions inside a bucket come from a window
-    function partitioned by bucket, so no single partition sees all rows."""
+def global_positions(df: DataFrame, micros: str, order: list[Column], name: str, start: int = 0) -> tuple[DataFrame, int]:
+    """`df` with column `name`, and the row count: each row's position in the order (`order` starts
+    with the micros column), counted from `start`. Rows are bucketed by time range; a bucket's
+    offset is `start` plus the row count of the buckets before it (one small collect, held in a map
+    literal: data, not code, for a stream's batch), and positions inside a bucket come from a
+    window function partitioned by bucket, so no single partition sees all rows."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
     bucketed = df.withColumn("__tributary_bucket", bucket_of(F.col(micros), time_buckets(df, micros)))
     counts = sorted(bucketed.groupBy("__tributary_bucket").count().collect(), key=lambda r: r[0])
-    offsets, before = [], 0
+    offsets, placed = [], start
     for bucket, count in counts:
-        offsets += [F.lit(bucket), F.lit(before).cast(LongType())]
-        before += count
-    offset = F.element_at(F.create_map(*offsets), F.col("__tributary_bucket")) if offsets else F.lit(0).cast(LongType())
+        offsets += [F.lit(bucket), F.lit(placed).cast(LongType())]
+        placed += count
+    offset = F.element_at(F.create_map(*offsets), F.col("__tributary_bucket")) if offsets else F.lit(start).cast(LongType())
     inside = Window.partitionBy("__tributary_bucket").orderBy(*order)
-    return bucketed.withColumn(name, offset + F.row_number().over(inside) - 1).drop("__tributary_bucket"), before
+    return bucketed.withColumn(name, offset + F.row_number().over(inside) - 1).drop("__tributary_bucket"), placed - start

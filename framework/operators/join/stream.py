@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from framework.errors import BadInput
 from framework.io.stream_sink import WrittenRows
+from framework.operators.batch_values import before, not_before
+from framework.operators.columns import field_of
 from framework.operators.context import StepContext
 from framework.operators.join.batch import build_join, unmatched_rows
 from framework.operators.micro_batch import Held, MicroBatchSetup, PerBatchOperator
@@ -117,14 +119,17 @@ class CountJoinStream(PerBatchOperator):
         old_mark, mark = meta.get("mark"), _watermark(max_a, self.delay_a, max_b, self.delay_b)
 
         # ids tell A rows apart for the left join's bookkeeping; materialised so they stay fixed
-        new_a = new_a.withColumn(ID_A, F.concat_ws("-", F.lit(batch_id), F.monotonically_increasing_id()))
+        new_a = new_a.withColumn(ID_A, F.concat_ws("-", F.lit(str(batch_id)), F.monotonically_increasing_id()))
         new_a = new_a.withColumn(MATCHED_A, F.lit(False)).localCheckpoint()
         if old_mark is not None:  # late rows cannot take a place in the sequence any more
-            new_a, new_b = new_a.where(F.col(ts_a) >= F.lit(old_mark)), new_b.where(F.col(ts_b) >= F.lit(old_mark))
+            # the state's ISO text, read as each column's type (as `ts >= 'text'` would)
+            old_a, old_b = (F.lit(old_mark).cast(field_of(f, ts).dataType) for f, ts in ((new_a, ts_a), (new_b, ts_b)))
+            new_a, new_b = new_a.where(not_before(F.col(ts_a), old_a)), new_b.where(not_before(F.col(ts_b), old_b))
         held_a = previous["a"].where("__kind = 'pending'").drop("__kind").unionByName(new_a)
         held_b = previous["b"].where("__kind = 'pending'").drop("__kind").unionByName(new_b)
-        is_final_a = F.col(ts_a) < F.lit(mark) if mark is not None else F.lit(False)
-        is_final_b = F.col(ts_b) < F.lit(mark) if mark is not None else F.lit(False)
+        # the batch's values as data, not code: a string id, the marks compared as structs (batch_values)
+        is_final_a = before(F.col(ts_a), mark) if mark is not None else F.lit(False)
+        is_final_b = before(F.col(ts_b), mark) if mark is not None else F.lit(False)
         final_a, final_b = held_a.where(is_final_a), held_b.where(is_final_b)
         tail_a = previous["a"].where("__kind = 'tail'").drop("__kind")
         tail_b = previous["b"].where("__kind = 'tail'").drop("__kind")

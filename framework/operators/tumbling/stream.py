@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from framework.io.checkpoint_audit import late_records
 from framework.io.stream_sink import WrittenRows
+from framework.operators.batch_values import before, not_before, older_than_old_mark
 from framework.operators.columns import field_of
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
 from framework.operators.keyed_windows import (
@@ -66,7 +67,7 @@ class TumblingStream(PerBatchOperator):
         rows = with_micros(batch.withColumn(REASON, rejection_reason(spec)), spec).localCheckpoint()
         is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
-        is_late = is_good & (F.col(MICROS) < F.lit(old_mark)) if old_mark is not None else F.lit(False)
+        is_late = is_good & older_than_old_mark(F.col(MICROS), old_mark)  # as data, not code (batch_values)
         counts = rows.agg(
             F.count_if(~is_good).alias("rejected"), F.count_if(is_late).alias("late"), F.max(MICROS).alias("newest")
         ).first()
@@ -80,17 +81,18 @@ class TumblingStream(PerBatchOperator):
         )
         tail = previous.where(F.col(KIND) == "tail").drop(KIND)
         held = previous.where(F.col(KIND) == "pending").drop(KIND, UNIT).unionByName(good)
-        is_final = F.col(MICROS) < F.lit(mark) if mark is not None else F.lit(False)
+        is_final = before(F.col(MICROS), mark) if mark is not None else F.lit(False)
 
         placed = int(meta.get("placed", 0))
-        numbered, final = global_positions(held.where(is_final), MICROS, tuple_order(held, spec), POSITION)
-        numbered = numbered.withColumn(UNIT, F.floor((F.col(POSITION) + F.lit(placed)) / F.lit(size)).cast("long")).drop(POSITION)
+        # positions from `placed` on: the offsets are data, not code (framework.operators.ordering)
+        numbered, final = global_positions(held.where(is_final), MICROS, tuple_order(held, spec), POSITION, start=placed)
+        numbered = numbered.withColumn(UNIT, F.floor(F.col(POSITION) / F.lit(size)).cast("long")).drop(POSITION)
         filling = (placed + final) // size  # the window the next final row goes to
         windows = tail.unionByName(numbered).localCheckpoint()
-        full = windows.where(F.col(UNIT) < F.lit(filling)).withColumn(CLOSED, F.lit(COUNT))
+        full = windows.where(before(F.col(UNIT), filling)).withColumn(CLOSED, F.lit(COUNT))
         units = unit_rows(self.step, spec, full, [UNIT])
 
-        kept = windows.where(F.col(UNIT) >= F.lit(filling)).withColumn(KIND, F.lit("tail"))
+        kept = windows.where(not_before(F.col(UNIT), filling)).withColumn(KIND, F.lit("tail"))
         pending = held.where(~is_final).withColumn(UNIT, F.lit(None).cast("long")).withColumn(KIND, F.lit("pending"))
         state.save(batch_id, {"rows": kept.unionByName(pending)}, {"max": seen, "mark": mark, "placed": placed + final})
         self.figures["state_rows_peak"] = max(self.figures["state_rows_peak"], state.rows(state.folder(batch_id), "rows"))
