@@ -26,6 +26,9 @@ steps got slower (a dozen small queries a micro-batch): tumbling 1.6 s -> 2.4 s 
 the count-window join 3.0 s -> 4.0 s, where the same streams over the same files (the code
 cached) took 1.1 s and 2.1 s.
 
+The struct costs each row a little (a CASE tree of 7 bounds over 5M rows: 0.39 s against 0.22 s
+with number literals), which batch runs of those steps pay too.
+
 A null stays null: `x < value` with a null x is null, as a plain comparison is (a struct holding
 a null would compare as smaller than any value).
 """
