@@ -1,12 +1,13 @@
-"""A micro-batch's own numbers (its watermark, the previous one) as data, not code.
+"""A micro-batch's own values (its watermark, the previous one, bucket bounds) as data, not code.
 
 Why: Spark writes a number literal into the Java source it generates for a stage and caches the
 compiled classes by that source. A literal that changes with every micro-batch, as a watermark
 does, makes every batch's source new: Janino compiles the stage's classes again (four per batch
 of a streaming SWA step, one per batch of Spark's own session windows) and the JVM's JIT starts
 over on them, interpreted at first, batch after batch. Compared as data (below), the generated
-source, and the compiled classes, stay the same from one batch to the next. On the benchmark's stream a new watermark per batch cost an SWA run 13 % more time than the same
-batches seen before (benchmarks/bench_swa.py, docs/swa.md).
+source, and the compiled classes, stay the same from one batch to the next. On the benchmark's
+stream a new watermark per batch cost an SWA run 13 % more time than the same batches seen
+before (benchmarks/bench_swa.py, docs/swa.md).
 
 Only a number Spark writes into the source is a problem: it keeps any other literal (a string,
 an array, a struct) out of the source, as a reference to an object it hands the compiled class.
