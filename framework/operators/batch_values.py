@@ -57,12 +57,13 @@ def not_before(value: Column, than: Any) -> Column:
     return F.when(value.isNotNull(), F.struct(value.alias("v")) >= _as_data(than))
 
 
-def older_than_old_mark(micros: Column, old_mark: int | None) -> Column:
-    """Whether a row's event time (`micros`) is before the previous batch's watermark: a row that
-    can take no place any more (never, before the first watermark)."""
+def before_mark(value: Column, mark: Any) -> Column:
+    """Whether `value` (an event time) is before a watermark `mark`, as data (`before`); never
+    while there is no watermark yet (`mark` None). Before the previous batch's mark: a row that
+    can take no place any more; before this batch's: a row that is final."""
     from pyspark.sql import functions as F
 
-    return F.lit(False) if old_mark is None else before(micros, old_mark)
+    return F.lit(False) if mark is None else before(value, mark)
 
 
 def _as_data(value: Any) -> Column:

@@ -28,7 +28,7 @@ from framework.io.checkpoint_audit import late_records
 from framework.io.locations import join
 from framework.io.stream_sink import WrittenRows
 from framework.io.task_parquet import Folder, write_folders
-from framework.operators.batch_values import older_than_old_mark
+from framework.operators.batch_values import before_mark
 from framework.operators.columns import field_of
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
 from framework.operators.group.batch import group_runner, keyed, run_groups
@@ -71,7 +71,7 @@ class GroupStream(PerBatchOperator):
         rows = keyed(batch.withColumn(REASON, rejection_reason(spec)), spec)  # type: ignore[arg-type]
         is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
-        is_late = is_good & older_than_old_mark(F.col(MICROS), old_mark)  # as data, not code (batch_values)
+        is_late = is_good & before_mark(F.col(MICROS), old_mark)  # as data, not code (batch_values)
         newest = rows.agg(
             F.max(MICROS).alias("newest"), F.count_if(~is_good).alias("rejected"), F.count_if(is_late).alias("late")
         )

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from framework.errors import BadInput
 from framework.io.stream_sink import WrittenRows
-from framework.operators.batch_values import before, not_before
+from framework.operators.batch_values import before_mark, not_before
 from framework.operators.columns import field_of
 from framework.operators.context import StepContext
 from framework.operators.join.batch import build_join, unmatched_rows
@@ -128,8 +128,8 @@ class CountJoinStream(PerBatchOperator):
         held_a = previous["a"].where("__kind = 'pending'").drop("__kind").unionByName(new_a)
         held_b = previous["b"].where("__kind = 'pending'").drop("__kind").unionByName(new_b)
         # the batch's values as data, not code: a string id, the marks compared as structs (batch_values)
-        is_final_a = before(F.col(ts_a), mark) if mark is not None else F.lit(False)
-        is_final_b = before(F.col(ts_b), mark) if mark is not None else F.lit(False)
+        is_final_a = before_mark(F.col(ts_a), mark)
+        is_final_b = before_mark(F.col(ts_b), mark)
         final_a, final_b = held_a.where(is_final_a), held_b.where(is_final_b)
         tail_a = previous["a"].where("__kind = 'tail'").drop("__kind")
         tail_b = previous["b"].where("__kind = 'tail'").drop("__kind")

@@ -55,7 +55,7 @@ from framework.io.staging import filesystem
 from framework.io.stream_sink import WrittenRows
 from framework.io.task_parquet import Folder, write_counted
 from framework.observations import has_run
-from framework.operators.batch_values import before, not_before, older_than_old_mark
+from framework.operators.batch_values import before, before_mark, not_before
 from framework.operators.columns import field_of, quoted
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
 from framework.operators.keyed_windows import (
@@ -122,7 +122,7 @@ class SwaStream(PerBatchOperator):
         old_mark = meta.get("mark")
         seen = max((m for m in (meta.get("max"), self._newest(rows, batch_id)) if m is not None), default=None)
         mark = seen - round(self.delay * 1_000_000) if seen is not None else None
-        is_late = is_good & older_than_old_mark(F.col(MICROS), old_mark)  # as data, not code (batch_values)
+        is_late = is_good & before_mark(F.col(MICROS), old_mark)  # as data, not code (batch_values)
 
         # counted as the fold reads the new rows; the side tables read them again only if needed
         counts = (F.count_if(~is_good).alias("rejected"), F.count_if(is_late).alias("late"))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from framework.io.checkpoint_audit import late_records
 from framework.io.stream_sink import WrittenRows
-from framework.operators.batch_values import before, not_before, older_than_old_mark
+from framework.operators.batch_values import before, before_mark, not_before
 from framework.operators.columns import field_of
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
 from framework.operators.keyed_windows import (
@@ -67,7 +67,7 @@ class TumblingStream(PerBatchOperator):
         rows = with_micros(batch.withColumn(REASON, rejection_reason(spec)), spec).localCheckpoint()
         is_good = F.col(REASON).isNull()
         old_mark = meta.get("mark")
-        is_late = is_good & older_than_old_mark(F.col(MICROS), old_mark)  # as data, not code (batch_values)
+        is_late = is_good & before_mark(F.col(MICROS), old_mark)  # as data, not code (batch_values)
         counts = rows.agg(
             F.count_if(~is_good).alias("rejected"), F.count_if(is_late).alias("late"), F.max(MICROS).alias("newest")
         ).first()
@@ -81,7 +81,7 @@ class TumblingStream(PerBatchOperator):
         )
         tail = previous.where(F.col(KIND) == "tail").drop(KIND)
         held = previous.where(F.col(KIND) == "pending").drop(KIND, UNIT).unionByName(good)
-        is_final = before(F.col(MICROS), mark) if mark is not None else F.lit(False)
+        is_final = before_mark(F.col(MICROS), mark)
 
         placed = int(meta.get("placed", 0))
         # positions from `placed` on: the offsets are data, not code (framework.operators.ordering)
