@@ -262,6 +262,14 @@ def test_plan_shows_the_run_without_starting_spark(cli):
     assert "computed once for 2 readers" in out and "merge" in out and "day head_service, by day" in out
 
 
+def test_plan_shows_the_projects_files_and_tables_from_its_folder(cli, project):
+    """A long absolute path would be cut at its end (the file name) in a terminal's table."""
+    code, out, err = cli("plan", "service_calls")
+    assert code == 0, err
+    assert "data/samples/service_calls/static" in out and "warehouse/daily_head_stats" in out, out
+    assert str(project) not in out.replace("\n", ""), out
+
+
 @pytest.mark.parametrize(
     "command",
     [

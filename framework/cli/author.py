@@ -128,7 +128,8 @@ def plan_cmd(
     def body() -> None:
         from framework.display import plan_tables
 
-        for table in plan_tables(context(pipeline, profile, var, select, interval).plan(full_refresh, limit)):
+        planned = context(pipeline, profile, var, select, interval)
+        for table in plan_tables(planned.plan(full_refresh, limit), planned.project.root):
             term.out.print(table)
 
     guard(debug, body)
