@@ -27,25 +27,15 @@ os.environ["TRIBUTARY_ENGINE"] = "0"
 SHORT_LIVED_JIT = FIRST_TIER_ONLY
 
 
-#: Test workers (pytest-xdist): the suite runs on the cores it has, at most this many workers,
-#: each with its own SparkSession (`local[2]`) and the JVMs its tests start.
+#: Test workers (pytest-xdist, `-n auto --dist loadfile` in setup.cfg): one per core, at most this
+#: many, each with its own SparkSession (`local[2]`) and the JVMs its tests start. A file's tests
+#: run on one worker, in order: its module fixtures (a warm engine its tests share) are made once.
 MOST_WORKERS = 4
-#: Session fixtures that start daemons: the tests using one run on one worker, so it starts once.
-_DAEMONS = ("standalone_cluster", "connect_server")
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto` (setup.cfg): one worker per core, at most MOST_WORKERS (each holds a JVM)."""
+    """`-n auto`: one worker per core, at most MOST_WORKERS."""
     return max(1, min(MOST_WORKERS, os.cpu_count() or 1))
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each file's tests run on one worker (`--dist loadgroup`), so its module fixtures are made
-    once; the files whose tests start a standalone cluster or a Spark Connect server share one."""
-    daemon_files = {item.path.name for item in items if set(_DAEMONS) & set(getattr(item, "fixturenames", ()))}
-    for item in items:
-        group = "daemons" if item.path.name in daemon_files else item.path.name
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
