@@ -10,10 +10,9 @@ control characters itself).
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
-from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
@@ -25,12 +24,11 @@ from rich.text import Text
 from framework.engine.results import UNDER_WAY, OutputStatus, StepStatus, Tone, tone
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import pyarrow as pa
 
     from framework.engine.results import RunResult
     from framework.plan.model import RunPlan
+    from framework.project import Project
     from framework.schemas import Schema
 
 #: what a terminal would act on: C0 controls, DEL, C1 controls (8-bit CSI, OSC...), the Unicode
@@ -109,11 +107,14 @@ class LiveProgress:
         return grid
 
 
-def plan_tables(plan: RunPlan, root: Path | None = None) -> list[Table]:
+def plan_tables(plan: RunPlan, project: Project | None = None) -> list[Table]:
     """`tributary plan`: the run's nodes in order, then its outputs. Files and tables inside the
-    project folder `root` are shown from it (`data/flights_2013-01-02.csv`): a narrow terminal cuts
+    `project` folder are shown from it (`data/flights_2013-01-02.csv`): a narrow terminal cuts
     a long cell at its end, which is where a path's file name is."""
-    shown = partial(_from_root, root.resolve() if root is not None else None)
+
+    def shown(location: str) -> str:
+        return location if project is None or "://" in location else project.relative(Path(location))
+
     title = f"plan of {plan.pipeline} · {plan.mode}" + (" · full refresh" if plan.full_refresh and not plan.sample else "")
     if plan.sample is not None:
         title += f" · a try over the first {plan.sample.rows:,} rows of each source, into {plan.warehouse.root}"
@@ -159,14 +160,6 @@ def plan_tables(plan: RunPlan, root: Path | None = None) -> list[Table]:
         mode = f"{output.mode} interval ({output.slice_by})" if output.slice_by else output.mode
         outputs.add_row(*_row(output.name, output.step, mode, layout, checks, shown(output.table)))
     return [nodes, outputs]
-
-
-def _from_root(root: Path | None, location: str) -> str:
-    """`location` from the project folder when it is a local path inside it, else as it is."""
-    if root is None or "://" in location or not os.path.isabs(location):
-        return location
-    inside = os.path.relpath(location, root)
-    return location if inside == os.pardir or inside.startswith(os.pardir + os.sep) else inside
 
 
 def schema_table(node: str, kind: str, schema: Schema, pipeline: str) -> Group:

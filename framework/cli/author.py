@@ -129,7 +129,7 @@ def plan_cmd(
         from framework.display import plan_tables
 
         planned = context(pipeline, profile, var, select, interval)
-        for table in plan_tables(planned.plan(full_refresh, limit), planned.project.root):
+        for table in plan_tables(planned.plan(full_refresh, limit), planned.project):
             term.out.print(table)
 
     guard(debug, body)
