@@ -10,8 +10,9 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import date
+from datetime import date, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -213,3 +214,67 @@ def test_a_parallel_rerun_killed_in_the_middle_then_run_again_leaves_each_slice_
     assert code == 0, out + err
     stale = [line for line in out.splitlines() if "stale" in line]
     assert len(stale) == 1 and "2013-01-02" in stale[0], out
+
+
+def test_a_parallel_run_that_ends_while_another_reads_the_log_is_not_taken_for_interrupted(spark, project, monkeypatch):
+    """The bug (one CI run of the suite): in a parallel backfill, interval 3's run read the run log
+    (to undo runs killed mid-commit) while interval 1's run was ending. Interval 1's run logged
+    its end and left the set of live runs between that read and the check against the set, so it
+    was logged a second time, as "interrupted: the process ended before the run finished", and
+    `runs` showed a run that had ended ok as interrupted. Here the read is held open until the
+    other run (a real one, on its own Spark session) has ended."""
+    import threading
+
+    from framework.engine import runner
+    from framework.io.delta.delta_rs import DeltaRsStore
+    from framework.project_context import ProjectContext
+    from framework.spec.intervals import Interval
+
+    for day in DAYS[:2]:
+        flights(project, day, 2)
+    write(project / "pipelines/flights.yaml", daily("flights", SLICED))
+    context = ProjectContext.load("flights", start=project)
+    zone = "America/New_York"
+
+    def compiled(day: date):
+        start = datetime.combine(day, datetime.min.time(), ZoneInfo(zone))
+        return context.compile(Interval(start, start + timedelta(days=1), zone))
+
+    concurrent: set[str] = set()
+    other_waits, other_may_go = threading.Event(), threading.Event()
+    real_batch, real_query = runner.run_batch, DeltaRsStore.query
+
+    def batch(run):
+        if threading.current_thread() is other:  # the other run has logged its start: hold it
+            other_waits.set()
+            other_may_go.wait(120)
+        real_batch(run)
+
+    def query(self, table, sql):
+        found = real_query(self, table, sql)
+        if (
+            threading.current_thread() is threading.main_thread()
+            and "run_id, event, details" in sql
+            and not other_may_go.is_set()
+        ):
+            other_may_go.set()  # this run's recovery has read the log: the other run now ends
+            other.join(120)
+        return found
+
+    monkeypatch.setattr(runner, "run_batch", batch)
+    monkeypatch.setattr(DeltaRsStore, "query", query)
+    ended: list = []
+    other = threading.Thread(
+        target=lambda: ended.append(context.run(compiled(DAYS[0]), spark=spark.newSession(), concurrent=concurrent))
+    )
+    other.start()
+    assert other_waits.wait(120), "the other run never started"
+    this = context.run(compiled(DAYS[1]), spark=spark, concurrent=concurrent)
+    other.join(120)
+    assert ended and ended[0].status == "ok" and this.status == "ok"
+
+    import deltalake
+
+    events = deltalake.DeltaTable(str(project / "warehouse/_tributary/events")).to_pyarrow_table().to_pylist()
+    run_ends = [(e["run_id"], e["status"], e["error"]) for e in events if e["event"] == "run_end"]
+    assert sorted(run_ends, key=repr) == sorted([(ended[0].run_id, "ok", None), (this.run_id, "ok", None)], key=repr), run_ends

@@ -65,7 +65,8 @@ class RunContext:
     learned: dict[str, Any] = field(default_factory=dict)
     #: batch: the run key (framework.engine.transaction.run_key), computed once
     key: str | None = None
-    #: runs of this pipeline going on beside this one (a parallel backfill): not to be recovered
+    #: runs of this pipeline started beside this one under the same lock (a parallel backfill),
+    #: going on or ended: not to be recovered
     siblings: set[str] = field(default_factory=set)
     #: streaming: frames a first run built, kept for the next runs of the same plan and session
     #: (framework.engine.streaming.KeptFrames); None: each run builds its own

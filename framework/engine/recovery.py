@@ -5,7 +5,7 @@ hold its commit and others do not. The next run of the pipeline holds the run lo
 run is still going: it restores the outputs that run committed to their previous version and
 logs the run as interrupted. A killed run that committed every output (only its end was not
 logged) is logged as ok. Runs that share the lock with this one (a parallel backfill's,
-`RunContext.siblings`) are alive, not interrupted.
+`RunContext.siblings`) are alive or ended by themselves, not interrupted.
 """
 
 from __future__ import annotations

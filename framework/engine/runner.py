@@ -7,8 +7,10 @@ covers and the tables it plans to write) and its steps, outputs, quality results
 finishes, whatever happened, then undo what the run left (views, caches, staging files).
 
 A caller may hold the pipeline's lock itself (`concurrent`): the scheduler, which checks whether
-an interval is still to run under the lock, and a parallel backfill, whose runs share it; the
-runs it names there are alive, and recovery leaves them alone.
+an interval is still to run under the lock, and a parallel backfill, whose runs share it. Each
+run adds its id to the caller's set and leaves it there when it ends, and recovery leaves the runs
+named there alone: a run that ends while another run reads the run log would otherwise be gone
+from the set before its end is in the log the other one read, and be logged as interrupted.
 """
 
 from __future__ import annotations
@@ -73,8 +75,8 @@ def run_pipeline(
     with every output table at its previous version. With `limit`, a try: each source's first
     `limit` rows, in batch, into the scratch warehouse (framework.plan.model.Sample).
 
-    concurrent: the caller holds the pipeline's run lock; this run adds its id to the set while
-    it goes, and recovery leaves the runs in it alone (see the module's docstring).
+    concurrent: the caller holds the pipeline's run lock; this run adds its id to the set (and
+    leaves it there), and recovery leaves the runs in it alone (see the module's docstring).
     kept: a stream's frames, built by the first run that gets it and used by the next ones
     (framework.engine.streaming.KeptFrames).
     java_options: for the driver's JVM when this run starts it (the class archive of the CLI's runs)."""
@@ -141,8 +143,6 @@ def run_pipeline(
         result.duration_s = time.perf_counter() - started
         _record_quality(run)
         _record_events(run, events)
-        if concurrent is not None:
-            concurrent.discard(run.run_id)
     return result
 
 
