@@ -173,6 +173,49 @@ def _backfill_process(project: Path, *args: str) -> subprocess.Popen:
     )
 
 
+#: `tributary ARGS...` in a process that dies right after its first Delta commit, before it logs its end
+DIE_AFTER_COMMITTING = """
+import os, sys
+from framework.io.delta.delta_rs import DeltaRsStore
+original = DeltaRsStore.commit
+def commit(self, *args, **kwargs):
+    original(self, *args, **kwargs)
+    os._exit(9)
+DeltaRsStore.commit = commit
+from framework.cli import main
+sys.argv = ["tributary", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_rerun_killed_after_its_commit_is_not_taken_for_stale(spark, project, cli):
+    """The bug: a rerun of a changed interval died after committing the new input's rows, before
+    logging its end. `runs` said the interval was stale, comparing its input with the older run's
+    (the last one that had logged what it read), and still did once the next backfill had logged
+    the killed run ok."""
+    day, next_day = DAYS[0], DAYS[1]
+    flights(project, day, 2)
+    write(project / "pipelines/flights.yaml", daily("flights", SLICED))
+    assert cli("run", "flights", "--interval", day_interval(day))[0] == 0
+    flights(project, day, 3, dep_delay=50)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    command = [sys.executable, "-c", DIE_AFTER_COMMITTING, "run", "flights", "--interval", day_interval(day)]
+    died = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert died.returncode == 9, died.stdout + died.stderr
+    assert sorted(r["dep_delay"] for r in delta_rows(project / "warehouse/per_flight")) == [50, 51, 52]
+
+    code, out, err = cli("runs", "--pipeline", "flights")
+    assert code == 0 and "stale" not in out, out + err
+    code, out, err = cli("backfill", "flights", "--from", day.isoformat(), "--to", next_day.isoformat())
+    assert code == 0 and "1 already committed, 0 to run" in out, out + err
+    code, out, err = cli("runs", "--pipeline", "flights")
+    assert code == 0 and "stale" not in out and "ok" in out, out + err
+
+    flights(project, day, 1)  # a change since the killed run's commit is still seen
+    code, out, err = cli("runs", "--pipeline", "flights")
+    assert code == 0 and "stale" in out, out + err
+
+
 def test_a_parallel_rerun_killed_in_the_middle_then_run_again_leaves_each_slice_as_one_clean_run(spark, project, cli):
     days = DAYS[:3]
     for day in days:

@@ -33,6 +33,7 @@ from framework.engine.frames import Frames, static_frames
 from framework.engine.lock import RunLock
 from framework.engine.results import OutputStatus, RunResult, RunStatus, new_run_id
 from framework.engine.streaming import KeptFrames, run_streaming
+from framework.engine.transaction import run_key
 from framework.errors import BadInput, RunFailed, TributaryError
 from framework.io.delta import DeltaStore, choose_store, local_store
 from framework.io.locations import (
@@ -106,6 +107,8 @@ def run_pipeline(
         concurrent.add(run.run_id)
         run.siblings = concurrent
     drive = run_streaming if plan.streaming else run_batch
+    if not plan.streaming:
+        _fingerprint_inputs(run)
     events = EventLog(store, run.internal(EVENTS_TABLE), run.run_id, plan.pipeline)
     events.record("run_start", status=RunStatus.RUNNING, details=_start_details(run))
     events.flush()
@@ -213,6 +216,18 @@ def one_line(error: BaseException) -> str:
     return text if isinstance(error, TributaryError) else f"{type(error).__name__}: {text.splitlines()[0]}"
 
 
+def _fingerprint_inputs(run: RunContext) -> None:
+    """A batch run's key and its inputs' hash (framework.engine.transaction.run_key) before it
+    starts, so its `run_start` names what it reads: a run killed after its commit, before logging
+    its end, is then logged ok by the next one with the inputs it committed, and `tributary runs`
+    does not take its interval for stale. Where the inputs cannot be listed now, the run computes
+    them when it stages, and fails there if it must (with its end logged)."""
+    try:
+        run_key(run)
+    except Exception:  # noqa: BLE001 - see the docstring
+        run.key = run.result.inputs_key = None
+
+
 def _start_details(run: RunContext) -> dict[str, object]:
     return {
         "profile": run.profile.name,
@@ -224,6 +239,7 @@ def _start_details(run: RunContext) -> dict[str, object]:
         "tables": {o.name: o.table for o in run.plan.outputs},  # which tables this run may commit to
         "source_schemas": run.compiled.source_schemas,  # Parquet sources typed from their footers, Delta from their logs
         **({"limit": run.plan.sample.rows} if run.plan.sample is not None else {}),
+        **({"inputs_key": run.result.inputs_key} if run.result.inputs_key is not None else {}),
     }
 
 

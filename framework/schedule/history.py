@@ -173,11 +173,12 @@ def _assemble(rows: list[dict[str, Any]]) -> list[RunRecord]:
             if details.get("interval"):
                 run.interval = Interval.from_dict(details["interval"])
             run.tables = dict(details.get("tables") or {})
+            run.inputs_key = details.get("inputs_key")  # a batch run's inputs as it started
         elif event == "run_end":
             run.status, run.duration_s, run.error = row["status"], row["duration_s"], row["error"]
             if details.get("exit_code") is not None:
                 run.exit_code = int(details["exit_code"])
-            run.inputs_key = details.get("inputs_key")
+            run.inputs_key = details.get("inputs_key") or run.inputs_key
         elif event == "output_end" and row["status"] == OutputStatus.WRITTEN:
             run.rows += row["rows"] or 0
             if row["version"] is not None and not str(row["name"]).startswith("_"):
@@ -211,15 +212,17 @@ def run_history(
     from framework.io.delta import local_store
 
     table = context.events_table(scratch)
-    records = RunLog(local_store(context.profile.storage_options), table).runs([pipeline] if pipeline else None)
-    stale = set() if scratch else stale_intervals(context, records, limit)
+    runlog = RunLog(local_store(context.profile.storage_options), table)
+    records = runlog.runs([pipeline] if pipeline else None)
+    stale = set() if scratch else stale_intervals(context, records, limit, runlog)
     return table, history_rows(records, failed_only=failed_only, limit=limit, stale=stale)
 
 
-def stale_intervals(context: ProjectContext, runs: list[RunRecord], limit: int) -> set[tuple[str, Interval]]:
+def stale_intervals(context: ProjectContext, runs: list[RunRecord], limit: int, runlog: RunLog) -> set[tuple[str, Interval]]:
     """(pipeline, interval) of the newest `limit` committed intervals per scheduled pipeline whose
     inputs changed since their commit: the fingerprint of the files or tables the interval reads
-    now (its source paths rendered for it) differs from the one its last ok run recorded. No JVM."""
+    now (its source paths rendered for it) differs from the one its last committing run recorded
+    (a run that ended ok, or one killed after committing: `RunLog.done`). No JVM."""
     from framework.engine.transaction import input_fingerprint, inputs_key
     from framework.errors import TributaryError
     from framework.io.delta import local_store
@@ -228,7 +231,7 @@ def stale_intervals(context: ProjectContext, runs: list[RunRecord], limit: int) 
 
     committed: dict[str, dict[Interval, RunRecord]] = defaultdict(dict)
     for run in runs:  # oldest first: the last ok run of each interval wins
-        if run.interval is not None and run.status == RunStatus.OK and run.inputs_key:
+        if run.interval is not None and run.inputs_key and runlog.done(run):
             committed[run.pipeline][run.interval] = run
     if not committed:
         return set()
