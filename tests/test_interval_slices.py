@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -161,12 +162,16 @@ def test_validate_warns_when_a_scheduled_pipeline_appends(project, cli):
     assert "appends" in out + err and "interval: {column:" in out + err, out + err
 
 
+def _child_environment() -> dict[str, str]:
+    """For a `tributary` process of the test's own: this Python, this checkout."""
+    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+
 def _backfill_process(project: Path, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     return subprocess.Popen(
         [sys.executable, "-m", "framework", "backfill", *args],
         cwd=project,
-        env=env,
+        env=_child_environment(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -198,9 +203,8 @@ def test_a_rerun_killed_after_its_commit_is_not_taken_for_stale(spark, project, 
     write(project / "pipelines/flights.yaml", daily("flights", SLICED))
     assert cli("run", "flights", "--interval", day_interval(day))[0] == 0
     flights(project, day, 3, dep_delay=50)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     command = [sys.executable, "-c", DIE_AFTER_COMMITTING, "run", "flights", "--interval", day_interval(day)]
-    died = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    died = subprocess.run(command, cwd=project, env=_child_environment(), capture_output=True, text=True, timeout=300)
     assert died.returncode == 9, died.stdout + died.stderr
     assert sorted(r["dep_delay"] for r in delta_rows(project / "warehouse/per_flight")) == [50, 51, 52]
 
@@ -266,8 +270,6 @@ def test_a_parallel_run_that_ends_while_another_reads_the_log_is_not_taken_for_i
     was logged a second time, as "interrupted: the process ended before the run finished", and
     `runs` showed a run that had ended ok as interrupted. Here the read is held open until the
     other run (a real one, on its own Spark session) has ended."""
-    import threading
-
     from framework.engine import runner
     from framework.io.delta.delta_rs import DeltaRsStore
     from framework.project_context import ProjectContext
@@ -316,8 +318,6 @@ def test_a_parallel_run_that_ends_while_another_reads_the_log_is_not_taken_for_i
     other.join(120)
     assert ended and ended[0].status == "ok" and this.status == "ok"
 
-    import deltalake
-
-    events = deltalake.DeltaTable(str(project / "warehouse/_tributary/events")).to_pyarrow_table().to_pylist()
+    events = delta_rows(project / "warehouse/_tributary/events")
     run_ends = [(e["run_id"], e["status"], e["error"]) for e in events if e["event"] == "run_end"]
     assert sorted(run_ends, key=repr) == sorted([(ended[0].run_id, "ok", None), (this.run_id, "ok", None)], key=repr), run_ends
