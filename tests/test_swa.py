@@ -580,20 +580,42 @@ def test_the_fold_assigns_what_the_whole_partition_fold_assigns(spark, fold, row
     assert units == {tuple(r) for r in unit_rows("s", spec, whole, [UNIT]).collect()}
 
 
-def test_the_batch_step_sorts_its_tuples_once(spark, fold):
+def test_the_batch_step_sorts_its_tuples_once_and_aggregates_each_window_as_it_streams_past(spark, fold):
     """One shuffle and one sort for the key order (every window function in one Window): a second
-    sort of every tuple doubled the step's time. The windows' aggregates need a second shuffle only
-    after the pandas fold (Spark forgets the partitioning across a Python UDF)."""
-    from framework.operators.keyed_windows import UNIT, unit_rows
-    from framework.operators.swa.batch import KEY_HASH, assign_windows, closed_in_place
+    sort of every tuple in another order doubled the step's time. The windows are then aggregated
+    in one pass as their tuples stream past (one sort aggregate, after a sort by window that finds
+    the tuples in that order already), not by a partial and a final hash aggregation in the same
+    task, and an aggregate that depends on order gets each window's tuples in their order. The
+    aggregation needs a second shuffle only after the pandas fold (Spark forgets the partitioning
+    across a Python UDF)."""
+    from framework.operators import StepContext, build_step
+    from framework.spec.steps import SwaStep
 
-    spec, frame = _small_key_trace(spark, [("a", 1), ("b", 2)])
-    units = unit_rows("s", spec, assign_windows(frame, spec), [KEY_HASH, UNIT], closed_in_place(spec))
+    step = SwaStep.model_validate(
+        {
+            "swa": {
+                "input": "x",
+                "key": ["k"],
+                "size": 3,
+                "timeout": "10s",
+                "event_time": "ts",
+                "aggregates": {"s": "collect_list(second(ts))"},
+            }
+        }
+    )
+    at = [("a", 2), ("b", 5), ("a", 0), ("a", 1), ("a", 3)]
+    tuples = spark.createDataFrame([(k, datetime.datetime(2026, 1, 1, 0, 0, s)) for k, s in at], "k STRING, ts TIMESTAMP")
+    units = build_step("swa", StepContext(spark, "s", step, {"x": tuples}))
     plan = units._jdf.queryExecution().executedPlan().toString()  # the plan's shape is the point
     assert plan.count("Window [") == 1
-    assert plan.count("Sort [") == 1
     assert plan.count("Exchange hashpartitioning") == (2 if fold == "pandas" else 1)
     assert ("ArrowEvalPython" in plan) == (fold == "pandas")
+    if fold != "pandas":
+        sorts = [line.strip() for line in plan.splitlines() if "Sort [" in line and "SortAggregate" not in line]
+        assert len(sorts) == 2, plan
+        assert sorts[0].startswith("+- Sort [__tributary_key_hash#") and ", __tributary_unit#" in sorts[0], plan  # by window
+        assert plan.count("SortAggregate(") == 1 and "HashAggregate" not in plan, plan
+    assert sorted((r.k, r.tuple_count, r.s) for r in units.collect()) == [("a", 1, [3]), ("a", 3, [0, 1, 2]), ("b", 1, [5])]
 
 
 def test_a_replayed_streaming_batch_recomputes_its_windows_from_the_previous_state(spark, tmp_path):
@@ -634,10 +656,11 @@ def test_a_replayed_streaming_batch_recomputes_its_windows_from_the_previous_sta
     assert run(SwaStream("w", step, legacy.root, delay=4.0), batches[1], 1) == emitted[1]
 
 
-def test_the_streaming_windows_are_folded_and_aggregated_in_one_shuffle_and_one_sort(spark, tmp_path):
+def test_the_streaming_windows_are_folded_and_aggregated_after_one_shuffle(spark, tmp_path):
     """Which windows are final, and the tuples of the others, come out of the aggregation that
     makes the output's rows: no second window over each key, no second shuffle, and no join
-    (the watermark is compared as data: framework.operators.batch_values)."""
+    (the watermark is compared as data: framework.operators.batch_values). The aggregation is one
+    sort aggregate over the fold's tuples, sorted by window (they are in that order already)."""
     from framework.operators.keyed_windows import with_micros
     from framework.operators.swa.stream import SwaStream
     from framework.spec.steps import SwaStep
@@ -649,7 +672,7 @@ def test_the_streaming_windows_are_folded_and_aggregated_in_one_shuffle_and_one_
     plan = windows._jdf.queryExecution().executedPlan().toString()  # the plan's shape is the point
     assert plan.count("Exchange hashpartitioning") == 1
     assert plan.count("Exchange") == 1 and "Join" not in plan
-    assert plan.count("Sort [") == 1
+    assert plan.count("Sort [") == 2 and plan.count("SortAggregate(") == 1 and "HashAggregate" not in plan
     assert plan.count("Window [") == 1
     assert "ArrowEvalPython" not in plan
 

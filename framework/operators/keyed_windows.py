@@ -271,10 +271,19 @@ def unit_rows(
     group: list[str],
     closed: Column | None = None,
     hidden: dict[str, Column] | None = None,
+    order: str | None = None,
 ) -> DataFrame:
     """One row per unit: tuples grouped by key and `group` (the hidden unit columns). How a unit
     closed is its tuples' CLOSED, or the aggregate `closed` (an index into CLOSED_BY). `hidden`
-    aggregates are computed in the same pass and kept after the output columns, by name."""
+    aggregates are computed in the same pass and kept after the output columns, by name.
+
+    `order`: the rows are already partitioned by the key and in each key's tuple order, and this
+    column numbers each unit's tuples in that order (SWA's fold). They are then sorted by
+    (`group`, key, `order`), which leaves them where they are, so each unit's tuples come one
+    after another, in order. Spark then aggregates each unit as its tuples stream past (one sort
+    aggregate: framework.engine.session), not twice through a hash map (a partial and a final
+    aggregation in the same task, the buffers serialised between them), and every aggregate
+    that depends on order (collect_list, first) sees the unit's tuples in their total order."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
@@ -287,7 +296,11 @@ def unit_rows(
         F.count(F.lit(1)).alias("tuple_count"),
         closed.alias("closed_by"),
     ]
-    grouped = assigned.groupBy(*[F.col(quoted(k)) for k in keys], *group)
+    key = [F.col(quoted(k)) for k in keys]
+    if order is None:
+        grouped = assigned.groupBy(*key, *group)
+    else:
+        grouped = assigned.sortWithinPartitions(*group, *key, order).groupBy(*group, *key)
     try:
         aggregates = [F.expr(expression).alias(name) for name, expression in spec.aggregates.items()]
         extra = [column.alias(name) for name, column in (hidden or {}).items()]

@@ -53,10 +53,6 @@ class Sizes:
     instances: int  # instances in the history they were learned from
     note: str = ""  # where they came from, said in the run summary
 
-    @property
-    def largest_size(self) -> int:
-        return max([self.fallback[0], *(n for n, _ in self.per_head.values())])
-
 
 def size_column(spec: SwaSpec) -> Column:
     """The window size n of each tuple: its column when learned, else the number."""

@@ -41,9 +41,7 @@ tables with (app id, batch id) before the output, so a replay writes nothing twi
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -70,7 +68,7 @@ from framework.operators.keyed_windows import (
 )
 from framework.operators.micro_batch import LATE, QUARANTINE, Held, MicroBatchSetup, PerBatchOperator, micros_iso
 from framework.operators.micro_batch_state import OUTPUT, MicroBatchState
-from framework.operators.swa.batch import KEY_HASH, START, assign_windows, fold_windows
+from framework.operators.swa.batch import KEY_HASH, POSITION, START, assign_windows, fold_windows
 from framework.operators.window_sizes import SIZE_COLUMN, TIMEOUT_COLUMN, Sizes, size_column, timeout_column, with_sizes
 from framework.spec.steps import AUTO
 
@@ -135,8 +133,7 @@ class SwaStream(PerBatchOperator):
         # again from the previous batch's state, which is kept
         current = state.begin(batch_id)
         windows = self.windows(work, mark)
-        with _windows_hashed_in_memory(batch.sparkSession, self.sizes.largest_size if self.sizes else int(swa.size)):
-            written, tallies = write_counted(windows, _output_and_held(current, self._timeout_micros))
+        written, tallies = write_counted(windows, _output_and_held(current, self._timeout_micros))
         turned = _observed(turned_away) or _one_row(rows.agg(*counts))
         side = {}
         if turned["rejected"]:
@@ -179,7 +176,9 @@ class SwaStream(PerBatchOperator):
         held = F.collect_list(F.when(may_stay, F.struct(*kept)))  # nulls are left out
         closed = F.when(count >= F.max(size), F.lit(COUNT)).otherwise(F.lit(TIMEOUT))
         assigned = assign_windows(tuples, swa, last=False)
-        return unit_rows(self.step, swa, assigned, [KEY_HASH, UNIT], closed=closed, hidden={FINAL: final, HELD: held})
+        return unit_rows(
+            self.step, swa, assigned, [KEY_HASH, UNIT], closed=closed, hidden={FINAL: final, HELD: held}, order=POSITION
+        )
 
     @staticmethod
     def _held(state: MicroBatchState, spark: SparkSession, folder: str | None, schema: StructType) -> DataFrame:
@@ -328,44 +327,3 @@ def _observed(observation: Observation) -> dict[str, int] | None:
         return observation.get
     except Py4JJavaError:
         return None
-
-
-HASHED_TUPLES = 1 << 20  # per task: the most tuples the windows' aggregation keeps in its hash map
-
-
-class _SharedSetting:
-    """A session setting that several outputs' micro-batches change at once: the first to enter
-    keeps what was there, the last to leave puts it back, so none can leave it changed."""
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-        self._lock = threading.Lock()
-        self._users = 0
-        self._before: str | None = None
-
-    @contextmanager
-    def set(self, spark: SparkSession, value: str) -> Iterator[None]:
-        with self._lock:
-            if self._users == 0:
-                self._before = spark.conf.get(self.key)
-            self._users += 1
-            spark.conf.set(self.key, value)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0 and self._before is not None:
-                    spark.conf.set(self.key, self._before)
-                elif self._users == 0:
-                    spark.conf.unset(self.key)
-
-
-_HASH_FALLBACK = _SharedSetting("spark.sql.objectHashAggregate.sortBased.fallbackThreshold")
-
-
-def _windows_hashed_in_memory(spark: SparkSession, size: int) -> Any:  # a context manager
-    """Spark's aggregation with collect_list and the like (object buffers) keeps 128 groups in
-    memory per task, then sorts the rest. A window holds at most `size` tuples, so many windows
-    fit: aggregating them all in the hash map measured ~14 % faster on the benchmark's micro-batch."""
-    return _HASH_FALLBACK.set(spark, str(max(128, HASHED_TUPLES // size)))
