@@ -14,7 +14,10 @@ Key head+client+time, n = 13, t = 22 s, the same aggregates everywhere. Prints, 
    event times and so new watermarks (--same-files: every round the same files, whose
    watermarks, and the code Spark generated for them, the warm-up has seen already).
    --floor: each side's floor too (the same stream, every tuple read, none emitted) and native's
-   time over Tributary's floor, the most any stateful step could reach here; with the batch part,
+   time over Tributary's floor, the most any stateful step could reach here; the keyed floor (the
+   same stream, each micro-batch shuffled by the key and sorted by key and event time, as any SWA
+   on Spark must order each key's tuples, nothing emitted) and native's time over it, the most any
+   SWA built on Spark's shuffle could reach here, whatever runs it; with the batch part,
    the streaming SWA's throughput over the batch SWA's (target ≥ 0.6) and the floor's, and
    Spark's own: native session windows streaming over the same in batch.
    --spark-state: also SWA as a sketch of one of Spark's own stateful operators
@@ -155,6 +158,22 @@ def streaming_native(spark, data: Path, out: Path, per_trigger: int, floor: bool
         )
         columns = [*KEYS, "session_window.*", "tuple_count", *AGGREGATES]
     return append_stream_to_delta(sessions, out, columns)
+
+
+def streaming_keyed_floor(spark, data: Path, out: Path, per_trigger: int) -> int:
+    """The keyed floor: the native stream with each micro-batch hashed into the shuffle partitions
+    by the key and sorted by key and event time (the work before any fold of each key's tuples in
+    order, Tributary's or a Spark stateful operator's: both have Spark shuffle and sort them),
+    nothing emitted. The filter is not deterministic, so the optimizer cannot move it below the
+    sort; it is false for every row."""
+    from pyspark.sql import functions as F
+
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+
+    def ordered_nothing(batch):
+        return batch.repartition(partitions, *KEYS).sortWithinPartitions(*KEYS, "ts").where(F.monotonically_increasing_id() < 0)
+
+    return append_stream_to_delta(native_calls(spark, data, per_trigger), out, per_batch=ordered_nothing)
 
 
 SPARK_STATE_SOURCE = Path(__file__).parent / "spark_state" / "SwaGroupState.java"
@@ -397,9 +416,10 @@ def stream_bench(
     label's median seconds."""
     swa_label, native_label = "tributary swa (streaming)", "native session_window (streaming)"
     floor_label, native_floor_label = "tributary floor (reads all, emits none)", "native floor (reads all, emits none)"
+    keyed_label = "keyed floor (shuffled, sorted, none)"
     sketch_label = "swa sketch as a spark stateful operator"
     sql_sketch_label = "... its windows' tuples, SQL aggregates"
-    labels = [swa_label, native_label] + ([floor_label, native_floor_label] if args.floor else [])
+    labels = [swa_label, native_label] + ([floor_label, native_floor_label, keyed_label] if args.floor else [])
     labels += [sketch_label, sql_sketch_label] if args.spark_state else []
     times: dict[str, list[float]] = {label: [] for label in labels}
     compiling: dict[str, list[float]] = {label: [] for label in labels}  # JIT compile seconds per run
@@ -417,6 +437,11 @@ def stream_bench(
             counts[label], observed = streaming_tributary(spark, root, swa_file, tmp / f"wh{i}")
         elif label == floor_label:
             counts[label], _ = streaming_tributary(spark, root, nothing_file, tmp / f"floor{i}")
+        elif label == keyed_label:
+            out = tmp / f"keyed{i}"
+            counts[label] = streaming_keyed_floor(spark, fresh, out, args.files_per_trigger)
+            shutil.rmtree(f"{out}.ckpt", ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
         elif label in (sketch_label, sql_sketch_label):
             out = tmp / f"sketch{i}"
             counts[label] = streaming_spark_state(spark, fresh, out, args.files_per_trigger, label == sql_sketch_label)
@@ -468,6 +493,13 @@ def stream_bench(
         )
         print(f"  the most a stateful step could reach against native here (native ÷ tributary's floor): {native / floor:.2f}")
         record("swa.streaming_ceiling", native / floor)
+        keyed = statistics.median(times[keyed_label])
+        print(
+            f"  keyed floor {keyed:.2f} s: the most any SWA on Spark's shuffle could reach against native here "
+            f"(native ÷ the keyed floor): {native / keyed:.2f}; swa above the keyed floor {swa - keyed:.2f} s, "
+            f"session_window {native - keyed:.2f} s"
+        )
+        record("swa.streaming_keyed_ceiling", native / keyed)
     if args.spark_state:
         sketch = rates[sketch_label] / rates[native_label]
         print(
