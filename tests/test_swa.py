@@ -618,6 +618,16 @@ def test_the_batch_step_sorts_its_tuples_once_and_aggregates_each_window_as_it_s
     assert sorted((r.k, r.tuple_count, r.s) for r in units.collect()) == [("a", 1, [3]), ("a", 3, [0, 1, 2]), ("b", 1, [5])]
 
 
+def test_sessions_aggregate_sorted_rows_in_one_pass_unless_their_catalog_is_hive(spark):
+    """The plans above need Spark's sort aggregate (every session Tributary starts turns it on);
+    a profile with a Hive catalog keeps Spark's default (Hive UDAFs: framework.engine.session)."""
+    from framework.engine.session import SORT_AGGREGATE, defaults_for
+
+    assert spark.conf.get(SORT_AGGREGATE) == "true"
+    assert defaults_for({})[SORT_AGGREGATE] == "true"
+    assert SORT_AGGREGATE not in defaults_for({"spark.sql.catalogImplementation": "hive"})
+
+
 def test_a_replayed_streaming_batch_recomputes_its_windows_from_the_previous_state(spark, tmp_path):
     """The streaming operator called again with a batch id it has run (Spark's replay after a
     crash) emits the same windows from the state of the batch before it; a state folder written
