@@ -57,8 +57,9 @@ START = "__tributary_start"  # event time (micros) of the first tuple of the tup
 def build_swa(context: StepContext) -> DataFrame:
     spec = context.spec.swa
     rows = with_sizes(used_columns(checked_input(context), spec), spec, context.sizes)
-    assigned = assign_windows(rows, spec)
-    return unit_rows(context.name, spec, assigned, [KEY_HASH, UNIT], closed=closed_in_place(spec), order=POSITION)
+    return unit_rows(
+        context.name, spec, assign_windows(rows, spec), [KEY_HASH, UNIT], closed=closed_in_place(spec), order=POSITION
+    )
 
 
 def check_swa(context: StepContext) -> DataFrame:

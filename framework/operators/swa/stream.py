@@ -26,8 +26,9 @@ reached through unions only, the footers of the files the batch read know the ne
 (framework.io.parquet_footers), and no job runs for it; otherwise one pass over the new rows
 finds it (a second read of them, cheaper than keeping every folded tuple until the mark is
 known). Then one pass folds and aggregates every window, collecting the tuples of the windows
-that may stay held (`windows`: one shuffle and one sort), and counts the late and keyless rows as
-it reads them. Its tasks write its result twice with pyarrow (framework.io.task_parquet): the
+that may stay held (`windows`: one shuffle, one sort, and a sort by window that finds the tuples
+in that order already, for the one-pass aggregate of framework.operators.keyed_windows.unit_rows),
+and counts the late and keyless rows as it reads them. Its tasks write its result twice with pyarrow (framework.io.task_parquet): the
 final windows beside the state, as the output's files, which the sink commits as they are, and
 the held tuples as the state: one job, where materialising the result and writing each part
 with Spark took three. The same tasks count what the batch's figures need (windows emitted and
