@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from framework.compiler import CompiledPipeline, source_file_problems
-from framework.engine import connect_server
+from framework.engine import connect_server, preload
 from framework.engine.batch import run_batch
 from framework.engine.context import Reporter, RunContext, Silent
 from framework.engine.events import EventLog, record_result
@@ -93,7 +93,9 @@ def run_pipeline(
     from framework.engine.session import default_log_file, guard, spark_log_file, spark_session
 
     run_id = new_run_id()
-    spark = spark or spark_session(profile, default_log_file().with_name(f"{plan.pipeline}-{run_id}.log"), java_options)
+    if spark is None:  # this run may start the JVM: what it will import, meanwhile
+        preload.start([compiled])
+        spark = spark_session(profile, default_log_file().with_name(f"{plan.pipeline}-{run_id}.log"), java_options)
     guard(spark)
     compiled.functions.use(spark)
     store = choose_store(spark, profile.delta_writer, profile.storage_options)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from framework.compiler import CompiledPipeline
+from framework.engine import preload
 from framework.engine.jit import FIRST_TIER_ONLY
 from framework.errors import BadInput, Problem
 from framework.project_context import ProjectContext
@@ -113,11 +114,10 @@ def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None],
     from framework.engine.session import guard, spark_session
 
     began = time.perf_counter()
-    preload = threading.Thread(target=_preload, args=(planned,), name="tributary-test-preload", daemon=True)
-    preload.start()  # imports while the JVM starts (a cold start), or while the first test plans
+    imports = preload.start(one.compiled for one in planned)  # while the JVM starts, or the first test plans
     spark = spark_session(planned[0].context.profile, java_options=f"{java_options} {TEST_JAVA_OPTIONS}".strip())
     guard(spark)
-    preload.join()
+    imports.join()
     tests = [(one, test) for one in planned for test in one.tests]
     outcomes: dict[int, Outcome] = {}
     heard = threading.Lock()
@@ -247,21 +247,3 @@ def _test_settings(spark: SparkSession) -> Iterator[None]:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, own)
-
-
-def _preload(planned: list[PipelineTests]) -> None:
-    """What the tests import anyway, imported while the JVM starts: Great Expectations (seconds of
-    imports) when a planned pipeline has expectations, pandas and Arrow when it has udfs/."""
-    try:
-        if any(one.compiled.functions.modules for one in planned):
-            import pyspark.sql.pandas.functions  # noqa: F401
-        if any(_has_expectations(one.compiled) for one in planned):
-            import great_expectations.expectations.registry
-            import great_expectations.validator.metric_configuration  # noqa: F401
-    except Exception:  # noqa: BLE001 - the test that needs it imports it again and says why it fails
-        pass
-
-
-def _has_expectations(compiled: CompiledPipeline) -> bool:
-    spec = compiled.spec
-    return any(node.expectations for node in (*spec.steps.values(), *spec.outputs.values()))

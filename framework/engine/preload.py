@@ -1,0 +1,46 @@
+"""The heavy imports a run will make, made in a thread while Spark's JVM starts.
+
+Why: starting the JVM takes seconds in which this process only waits on it, and a pipeline with
+expectations imports Great Expectations (3–4 s of imports on the 2-core development machine)
+only once its frames are built, after that wait. Imported in a thread started just before the
+JVM, the two overlap. Pipelines with udfs/ import pandas and Arrow for their functions the same
+way. A pipeline that needs neither imports nothing more.
+
+What is imported does not change: only when. A module the thread is still importing when the run
+reaches it is waited for by Python's import lock, as any import from two threads is.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from framework.compiler import CompiledPipeline
+
+THREAD_NAME = "tributary-preload"
+
+
+def start(pipelines: Iterable[CompiledPipeline]) -> threading.Thread:
+    """A started daemon thread importing what `pipelines` will need (join it to wait)."""
+    pipelines = list(pipelines)
+    thread = threading.Thread(target=_import_for, args=(pipelines,), name=THREAD_NAME, daemon=True)
+    thread.start()
+    return thread
+
+
+def has_expectations(compiled: CompiledPipeline) -> bool:
+    spec = compiled.spec
+    return any(node.expectations for node in (*spec.steps.values(), *spec.outputs.values()))
+
+
+def _import_for(pipelines: list[CompiledPipeline]) -> None:
+    try:
+        if any(one.functions.modules for one in pipelines):
+            import pyspark.sql.pandas.functions  # noqa: F401
+        if any(has_expectations(one) for one in pipelines):
+            import great_expectations.expectations.registry
+            import great_expectations.validator.metric_configuration  # noqa: F401
+    except Exception:  # noqa: BLE001 - the run imports it again where it needs it, and says why it fails
+        pass

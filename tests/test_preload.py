@@ -1,0 +1,116 @@
+"""A run that starts Spark's JVM imports what its pipeline needs meanwhile (framework.engine.preload).
+
+Each case runs in a fresh interpreter, where nothing is imported yet. There, `spark_session` is
+replaced by a probe that looks at what is being imported while the run waits on it, then stops
+the run: the question is only what happens before Spark is up.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+CHECKED = """\
+name: checked_calls
+sources:
+  calls:
+    format: json
+    path: data/samples/service_calls/static
+    schema: ts TIMESTAMP, client_ip STRING, head_service STRING, requested_service STRING, response_ms INT
+steps:
+  calls_checked:
+    sql: select * from {{ source('calls') }}
+    expectations:
+      - expect_column_values_to_not_be_null: {column: head_service}
+        severity: warn
+outputs:
+  calls_checked: {mode: overwrite}
+"""
+
+UNCHECKED = CHECKED.replace(
+    """    expectations:
+      - expect_column_values_to_not_be_null: {column: head_service}
+        severity: warn
+""",
+    "",
+)
+
+#: In a fresh interpreter: run the pipeline with a probe for `spark_session` that waits up to 20 s
+#: for Great Expectations to be imported (its import starts within milliseconds when it is
+#: preloaded; without the preload the run imports it only after Spark is up), then for the
+#: preload to end, and prints what it saw.
+_PROBE = """
+import json, sys, threading, time
+from pathlib import Path
+
+import framework.engine.session as session
+from framework.compiler import compile_pipeline
+from framework.engine.runner import run_pipeline
+from framework.profiles import load_profile
+from framework.project import Project
+
+seen = {}
+
+class SparkNotStarted(Exception):
+    pass
+
+def probe(*args, **kwargs):
+    wait = float(sys.argv[2])
+    deadline = time.monotonic() + wait
+    while "great_expectations" not in sys.modules and time.monotonic() < deadline:
+        time.sleep(0.01)
+    seen["importing_gx"] = "great_expectations" in sys.modules
+    for thread in threading.enumerate():
+        if thread.name == "tributary-preload":  # framework.engine.preload.THREAD_NAME
+            thread.join()
+    seen["imported_gx"] = "great_expectations.validator.metric_configuration" in sys.modules
+    raise SparkNotStarted
+
+session.spark_session = probe
+project = Project(Path("."))
+profile = load_profile(project)
+compiled = compile_pipeline(project, Path("pipelines") / (sys.argv[1] + ".yaml"), profile)
+try:
+    run_pipeline(compiled, profile)
+except SparkNotStarted:
+    pass
+print("SEEN" + json.dumps(seen))
+"""
+
+
+def _while_spark_starts(project: Path, pipeline: str, wait_s: float) -> dict[str, bool]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, pipeline, str(wait_s)],
+        cwd=project,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(project)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    marker = [line for line in done.stdout.splitlines() if line.startswith("SEEN")]
+    assert marker, done.stdout[-2000:] + done.stderr[-4000:]
+    return json.loads(marker[-1][len("SEEN") :])
+
+
+@pytest.fixture
+def checked_project(project: Path) -> Path:
+    (project / "pipelines" / "checked_calls.yaml").write_text(CHECKED)
+    (project / "pipelines" / "unchecked_calls.yaml").write_text(UNCHECKED)
+    return project
+
+
+def test_a_run_with_expectations_imports_great_expectations_while_spark_starts(checked_project: Path):
+    """Great Expectations takes seconds to import; a cold run imports it while the JVM starts."""
+    seen = _while_spark_starts(checked_project, "checked_calls", wait_s=20)
+    assert seen == {"importing_gx": True, "imported_gx": True}
+
+
+def test_a_run_without_expectations_does_not_import_great_expectations(checked_project: Path):
+    seen = _while_spark_starts(checked_project, "unchecked_calls", wait_s=1)
+    assert seen == {"importing_gx": False, "imported_gx": False}
