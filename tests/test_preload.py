@@ -84,9 +84,43 @@ print("SEEN" + json.dumps(seen))
 """
 
 
-def _while_spark_starts(project: Path, pipeline: str, wait_s: float) -> dict[str, bool]:
+#: In a fresh interpreter: a session that is there at once (as in a process that holds one), and
+#: whether the preload still runs when the run goes on (`guard` is the run's next call).
+_GOES_ON = """
+import json, sys, threading
+from pathlib import Path
+
+import framework.engine.session as session
+from framework.compiler import compile_pipeline
+from framework.engine.runner import run_pipeline
+from framework.profiles import load_profile
+from framework.project import Project
+
+seen = {}
+
+class Stop(Exception):
+    pass
+
+def going_on(spark):
+    seen["preload_running"] = any(t.name == "tributary-preload" and t.is_alive() for t in threading.enumerate())
+    raise Stop
+
+session.spark_session = lambda *args, **kwargs: object()
+session.guard = going_on
+project = Project(Path("."))
+profile = load_profile(project)
+compiled = compile_pipeline(project, Path("pipelines") / (sys.argv[1] + ".yaml"), profile)
+try:
+    run_pipeline(compiled, profile)
+except Stop:
+    pass
+print("SEEN" + json.dumps(seen))
+"""
+
+
+def _while_spark_starts(project: Path, pipeline: str, wait_s: float, probe: str = _PROBE) -> dict[str, bool]:
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, pipeline, str(wait_s)],
+        [sys.executable, "-c", probe, pipeline, str(wait_s)],
         cwd=project,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(project)},
         capture_output=True,
@@ -114,3 +148,11 @@ def test_a_run_with_expectations_imports_great_expectations_while_spark_starts(c
 def test_a_run_without_expectations_does_not_import_great_expectations(checked_project: Path):
     seen = _while_spark_starts(checked_project, "unchecked_calls", wait_s=1)
     assert seen == {"importing_gx": False, "imported_gx": False}
+
+
+def test_a_run_goes_on_only_once_the_imports_are_done(checked_project: Path):
+    """Great Expectations cannot be imported from two threads at once (the second finds a module
+    partially initialized): when Spark is there at once, the run waits for the preload before it
+    goes on to import anything itself."""
+    seen = _while_spark_starts(checked_project, "checked_calls", wait_s=0, probe=_GOES_ON)
+    assert seen == {"preload_running": False}

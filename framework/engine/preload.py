@@ -6,14 +6,16 @@ only once its frames are built, after that wait. Imported in a thread started ju
 JVM, the two overlap. Pipelines with udfs/ import pandas and Arrow for their functions the same
 way. A pipeline that needs neither imports nothing more.
 
-What is imported does not change: only when. A module the thread is still importing when the run
-reaches it is waited for by Python's import lock, as any import from two threads is.
+What is imported does not change: only when. The run waits for the thread before it goes on
+(`meanwhile`): Great Expectations cannot be imported from two threads at once (its modules import
+each other, and the second thread finds one partially initialized: an ImportError).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,6 +30,17 @@ def start(pipelines: Iterable[CompiledPipeline]) -> threading.Thread:
     thread = threading.Thread(target=_import_for, args=(pipelines,), name=THREAD_NAME, daemon=True)
     thread.start()
     return thread
+
+
+@contextmanager
+def meanwhile(pipelines: Iterable[CompiledPipeline]) -> Iterator[None]:
+    """The imports `pipelines` need, in a thread while the block runs (it starts Spark), finished
+    when the block ends: nothing after it imports them at the same time."""
+    thread = start(pipelines)
+    try:
+        yield
+    finally:
+        thread.join()
 
 
 def has_expectations(compiled: CompiledPipeline) -> bool:

@@ -94,8 +94,8 @@ def run_pipeline(
 
     run_id = new_run_id()
     if spark is None:  # this run may start the JVM: what it will import, meanwhile
-        preload.start([compiled])
-        spark = spark_session(profile, default_log_file().with_name(f"{plan.pipeline}-{run_id}.log"), java_options)
+        with preload.meanwhile([compiled]):
+            spark = spark_session(profile, default_log_file().with_name(f"{plan.pipeline}-{run_id}.log"), java_options)
     guard(spark)
     compiled.functions.use(spark)
     store = choose_store(spark, profile.delta_writer, profile.storage_options)

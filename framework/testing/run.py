@@ -114,10 +114,9 @@ def run_tests(planned: list[PipelineTests], progress: Callable[[Outcome], None],
     from framework.engine.session import guard, spark_session
 
     began = time.perf_counter()
-    imports = preload.start(one.compiled for one in planned)  # while the JVM starts, or the first test plans
-    spark = spark_session(planned[0].context.profile, java_options=f"{java_options} {TEST_JAVA_OPTIONS}".strip())
+    with preload.meanwhile(one.compiled for one in planned):  # while the JVM starts
+        spark = spark_session(planned[0].context.profile, java_options=f"{java_options} {TEST_JAVA_OPTIONS}".strip())
     guard(spark)
-    imports.join()
     tests = [(one, test) for one in planned for test in one.tests]
     outcomes: dict[int, Outcome] = {}
     heard = threading.Lock()
