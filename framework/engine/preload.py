@@ -35,12 +35,11 @@ def start(pipelines: Iterable[CompiledPipeline]) -> threading.Thread:
 @contextmanager
 def meanwhile(pipelines: Iterable[CompiledPipeline]) -> Iterator[None]:
     """The imports `pipelines` need, in a thread while the block runs (it starts Spark), finished
-    when the block ends: nothing after it imports them at the same time."""
+    when the block ends: nothing after it imports them at the same time. A block that fails (Spark
+    did not start, Ctrl-C) does not wait for them: the run ends there."""
     thread = start(pipelines)
-    try:
-        yield
-    finally:
-        thread.join()
+    yield
+    thread.join()
 
 
 def has_expectations(compiled: CompiledPipeline) -> bool:
