@@ -41,11 +41,9 @@ UNCHECKED = CHECKED.replace(
     "",
 )
 
-#: In a fresh interpreter: run the pipeline with a probe for `spark_session` that waits up to 20 s
-#: for Great Expectations to be imported (its import starts within milliseconds when it is
-#: preloaded; without the preload the run imports it only after Spark is up), then for the
-#: preload to end, and prints what it saw.
-_PROBE = """
+#: In a fresh interpreter: the pipeline (argv[1]) run with the HOOKS below in place; a hook
+#: records what it sees in `seen` and raises Stop, so the run ends before Spark is needed.
+_RUN = """
 import json, sys, threading, time
 from pathlib import Path
 
@@ -56,57 +54,13 @@ from framework.profiles import load_profile
 from framework.project import Project
 
 seen = {}
-
-class SparkNotStarted(Exception):
-    pass
-
-def probe(*args, **kwargs):
-    wait = float(sys.argv[2])
-    deadline = time.monotonic() + wait
-    while "great_expectations" not in sys.modules and time.monotonic() < deadline:
-        time.sleep(0.01)
-    seen["importing_gx"] = "great_expectations" in sys.modules
-    for thread in threading.enumerate():
-        if thread.name == "tributary-preload":  # framework.engine.preload.THREAD_NAME
-            thread.join()
-    seen["imported_gx"] = "great_expectations.validator.metric_configuration" in sys.modules
-    raise SparkNotStarted
-
-session.spark_session = probe
-project = Project(Path("."))
-profile = load_profile(project)
-compiled = compile_pipeline(project, Path("pipelines") / (sys.argv[1] + ".yaml"), profile)
-try:
-    run_pipeline(compiled, profile)
-except SparkNotStarted:
-    pass
-print("SEEN" + json.dumps(seen))
-"""
-
-
-#: In a fresh interpreter: a session that is there at once (as in a process that holds one), and
-#: whether the preload still runs when the run goes on (`guard` is the run's next call).
-_GOES_ON = """
-import json, sys, threading
-from pathlib import Path
-
-import framework.engine.session as session
-from framework.compiler import compile_pipeline
-from framework.engine.runner import run_pipeline
-from framework.profiles import load_profile
-from framework.project import Project
-
-seen = {}
+PRELOAD = "tributary-preload"  # framework.engine.preload.THREAD_NAME
 
 class Stop(Exception):
     pass
 
-def going_on(spark):
-    seen["preload_running"] = any(t.name == "tributary-preload" and t.is_alive() for t in threading.enumerate())
-    raise Stop
+HOOKS
 
-session.spark_session = lambda *args, **kwargs: object()
-session.guard = going_on
 project = Project(Path("."))
 profile = load_profile(project)
 compiled = compile_pipeline(project, Path("pipelines") / (sys.argv[1] + ".yaml"), profile)
@@ -116,6 +70,41 @@ except Stop:
     pass
 print("SEEN" + json.dumps(seen))
 """
+
+#: `spark_session` waits up to argv[2] s for Great Expectations to be imported (its import starts
+#: within milliseconds when it is preloaded; without the preload the run imports it only after
+#: Spark is up), then for the preload to end.
+_PROBE = _RUN.replace(
+    "HOOKS",
+    """
+def probe(*args, **kwargs):
+    deadline = time.monotonic() + float(sys.argv[2])
+    while "great_expectations" not in sys.modules and time.monotonic() < deadline:
+        time.sleep(0.01)
+    seen["importing_gx"] = "great_expectations" in sys.modules
+    for thread in threading.enumerate():
+        if thread.name == PRELOAD:
+            thread.join()
+    seen["imported_gx"] = "great_expectations.validator.metric_configuration" in sys.modules
+    raise Stop
+
+session.spark_session = probe
+""",
+)
+
+#: A session that is there at once (as in a process that holds one), and whether the preload
+#: still runs when the run goes on (`guard` is the run's next call).
+_GOES_ON = _RUN.replace(
+    "HOOKS",
+    """
+def going_on(spark):
+    seen["preload_running"] = any(t.name == PRELOAD and t.is_alive() for t in threading.enumerate())
+    raise Stop
+
+session.spark_session = lambda *args, **kwargs: object()
+session.guard = going_on
+""",
+)
 
 
 def _while_spark_starts(project: Path, pipeline: str, wait_s: float, probe: str = _PROBE) -> dict[str, bool]:
