@@ -145,3 +145,17 @@ def test_a_run_goes_on_only_once_the_imports_are_done(checked_project: Path):
     goes on to import anything itself."""
     seen = _while_spark_starts(checked_project, "checked_calls", wait_s=0, probe=_GOES_ON)
     assert seen == {"preload_running": False}
+
+
+def test_an_engine_started_for_a_pipeline_file_imports_what_that_file_needs(tmp_path):
+    """The warm engine's preload for the pipeline file of the command that started it: Great
+    Expectations for a checked pipeline; nothing for one without expectations, or for a file that
+    is not a pipeline (its command says why, not the engine)."""
+    from framework.engine.preload import GREAT_EXPECTATIONS, for_file
+
+    for name, text in (("checked", CHECKED), ("unchecked", UNCHECKED), ("broken", "name: [unclosed\n")):
+        (tmp_path / f"{name}.yaml").write_text(text)
+    assert for_file(tmp_path / "checked.yaml") == [GREAT_EXPECTATIONS]
+    assert for_file(tmp_path / "unchecked.yaml") == []
+    assert for_file(tmp_path / "broken.yaml") == []
+    assert for_file(tmp_path / "missing.yaml") == []

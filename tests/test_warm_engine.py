@@ -193,11 +193,18 @@ def test_interrupting_the_client_cancels_the_run_and_leaves_the_tables(warm):
 
 
 def test_other_spark_settings_get_their_own_engine_which_stops_when_idle(warm, tmp_path):
+    """The engine a checked pipeline's run starts imports Great Expectations while its JVM starts
+    (framework.engine.preload), and says so in its log."""
     other = _copy_project(tmp_path / "other")
     write(
         other / "configs/local.yaml",
         "spark:\n  master: local[2]\n  conf:\n    spark.sql.shuffle.partitions: 3\nwarehouse: ./warehouse\n",
     )
+    checked = other / "pipelines/service_calls.yaml"
+    step = "    union: [static_calls, image_calls]\n"
+    assert step in checked.read_text()
+    checks = "    expectations:\n      - expect_column_values_to_not_be_null: {column: head_service}\n        severity: warn\n"
+    checked.write_text(checked.read_text().replace(step, step + checks))
     first = warm.engines()[0]
     done = warm("run", "service_calls", cwd=other, TRIBUTARY_ENGINE_IDLE="0.1")
     assert done.returncode == 0, done.stderr
@@ -206,6 +213,8 @@ def test_other_spark_settings_get_their_own_engine_which_stops_when_idle(warm, t
     assert len(engines) == 2
     second = next(e for e in engines if e["key"] != first["key"])
     assert second["pid"] != first["pid"] and second["spark"]["conf"] == {"spark.sql.shuffle.partitions": 3}
+    ready = next(line for line in Path(second["log"]).read_text().splitlines() if ": ready in " in line)
+    assert f"(imported Great Expectations meanwhile, for {checked.resolve()})" in ready, ready
 
     left = warm.wait_until(lambda engines: len(engines) == 1, timeout=90)  # idle for 6 s: it stops
     assert left[0]["pid"] == first["pid"]

@@ -216,12 +216,12 @@ def engine_first(ctx: typer.Context, pipeline: str | None, profile_name: str | N
     from framework.warm.client import warm_up
 
     try:
-        prof = context(pipeline, profile_name).profile
+        project = context(pipeline, profile_name)
     except TributaryError:
         return  # said by the command's own checks
     if not asks:
-        through_engine(ctx, prof, no_engine, start=False)
-    warm_up(prof, no_engine)
+        through_engine(ctx, project.profile, no_engine, start=False)
+    warm_up(project.profile, no_engine, project.pipeline)
 
 
 def through_engine(ctx: typer.Context, prof: Any, no_engine: bool, start: bool = True, **overrides: Any) -> None:

@@ -6,6 +6,9 @@ only once its frames are built, after that wait. Imported in a thread started ju
 JVM, the two overlap. Pipelines with udfs/ import pandas and Arrow for their functions the same
 way. A pipeline that needs neither imports nothing more.
 
+A warm engine started by a command does the same while its JVM starts, for the pipeline file the
+command names (`for_file`): its first checked run then finds Great Expectations imported.
+
 What is imported does not change: only when. The run waits for the thread before it goes on
 (`meanwhile`): Great Expectations cannot be imported from two threads at once (its modules import
 each other, and the second thread finds one partially initialized: an ImportError).
@@ -16,10 +19,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from framework.compiler import CompiledPipeline
+    from framework.spec.models import Pipeline
+
+#: what `for_file` says it imported, for a pipeline with expectations
+GREAT_EXPECTATIONS = "Great Expectations"
 
 THREAD_NAME = "tributary-preload"
 
@@ -42,8 +50,20 @@ def meanwhile(pipelines: Iterable[CompiledPipeline]) -> Iterator[None]:
     thread.join()
 
 
-def has_expectations(compiled: CompiledPipeline) -> bool:
-    spec = compiled.spec
+def for_file(path: Path) -> list[str]:
+    """In this thread: the imports the pipeline file at `path` needs that a warm engine has not
+    made already (Great Expectations when it has expectations); what was imported, in words.
+    A file that does not load as a pipeline (its command will say why) imports nothing."""
+    from framework.spec.loader import load_pipeline
+
+    try:
+        spec = load_pipeline(path).spec
+    except Exception:  # noqa: BLE001 - the command reports its own input's problems
+        return []
+    return [GREAT_EXPECTATIONS] if has_expectations(spec) and _import_great_expectations() else []
+
+
+def has_expectations(spec: Pipeline) -> bool:
     return any(node.expectations for node in (*spec.steps.values(), *spec.outputs.values()))
 
 
@@ -51,8 +71,16 @@ def _import_for(pipelines: list[CompiledPipeline]) -> None:
     try:
         if any(one.functions.modules for one in pipelines):
             import pyspark.sql.pandas.functions  # noqa: F401
-        if any(has_expectations(one) for one in pipelines):
-            import great_expectations.expectations.registry
-            import great_expectations.validator.metric_configuration  # noqa: F401
     except Exception:  # noqa: BLE001 - the run imports it again where it needs it, and says why it fails
         pass
+    if any(has_expectations(one.spec) for one in pipelines):
+        _import_great_expectations()
+
+
+def _import_great_expectations() -> bool:
+    try:
+        import great_expectations.expectations.registry
+        import great_expectations.validator.metric_configuration  # noqa: F401
+    except Exception:  # noqa: BLE001 - the run imports it again where it needs it, and says why it fails
+        return False
+    return True

@@ -112,9 +112,10 @@ def _give_up() -> None:
     _gave_up = True
 
 
-def warm_up(profile: Profile, no_engine: bool = False) -> None:
+def warm_up(profile: Profile, no_engine: bool = False, pipeline: Path | None = None) -> None:
     """Start the profile's engine in the background if it is not running (the command goes on
-    checking its input meanwhile; hand_over then finds it starting or ready)."""
+    checking its input meanwhile; hand_over then finds it starting or ready). `pipeline`: the
+    command's pipeline file, whose imports the engine makes while its JVM starts."""
     if framework.warm.serving or _gave_up or _session_here() or mode(profile, no_engine) is not None:
         return
     with contextlib.suppress(EngineUnavailable, OSError):
@@ -123,7 +124,7 @@ def warm_up(profile: Profile, no_engine: bool = False) -> None:
             return
         with _start_lock(place, wait=False) as held:
             if held and _try_connect(place) is None:
-                _spawn(place, profile)
+                _spawn(place, profile, pipeline=pipeline)
                 _retire_outdated(place)
 
 
@@ -212,7 +213,7 @@ def _retire_outdated(place: EnginePlace) -> None:
             ask(str(status.get("socket")), {"t": "stop"})
 
 
-def _spawn(place: EnginePlace, profile: Profile, warm_up: bool = False) -> subprocess.Popen:
+def _spawn(place: EnginePlace, profile: Profile, warm_up: bool = False, pipeline: Path | None = None) -> subprocess.Popen:
     """`tributary engine serve`, detached: its own session (no terminal signals), output to its log."""
     settings = {
         "key": place.key,
@@ -220,6 +221,7 @@ def _spawn(place: EnginePlace, profile: Profile, warm_up: bool = False) -> subpr
         "spark": settings_of(profile),
         "idle_minutes": idle_minutes(profile),
         "warm_up": warm_up,
+        "pipeline": str(pipeline.resolve()) if pipeline is not None else None,
     }
     log = open(place.log, "ab")  # noqa: SIM115 - handed to the child
     try:

@@ -563,7 +563,8 @@ class Engine:
 
 
 def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
-    """The engine's life: `settings` = {"key", "folder", "spark", "idle_minutes", "warm_up"} from the client."""
+    """The engine's life: `settings` = {"key", "folder", "spark", "idle_minutes", "warm_up", "pipeline"}
+    from the client."""
     place = EnginePlace.of(str(settings["key"]), Path(settings["folder"]))
     lock = _take_lock(place.lock)
     if lock is None:
@@ -575,7 +576,9 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
     from framework.warm import class_archive
 
     spark_settings = dict(settings["spark"])
-    preload = threading.Thread(target=_preload, name="tributary-engine-preload", daemon=True)
+    imported: list[str] = []
+    pipeline = settings.get("pipeline")  # the pipeline file of the command that started this engine
+    preload = threading.Thread(target=_preload, args=(pipeline, imported), name="tributary-engine-preload", daemon=True)
     preload.start()  # imports while the JVM starts
     archive = class_archive.archive_path()
     archive_options, class_list = class_archive.java_options(archive)
@@ -591,7 +594,8 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
     ctrl_c.install_interrupt_point()
     warm_up = bool(settings.get("warm_up"))  # started by `tributary engine start`
     engine = Engine(place, spark, float(settings["idle_minutes"]) * 60, run_command, spark_settings, warm_up)
-    print(f"engine {place.key}: ready in {time.perf_counter() - began:.1f}s on {place.socket}", flush=True)
+    meanwhile = f" (imported {', '.join(imported)} meanwhile, for {pipeline})" if imported else ""
+    print(f"engine {place.key}: ready in {time.perf_counter() - began:.1f}s on {place.socket}{meanwhile}", flush=True)
     reason = engine.serve()
     print(f"engine {place.key}: stopping ({reason}) after {engine.runs} run(s)", flush=True)
     if engine.jvm_stuck:  # stopping Spark would wait for the task that does not stop
@@ -621,13 +625,19 @@ def _end_jvm(timeout: float = 120.0) -> None:
         process.wait(timeout)
 
 
-def _preload() -> None:
-    """What the first run imports anyway, imported while the JVM starts (the two overlap)."""
+def _preload(pipeline: str | None, imported: list[str]) -> None:
+    """What the first run imports anyway, imported while the JVM starts (the two overlap), and
+    what `pipeline` (the file of the command that started the engine) needs besides: Great
+    Expectations when it has expectations (framework.engine.preload). Adds those to `imported`."""
     with contextlib.suppress(Exception):
         import pyspark.sql.pandas.functions  # noqa: F401 - pandas and Arrow, for udfs/
 
         import framework.display
         import framework.engine.runner  # noqa: F401
+    if pipeline:
+        from framework.engine import preload
+
+        imported += preload.for_file(Path(pipeline))
 
 
 def _take_lock(path: Path) -> int | None:
