@@ -266,7 +266,7 @@ def on_cluster(args) -> None:
     from framework.localcluster.launcher import start_cluster
 
     with tempfile.TemporaryDirectory() as folder:
-        cluster = start_cluster(Path(folder), workers=args.workers, cores=1, memory=args.worker_memory)
+        cluster = start_cluster(Path(folder), workers=args.workers, cores=1, memory=args.worker_memory, tied=True)
         try:
             env = {**cluster.env, "PYTHONPATH": str(REPO), "TRIBUTARY_ENGINE": "0", "TRIBUTARY_BENCH_RECORD": "0"}
             command = [sys.executable, __file__, "--master", cluster.master, "--sizes", ",".join(map(str, args.sizes))]

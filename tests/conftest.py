@@ -58,11 +58,12 @@ def spark():
 def standalone_cluster(tmp_path_factory: pytest.TempPathFactory):
     """One Spark standalone master and two one-core workers for the whole session (framework/localcluster).
 
-    Its JVMs (and a driver started with `cluster.env`) run the JIT's first tier only (SHORT_LIVED_JIT)."""
+    Its JVMs (and a driver started with `cluster.env`) run the JIT's first tier only (SHORT_LIVED_JIT).
+    Tied to this process: a test session SIGKILLed leaves no master or worker running."""
     from framework.localcluster.launcher import start_cluster
 
     folder = tmp_path_factory.mktemp("standalone")
-    cluster = start_cluster(folder, workers=2, cores=1, memory="1g", java_options=SHORT_LIVED_JIT)
+    cluster = start_cluster(folder, workers=2, cores=1, memory="1g", java_options=SHORT_LIVED_JIT, tied=True)
     try:
         yield cluster
     finally:
@@ -75,7 +76,7 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory):
     on the JIT's first tier only (SHORT_LIVED_JIT)."""
     from framework.localcluster.connect import start_connect_server
 
-    server = start_connect_server(tmp_path_factory.mktemp("connect"), REPO, java_options=SHORT_LIVED_JIT)
+    server = start_connect_server(tmp_path_factory.mktemp("connect"), REPO, java_options=SHORT_LIVED_JIT, tied=True)
     try:
         yield server
     finally:

@@ -289,7 +289,7 @@ def test_a_connect_server_whose_port_is_taken_says_so_instead_of_pointing_at_ano
         taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(RuntimeError) as refused:
-            server = start_connect_server(tmp_path, REPO, port=port, java_options=SHORT_LIVED_JIT)
+            server = start_connect_server(tmp_path, REPO, port=port, java_options=SHORT_LIVED_JIT, tied=True)
             server.stop()
     said = str(refused.value)
     assert said.startswith(f"the Spark Connect server did not come up (its log: {tmp_path / 'connect-server.log'})")

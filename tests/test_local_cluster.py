@@ -282,3 +282,45 @@ def test_a_connect_servers_token_goes_only_to_that_server_while_it_runs(tmp_path
     finally:
         server.kill()
         server.wait()
+
+
+#: In a child process: a master and a worker tied to it (the test session's cluster is started
+#: so), their pids on one line, then waiting to be killed.
+_TIED_CLUSTER = """
+import json, sys, time
+from pathlib import Path
+from framework.localcluster.launcher import start_cluster
+cluster = start_cluster(Path(sys.argv[1]), workers=1, cores=1, memory="512m", java_options=sys.argv[2], tied=True)
+print("PIDS" + json.dumps([p.pid for p in cluster.processes]), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_tied_clusters_daemons_stop_when_the_process_that_started_them_is_killed(tmp_path: Path) -> None:
+    """The suite's cluster and Connect server are started `tied`: a test session SIGKILLed (a CI
+    time limit) leaves no master or worker running, holding ports, memory and the cores of the
+    next run on this machine."""
+    from tests.conftest import SHORT_LIVED_JIT
+
+    starter = subprocess.Popen(
+        [sys.executable, "-c", _TIED_CLUSTER, str(tmp_path / "cluster"), SHORT_LIVED_JIT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    pids: list[int] = []
+    try:
+        assert starter.stdout is not None
+        line = starter.stdout.readline()
+        assert line.startswith("PIDS"), line + starter.communicate(timeout=30)[1][-3000:]
+        pids = json.loads(line[4:])
+        assert len(pids) == 2 and all(runs_spark_class(pid) for pid in pids)
+        starter.kill()  # SIGKILL: no handler, no fixture teardown runs
+        starter.wait()
+        assert all(_gone(pid, timeout=60) for pid in pids), "a daemon outlived the process that started it"
+    finally:
+        starter.kill()
+        for pid in pids:
+            if runs_spark_class(pid):
+                stop_group(pid)

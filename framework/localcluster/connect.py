@@ -25,7 +25,14 @@ from pathlib import Path
 from framework import cluster_auth
 from framework.engine.session import CODEGEN_CACHE, DEFAULT_CONF
 from framework.localcluster.launcher import CONNECT_CLASS as SERVER_CLASS
-from framework.localcluster.launcher import log_end, own_folder, said_in_log, spark_environment, stop_group
+from framework.localcluster.launcher import (
+    ending_with_this_process,
+    log_end,
+    own_folder,
+    said_in_log,
+    spark_environment,
+    stop_group,
+)
 
 
 @dataclass
@@ -55,13 +62,15 @@ def start_connect_server(
     timeout: float = 120,
     java_options: str = "",
     secret: Path | None = None,
+    tied: bool = False,
 ) -> ConnectServer:
     """A Spark Connect server on 127.0.0.1 (`master`, else local[cores]), up and taking connections
     on `port`, else on one the system picks (port 0). Its URL names the port the server's log says
     it took: a `port` taken by then makes the server stop (a BindException; RuntimeError here), and
     knocking on `port` would reach whatever holds it. `java_options` go to its JVM (JDK_JAVA_OPTIONS);
     `secret`: the properties file of a local cluster's secret, for a server whose `master` is one.
-    The server takes only clients with its new token, registered for this user's runs."""
+    The server takes only clients with its new token, registered for this user's runs. `tied`: it
+    stops when this process ends, however it ends (launcher.ending_with_this_process)."""
     own_folder(folder)
     env = spark_environment(java_options)
     if python_path is not None:
@@ -82,7 +91,14 @@ def start_connect_server(
     start = log_end(log)
     with open(log, "a") as out:
         process = subprocess.Popen(
-            command, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            cwd=folder,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=ending_with_this_process() if tied else None,
         )
     try:
         said = said_in_log(

@@ -12,6 +12,7 @@ drivers holding the cluster's secret (framework.cluster_auth): 127.0.0.1 is ever
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import re
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +101,29 @@ def spark_environment(java_options: str = "") -> dict[str, str]:
     return env
 
 
+#: Linux's prctl option: the signal a process gets when the thread that started it ends
+_PR_SET_PDEATHSIG = 1
+
+
+def ending_with_this_process() -> Callable[[], None] | None:
+    """A `preexec_fn` for a daemon that must not outlive the process starting it, however that one
+    ends (a test session SIGKILLed, a benchmark stopped): the daemon gets SIGTERM then, as
+    `stop_group` would send it, and stops its executors as it does then. The setting survives the
+    launcher's `exec` into the JVM. None where the kernel has no such setting (not Linux)."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child only calls it
+    except (OSError, AttributeError):
+        return None
+    starter = os.getpid()
+
+    def end_with_starter() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != starter:  # the starter ended before the setting took
+            os._exit(1)
+
+    return end_with_starter
+
+
 def stop_group(pid: int, grace: float = 10.0) -> None:
     """SIGTERM process group `pid` (a launcher's JVM and its children), then SIGKILL what is left."""
     deadline = time.monotonic() + grace
@@ -147,6 +172,8 @@ class StandaloneCluster:
     workers: list[subprocess.Popen] = field(default_factory=list)
     #: the properties file with the secret the daemons and the drivers share (framework.cluster_auth)
     secret: Path | None = None
+    #: the daemons stop when the process that started them ends (`ending_with_this_process`)
+    tied: bool = False
 
     def spawn(self, name: str, arguments: list[str]) -> subprocess.Popen:
         launcher = Path(self.env["SPARK_HOME"]) / "bin" / "spark-class"
@@ -158,6 +185,7 @@ class StandaloneCluster:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=ending_with_this_process() if self.tied else None,
             )
         self.processes.append(process)
         return process
@@ -233,16 +261,19 @@ def start_cluster(
     port: int | None = None,
     ui_port: int | None = None,
     java_options: str = "",
+    tied: bool = False,
 ) -> StandaloneCluster:
     """Start a master (on `port`, else one the system picks) and `workers` workers, and wait until
     all are registered; on any failure, stop what started. The master's URL and web UI are the
     ports its log says it took (said_in_log). Only drivers holding the cluster's secret may use it
     (framework.cluster_auth). `java_options` go to every JVM started with the cluster's `env`: the
-    master, the workers, their executors, and a driver started with it."""
+    master, the workers, their executors, and a driver started with it. `tied`: the master and
+    workers stop when this process ends, however it ends (a test session's or a benchmark's
+    cluster; `tributary cluster up` starts one that outlives the command)."""
     own_folder(folder)
     env = spark_environment(java_options)
     secret = cluster_auth.write_secret(folder / SECRET_FILE)
-    cluster = StandaloneCluster("", "", env, folder, cores, memory, secret=secret)
+    cluster = StandaloneCluster("", "", env, folder, cores, memory, secret=secret, tied=tied)
     try:
         log = folder / "master.log"
         start = log_end(log)
