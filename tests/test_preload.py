@@ -8,6 +8,7 @@ the run: the question is only what happens before Spark is up.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,5 @@ def test_an_engine_started_for_a_pipeline_file_imports_what_that_file_needs(tmp_
     assert for_file(tmp_path / "unchecked.yaml") == []
     assert for_file(tmp_path / "broken.yaml") == []
     assert for_file(tmp_path / "missing.yaml") == []
+    os.mkfifo(tmp_path / "pipe.yaml")  # nothing writes to it: reading it would wait forever
+    assert for_file(tmp_path / "pipe.yaml") == []

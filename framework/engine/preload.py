@@ -56,6 +56,8 @@ def for_file(path: Path) -> list[str]:
     A file that does not load as a pipeline (its command will say why) imports nothing."""
     from framework.spec.loader import load_pipeline
 
+    if not path.is_file():  # a pipe would block the engine's start on its reading
+        return []
     try:
         spec = load_pipeline(path).spec
     except Exception:  # noqa: BLE001 - the command reports its own input's problems
