@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -145,6 +146,33 @@ def test_a_second_run_at_the_same_time_refuses(spark, cli, project):
     assert code == 1 and "already running" in err and "someone-else" in err
     assert not (project / "warehouse" / "slow_pages").exists()
     assert cli("run", "clicks")[0] == 0  # released
+
+
+SLOW_STREAM = """\
+name: slow_stream
+mode: streaming
+sources:
+  calls: {format: json, path: landing/calls, schema: "n INT"}
+steps:
+  napped:
+    sql: select n, reflect('java.lang.Thread', 'sleep', cast(100 as bigint)) as napped from {{ source('calls') }}
+outputs:
+  napped: {mode: append}
+"""
+
+
+def test_a_long_micro_batch_shows_its_tasks_as_it_runs(spark, cli, project):
+    """A first run over a backlog is one long micro-batch: its output's line shows the stages'
+    tasks moving while it runs (after 2 s), as staging a batch output does, not only the commit."""
+    write(project / "pipelines/slow_stream.yaml", SLOW_STREAM)
+    for i in range(4):  # 4 files of 15 rows, 100 ms a row: about 3 s a task on 2 cores
+        write(project / f"landing/calls/part-{i}.json", _file([{"n": i * 15 + j} for j in range(15)]))
+    code, out, err = cli("run", "slow_stream")
+    assert code == 0, err
+    moving = [line for line in out.splitlines() if "output napped" in line and "streaming" in line and " tasks" in line]
+    assert moving, out
+    assert all(re.search(r"stage \d+: \d+/\d+ tasks", line) for line in moving), moving
+    assert len(delta_rows(project / "warehouse/napped")) == 60
 
 
 def test_a_crashed_runs_lock_does_not_block(project):

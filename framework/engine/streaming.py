@@ -38,6 +38,7 @@ from framework.engine.results import OutputResult, OutputStatus, Progress, StepS
 from framework.engine.source_pins import check_source_columns, pin_source_columns
 from framework.engine.state_figures import streaming_figures
 from framework.engine.stream_checks import BatchCheck, CheckedBatches, RefusedRows
+from framework.engine.task_progress import group_tasks, tracker_of
 from framework.errors import BadInput, RunFailed
 from framework.io import staging as staging_files
 from framework.io.checkpoint_audit import AuditedSource, CheckpointAuditor
@@ -565,10 +566,7 @@ class StreamingRun:
 
     def _wait(self) -> None:
         if not self.run.continuous:
-            for q in self.queries:
-                if q.query.isActive:
-                    q.query.awaitTermination()
-                _raise_if_failed(q)
+            self._until_read()
             return
         previous = _install_stop_handlers(self.run.stop)
         audited = time.monotonic()
@@ -586,6 +584,31 @@ class StreamingRun:
                 time.sleep(0.5)
         finally:
             _restore_handlers(previous)
+
+    def _until_read(self, every: int = 1, after: float = 2.0) -> None:
+        """Available-now: until each query has read what was there. Meanwhile, a micro-batch that
+        takes more than `after` seconds shows its stages' tasks on its output's line, as staging a
+        batch output does (framework.engine.task_progress): a first run over a large backlog is
+        one long micro-batch, which said nothing until its commit."""
+        tracker, shown, began = tracker_of(self.run.spark), dict[str, str](), time.monotonic()
+        for q in self.queries:
+            while q.query.isActive:
+                q.query.awaitTermination(every)
+                if tracker is not None and time.monotonic() - began > after:
+                    self._show_tasks(tracker, shown)
+            _raise_if_failed(q)
+
+    def _show_tasks(self, tracker: Any, shown: dict[str, str]) -> None:
+        for q in self.queries:
+            if q.result is None or not q.query.isActive:
+                continue
+            try:
+                text = group_tasks(self.run.spark, tracker, str(q.query.runId))
+            except Exception:  # noqa: BLE001 - the query ended meanwhile, or the JVM went away: the run says so
+                continue
+            if text and text != shown.get(q.name):
+                shown[q.name] = text
+                self.run.reporter.update("output", q.name, Progress.STREAMING, text)
 
     def _collect(self, executors: int) -> None:
         result, plan = self.run.result, self.run.plan

@@ -5,6 +5,9 @@ how many tasks there are and how many finished. A background thread reads it eve
 seconds while the output is staged and reports "stage 4: 37/200 tasks" on the output's progress
 line, once the work has taken longer than `after` seconds (a short stage stays quiet). Without a
 status tracker (e.g. a Spark Connect session) it reports nothing.
+
+A streaming query runs its micro-batches' jobs in a job group of its own (its run id), so
+`group_tasks` tells the stages of one query's jobs apart from those of the queries beside it.
 """
 
 from __future__ import annotations
@@ -46,16 +49,36 @@ def task_progress(spark: Any, report: Callable[[str], None], every: float = 1.0,
         thread.join()
 
 
-def describe(tracker: Any) -> str:
-    """The active stages as "stage 4: 37/200 tasks (8 running)", joined; "" when none is active."""
+def group_tasks(spark: Any, tracker: Any, group: str) -> str:
+    """`describe` for the active stages of job group `group`'s running jobs ("" when none runs)."""
+    listed = spark.sparkContext._jvm.java.util.Arrays.toString(tracker._jtracker.getJobIdsForGroup(group))
+    in_group = {int(job) for job in str(listed).strip("[]").split(",") if job.strip()}  # one call, not one per job
+    stages: set[int] = set()
+    for job in in_group.intersection(tracker.getActiveJobsIds()):
+        info = tracker.getJobInfo(job)
+        if info is not None:
+            stages.update(int(stage) for stage in info.stageIds)
+    return describe(tracker, stages)
+
+
+def describe(tracker: Any, among: set[int] | None = None) -> str:
+    """The active stages (`among` those, when given) as "stage 4: 37/200 tasks (8 running)",
+    joined; "" when none is active."""
     parts = []
     for stage_id in sorted(tracker.getActiveStageIds()):
+        if among is not None and stage_id not in among:
+            continue
         info = tracker.getStageInfo(stage_id)
         if info is None or info.numTasks <= 0:
             continue
         running = f" ({info.numActiveTasks} running)" if info.numActiveTasks else ""
         parts.append(f"stage {stage_id}: {info.numCompletedTasks:,}/{info.numTasks:,} tasks{running}")
     return "; ".join(parts)
+
+
+def tracker_of(spark: Any) -> Any:
+    """The session's status tracker; None on a session without one (Spark Connect)."""
+    return _tracker(spark)
 
 
 def _tracker(spark: Any) -> Any:
