@@ -590,7 +590,8 @@ class StreamingRun:
         takes more than `after` seconds shows its stages' tasks on its output's line, as staging a
         batch output does (framework.engine.task_progress): a first run over a large backlog is
         one long micro-batch, which said nothing until its commit."""
-        tracker, shown, began = tracker_of(self.run.spark), dict[str, str](), time.monotonic()
+        tracker, began = tracker_of(self.run.spark), time.monotonic()
+        shown: dict[str, str] = {}  # output -> the tasks its line shows now
         for q in self.queries:
             while q.query.isActive:
                 q.query.awaitTermination(every)
