@@ -21,7 +21,7 @@ from typing import Any
 
 @contextmanager
 def task_progress(spark: Any, report: Callable[[str], None], every: float = 1.0, after: float = 2.0) -> Iterator[None]:
-    tracker = _tracker(spark)
+    tracker = tracker_of(spark)
     if tracker is None:
         yield
         return
@@ -78,10 +78,6 @@ def describe(tracker: Any, among: set[int] | None = None) -> str:
 
 def tracker_of(spark: Any) -> Any:
     """The session's status tracker; None on a session without one (Spark Connect)."""
-    return _tracker(spark)
-
-
-def _tracker(spark: Any) -> Any:
     try:
         return spark.sparkContext.statusTracker()
     except Exception:  # noqa: BLE001 - Spark Connect sessions have no SparkContext
