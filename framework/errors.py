@@ -56,3 +56,21 @@ class RunFailed(TributaryError):
     """The run started but could not finish; outputs stay at their previous version."""
 
     exit_code = 1
+
+
+#: what Ctrl-C leaves, when nothing of the run was committed
+NOTHING_COMMITTED = "outputs stay at their previous version"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C after part of a run was committed for good: a stream commits each micro-batch as it
+    goes, so what stays is not "the previous version". Its text says what stays."""
+
+    def __init__(self, kept: str):
+        super().__init__(kept)
+        self.kept = kept
+
+
+def interrupted_line(error: KeyboardInterrupt) -> str:
+    """The one line a user reads after Ctrl-C (without the word "interrupted")."""
+    return error.kept if isinstance(error, Interrupted) else NOTHING_COMMITTED

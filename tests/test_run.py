@@ -350,3 +350,66 @@ def test_ctrl_c_stops_a_run_without_an_engine_in_one_line_without_a_traceback(pr
     assert "interrupted; outputs stay at their previous version" in text
     assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
     assert delta_version(project / "warehouse" / "napped") is None
+
+
+#: One file a micro-batch; the second file's rows nap 1 s each, so Ctrl-C comes inside its micro-batch.
+NAPPING_STREAM = """\
+name: napping_stream
+mode: streaming
+sources:
+  calls: {format: json, path: landing/calls, schema: "n INT", max_files_per_trigger: 1}
+steps:
+  napped:
+    sql: select n, reflect('java.lang.Thread', 'sleep', cast(if(n >= 10, 1000, 0) as bigint)) as napped from {{ source('calls') }}
+outputs:
+  napped: {mode: append}
+"""
+
+
+def test_ctrl_c_in_a_stream_says_which_micro_batches_stay_committed_and_the_next_run_goes_on(cli, project):
+    """A stream commits each micro-batch exactly once as it goes, so Ctrl-C after a commit leaves
+    that micro-batch in its table: the last line said "outputs stay at their previous version",
+    which is not so, and the run log had the output as not committed."""
+    write(project / "pipelines/napping_stream.yaml", NAPPING_STREAM)
+    write(project / "landing/calls/a.json", "".join(f'{{"n": {i}}}\n' for i in range(5)))
+    write(project / "landing/calls/b.json", "".join(f'{{"n": {i}}}\n' for i in range(10, 16)))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "TRIBUTARY_ENGINE": "0"}
+    env.pop("TRIBUTARY_PROFILE", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "framework", "run", "napping_stream", "--no-engine"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    table = project / "warehouse" / "napped"
+    try:
+        deadline = time.monotonic() + 180
+        while delta_version(table) is None and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # inside the second micro-batch (6 rows of 1 s on 2 cores)
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=120)
+        reader.join(timeout=10)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    text = "".join(lines)
+    assert code == 130, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    assert "outputs stay at their previous version" not in text, text[-3000:]
+    assert "output 'napped' keeps the 1 micro-batch it committed (5 rows" in text, text[-3000:]
+    assert "the next run goes on after it" in text, text[-3000:]
+    assert sorted(r["n"] for r in delta_rows(table)) == list(range(5))
+    logged = [r for r in delta_rows(project / "warehouse" / "_tributary" / "events") if r["event"] == "output_end"]
+    assert [(r["name"], r["status"], r["rows"]) for r in logged] == [("napped", "written", 5)], logged
+
+    code, _, err = cli("run", "napping_stream")  # goes on after the committed micro-batch
+    assert code == 0, err
+    assert sorted(r["n"] for r in delta_rows(table)) == [*range(5), *range(10, 16)]

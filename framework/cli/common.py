@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 import typer
 from rich.console import Console
 
-from framework.errors import BadInput, Problem, TributaryError
+from framework.errors import BadInput, Problem, TributaryError, interrupted_line
 
 if TYPE_CHECKING:
     from framework.project_context import ProjectContext
@@ -162,8 +162,9 @@ def guard(debug: bool, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         err.print(f"[bold red]{label}:[/]", end="\n" if "\n" in str(e) else " ")
         err.print(shown(e), markup=False, soft_wrap=True)
         raise typer.Exit(e.exit_code) from None
-    except KeyboardInterrupt:
-        err.print("[red]interrupted[/]; outputs stay at their previous version")
+    except KeyboardInterrupt as e:
+        err.print("[red]interrupted[/]; ", end="")
+        err.print(interrupted_line(e), markup=False, soft_wrap=True)
         raise typer.Exit(130) from None
     except typer.Exit:
         raise

@@ -39,7 +39,7 @@ from framework.engine.source_pins import check_source_columns, pin_source_column
 from framework.engine.state_figures import streaming_figures
 from framework.engine.stream_checks import BatchCheck, CheckedBatches, RefusedRows
 from framework.engine.task_progress import group_tasks, tracker_of
-from framework.errors import BadInput, RunFailed
+from framework.errors import BadInput, Interrupted, RunFailed
 from framework.io import staging as staging_files
 from framework.io.checkpoint_audit import AuditedSource, CheckpointAuditor
 from framework.io.late_rows import LateRowMonitor
@@ -125,13 +125,40 @@ class StreamingRun:
             self._start_refused(frames)
             self._wait()
             self._audit()
+        except KeyboardInterrupt as e:
+            self._stop_queries()
+            raise self._what_stays(e) from None
         finally:
-            for q in self.queries:
-                if q.query.isActive:
-                    q.query.stop()
+            self._stop_queries()
         self._collect(executors)
         for step in run.result.steps:
             step.status = StepStatus.STREAMED
+
+    def _stop_queries(self) -> None:
+        for q in self.queries:
+            if q.query.isActive:
+                q.query.stop()
+
+    def _what_stays(self, interrupt: KeyboardInterrupt) -> KeyboardInterrupt:
+        """Ctrl-C: the micro-batches the outputs committed before it stay (each exactly once, and
+        the next run goes on after them), so their results and the message say so."""
+        sinks = [(q.sink, q.result) for q in self.queries if q.result is not None] + list(self.fed.values())
+        kept = [(sink, result) for sink, result in sinks if sink.batches]
+        if not kept:
+            return interrupt
+        said = []
+        for sink, result in kept:
+            result.status, result.rows = OutputStatus.WRITTEN, sink.rows
+            result.version, result.duration_s = sink.version, time.perf_counter() - self.began
+            batches = f"{sink.batches} micro-batch" + ("es" if sink.batches > 1 else "")
+            said.append(f"output '{result.name}' keeps the {batches} it committed ({sink.rows:,} rows, version {sink.version})")
+            self.run.reporter.update("output", result.name, OutputStatus.WRITTEN, f"{batches} committed before Ctrl-C")
+        text = (
+            ", ".join(said) + "; the next run goes on after " + ("it" if kept[0][0].batches == 1 and len(kept) == 1 else "them")
+        )
+        if len(kept) < len(sinks):
+            text += "; the other outputs stay at their previous version"
+        return Interrupted(text)
 
     # -- checks --------------------------------------------------------------------------------
 

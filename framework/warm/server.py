@@ -56,6 +56,7 @@ from typing import IO, Any, cast
 import framework
 import framework.warm
 from framework.engine import ctrl_c, leftover_tasks
+from framework.errors import interrupted_line
 from framework.profiles import Profile, SparkSettings
 from framework.warm.isolation import RunSession, catalog_objects
 from framework.warm.place import EnginePlace, java_options, source_digest
@@ -332,8 +333,8 @@ class Engine:
             ]
             try:
                 return self.run_command(request.argv, consoles[0], consoles[1])
-            except KeyboardInterrupt:
-                err.write("interrupted; outputs stay at their previous version\n")
+            except KeyboardInterrupt as e:
+                err.write(f"interrupted; {interrupted_line(e)}\n")
                 return 130
 
     # -- cancelling ------------------------------------------------------------------------
