@@ -28,9 +28,10 @@ the template's say-so.
 Rendering keeps a map from each character of the output back to the template line that emitted
 it, so a SQL syntax error found in rendered text is reported at the template's own file:line.
 
-A template cannot hang or exhaust the machine: Jinja's sandbox caps `range`, this one also caps
-what `*` and `**` may build, a render stops after RENDER_SECONDS or MAX_RENDERED characters, and
-endless macro recursion is reported as such. Templates are read as UTF-8, with a located error.
+A template cannot hang or exhaust the machine: Jinja's sandbox caps `range`, and the limited
+sandbox (framework.spec.template_limits) caps what every operator, string method and filter may
+build, a render stops after RENDER_SECONDS or MAX_RENDERED characters, and endless macro
+recursion is reported as such. Templates are read as UTF-8, with a located error.
 """
 
 from __future__ import annotations
@@ -39,15 +40,10 @@ import bisect
 import contextvars
 import functools
 import math
-import operator
 import re
-import signal
-import threading
-import time
 import traceback
 import types
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, ValuesView
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -63,19 +59,11 @@ from jinja2.utils import Cycler, Namespace
 from framework.errors import BadInput, Problem
 from framework.spec.base import closest, did_you_mean
 from framework.spec.intervals import Interval, IntervalBound
+from framework.spec.template_limits import MAX_RENDERED, RENDER_SECONDS, LimitedSandbox, TemplateLimit, deadline, limit_message
 from framework.spec.text import decode
 
 _MISSING = object()
 _INLINE = "<inline>"
-
-RENDER_SECONDS = 2.0  # one template's render, macros included
-MAX_RENDERED = 10_000_000  # characters of SQL one template may render
-_MAX_BUILT = 1_000_000  # items or characters one `*` may build in a template
-_MAX_EXPONENT = 256
-
-
-class TemplateLimit(Exception):
-    """A template went past what a SQL template needs (time, size, recursion)."""
 
 
 class _KeepVarData(jinja2.compiler.CodeGenerator):
@@ -95,10 +83,9 @@ class _KeepVarData(jinja2.compiler.CodeGenerator):
         self.write("))")
 
 
-class _BoundedSandbox(SandboxedEnvironment):
-    """Jinja's sandbox (no attribute access to internals, `range` capped), with `*` and `**`
-    bounded: `'x' * 10**9` or `10 ** 10 ** 10` would run in C, where no time limit can stop it.
-    Every operator, call and `~` keeps var data var data (see the module docstring)."""
+class _BoundedSandbox(LimitedSandbox):
+    """The limited sandbox (framework.spec.template_limits) where every operator, call and `~`
+    keeps var data var data (see the module docstring)."""
 
     intercepted_binops = frozenset({"+", "-", "*", "/", "//", "%", "**"})
     code_generator_class = _KeepVarData
@@ -108,28 +95,12 @@ class _BoundedSandbox(SandboxedEnvironment):
         return super().getattr(obj, attribute)
 
     def call_binop(self, context: Any, op: str, left: Any, right: Any) -> Any:
-        result = self._binop(op, left, right)
+        result = self.bounded_binop(op, left, right)
         return _carry(result, left, right, choosing=not isinstance(result, str))  # `list + list` picks items
 
-    def _binop(self, op: str, left: Any, right: Any) -> Any:
-        if op == "**":
-            if (
-                isinstance(right, (int, float))
-                and abs(right) > _MAX_EXPONENT
-                and isinstance(left, (int, float))
-                and abs(left) > 1
-            ):
-                raise TemplateLimit(f"{left} ** {right} is larger than a SQL template needs")
-            return operator.pow(left, right)
-        if op == "*":
-            for seq, times in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > _MAX_BUILT:
-                    raise TemplateLimit(f"repeating a value {times:,} times builds more than {_MAX_BUILT:,} items")
-            return operator.mul(left, right)
-        return self.binop_table[op](left, right)
-
     def call(__self, __context: Any, __obj: Any, /, *args: Any, **kwargs: Any) -> Any:  # Jinja's own signature
-        result = super().call(__context, __obj, *args, **kwargs)
+        args = __self.checked_args(__obj, args, kwargs)
+        result = SandboxedEnvironment.call(__self, __context, __obj, *args, **kwargs)
         if isinstance(__obj, (Macro, BlockReference, LoopContext)) or __obj in (_ref, _source, _var):
             return result  # the template's own text (a var in it is already a literal), or a name
         method = getattr(__obj, "__wrapped__", __obj)  # str.format comes wrapped by the sandbox
@@ -598,7 +569,7 @@ class TemplateRenderer:
             source = decode(Path(template.filename).read_bytes(), shown) if template.filename else ""
 
         def run() -> tuple[str, SourceMap]:
-            with _deadline(RENDER_SECONDS):
+            with deadline(RENDER_SECONDS):
                 return _render_with_map(template, shown, inline, source)
 
         warnings = self._guarded(lambda: self._var_uses(state, source, shown, inline), state, inline, file=shown)
@@ -672,11 +643,11 @@ class TemplateRenderer:
             where, line = self._where_in_traceback(e, inline)
             if where is None and file is not None:
                 where, line = file, 1
-            if isinstance(e, TemplateLimit):
-                message, hint = str(e), "a template builds SQL text; compute data in SQL, not in the template"
-            elif isinstance(e, RecursionError):
+            if isinstance(e, RecursionError):
                 message = "recursion too deep: a macro that calls itself without end, or expressions nested too deeply"
                 hint = "give the macro a case where it stops calling itself"
+            elif limit_message(e) is not None:
+                message, hint = str(limit_message(e)), "a template builds SQL text; compute data in SQL, not in the template"
             elif isinstance(e, TemplateUserError):
                 message, hint = str(e), e.hint
             elif isinstance(e, jinja2.UndefinedError) and str(e.message).startswith(("interval_start:", "interval_end:")):
@@ -782,29 +753,6 @@ def _render_with_map(template: jinja2.Template, shown: str, inline: tuple[str, i
     if not pieces:
         starts, pieces = [0], [(shown, 1 + offset_base, True, "")]
     return "".join(out), SourceMap(starts, pieces)
-
-
-@contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    """Stop a render that runs longer than `seconds` (loops that build nothing, or too much). On a
-    thread other than the main one, where signals cannot be used, only the size limit applies."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    began = time.monotonic()
-
-    def expired(signum: int, frame: Any) -> None:
-        raise TemplateLimit(f"the template took more than {seconds:g} s to render (a loop too long?)")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    remaining = signal.setitimer(signal.ITIMER_REAL, seconds)[0]
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        if remaining:  # an outer timer was running: give it back what is left of it
-            signal.setitimer(signal.ITIMER_REAL, max(remaining - (time.monotonic() - began), 0.001))
 
 
 def _chunk_line(chunk: str, reported: int, source: str, line_starts: list[int]) -> tuple[int, bool]:

@@ -50,6 +50,10 @@ def _replace(path: str, old: str, new: str) -> bytes:
     return text.replace(old, new, 1).encode()
 
 
+#: cases whose template asks Python's C code for more than a template may build: refused before it runs
+BUILT_IN_C = "template builds in C"
+
+
 def targeted() -> list[Case]:
     calls, instances, contacts = "pipelines/service_calls.yaml", "pipelines/service_instances.yaml", "pipelines/contact_join.yaml"
     stats = "sql/service_stats.sql"
@@ -208,6 +212,71 @@ def targeted() -> list[Case]:
         "template huge join",
         compile_calls,
         **{"sql__service_stats_DOT_sql": _replace(stats, "-- Per-service", "{{ range(10**8) | join(',') }}-- Per-service")},
+    )
+    # ... also through what Python builds in C from a number the template gives (a render's time
+    # limit cannot stop one C call), and in the other places a template is rendered
+    for label, expression in (
+        ("center filter", "'ab' | center(10**9)"),
+        ("str.center", "'ab'.center(10**9)"),
+        ("str.ljust", "'ab'.ljust(10**9)"),
+        ("str.zfill", "'1'.zfill(10**9)"),
+        ("str.expandtabs", "('a' ~ '\\t' * 100).expandtabs(10**7)"),
+        ("str.replace", "('x' * 999999).replace('x', 'y' * 10000)"),
+        ("str.join", "('y' * 1000000).join(['a'] * 1000000)"),
+        ("str.translate", "('a' * 1000000).translate({97: 'y' * 10000})"),
+        ("percent width", "'%0999999999d' % 1"),
+        ("percent star width", "'%*d' % (10**9, 1)"),
+        ("format width", "'{:>999999999}'.format(1)"),
+        ("format nested width", "'{:>{}}'.format(1, 10**9)"),
+        ("format filter", "'%999999999s' | format('a')"),
+        ("indent filter", "('a\\n' * 1000) | indent(10**7)"),
+        ("tojson indent", "[[1, 2], [3, 4]] | tojson(indent=10**9)"),
+        ("lipsum", "lipsum(10**7)"),
+    ):
+        add(
+            f"{BUILT_IN_C}: {label}",
+            compile_calls,
+            **{"sql__service_stats_DOT_sql": _replace(stats, "-- Per-service", f"{{{{ {expression} }}}}-- Per-service")},
+        )
+    add(
+        "source path range loop",
+        validate_calls,
+        **{
+            "pipelines__service_calls_DOT_yaml": _replace(
+                calls,
+                "path: data/samples/service_calls/static",
+                'path: "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}data"',
+            )
+        },
+    )
+    add(
+        "source path huge string",
+        validate_calls,
+        **{
+            "pipelines__service_calls_DOT_yaml": _replace(
+                calls, "path: data/samples/service_calls/static", "path: \"{{ 'x'.center(3000000000) }}\""
+            )
+        },
+    )
+    add(
+        "step value huge string",
+        validate_calls,
+        **{
+            "pipelines__service_calls_DOT_yaml": _replace(
+                calls,
+                "description: Both streams as one, with `_source` telling which.",
+                "description: \"{{ 'x' * 3000000000 }}\"",
+            )
+        },
+    )
+    add(
+        "step value division by zero",
+        validate_calls,
+        **{
+            "pipelines__service_calls_DOT_yaml": _replace(
+                calls, "description: Both streams as one, with `_source` telling which.", 'description: "{{ 1/0 }}"'
+            )
+        },
     )
     # 7. errors that need a location
     add(

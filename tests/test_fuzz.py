@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.fuzz_corpus import corpus, write_corpus
+from tests.fuzz_corpus import BUILT_IN_C, corpus, write_corpus
 
 RUNNER = Path(__file__).with_name("fuzz_runner.py")
 
@@ -44,6 +44,9 @@ def test_no_input_crashes_hangs_or_fails_without_a_location(tmp_path: Path):
         or (r["expect"] == "ok" and r["code"] != 0)
     ]
     assert wrong == [], "\n".join(wrong)
+    # refused before Python built it: after, the memory is gone, and no time limit stops one C call
+    in_c = [r for r in results if r["name"].startswith(BUILT_IN_C)]
+    assert in_c and all("would build" in " ".join(r["tail"]) for r in in_c), [(r["name"], r["tail"]) for r in in_c]
     # the corpus keeps finding mistakes: most targeted cases are bad input
     assert counts["bad input, located"] > len(cases) / 2
 

@@ -37,10 +37,11 @@ def render_source_paths(
     the interval; BadInput at the line of each template that does not render or is not rendered."""
     import jinja2
     import jinja2.meta
-    from jinja2.sandbox import SandboxedEnvironment
+
+    from framework.spec.template_limits import LimitedSandbox, limit_message, render_limited
 
     problems = _unrendered(loaded)
-    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
+    env = LimitedSandbox(undefined=jinja2.StrictUndefined, autoescape=False)
 
     def var(name: str, default: Any = _MISSING) -> Any:
         if name in variables:
@@ -67,12 +68,12 @@ def render_source_paths(
                     )
                     continue
                 by_interval.append(name)
-            text = template.render()
+            text = render_limited(template)
         except jinja2.TemplateSyntaxError as e:
             problems.append(loaded.problem(f"source '{name}': path is not a valid template: {e.message}", at, _HINT))
             continue
         except Exception as e:  # noqa: BLE001 - every render error is the user's template's
-            message = e.message if isinstance(e, jinja2.UndefinedError) else f"{type(e).__name__}: {e}"
+            message = e.message if isinstance(e, jinja2.UndefinedError) else limit_message(e) or f"{type(e).__name__}: {e}"
             problems.append(loaded.problem(f"source '{name}': path template: {message}", at, _HINT))
             continue
         if is_template(text) or not text.strip():

@@ -4,11 +4,13 @@ Why: one YAML for several settings (`size: "{{ var('n') }}"`, `timeout: "{{ var(
 chosen by the profile or `--var`, instead of a file per setting.
 
 A string value of a step that holds `{{` is rendered with `var(name, default)` only (a sandboxed
-Jinja environment: no other names, no attribute access to Python objects). A value that is one
+Jinja environment with the limits of framework.spec.template_limits: no other names, no attribute
+access to Python objects, nothing built past a million characters). A value that is one
 expression and nothing else takes the type YAML gives the result (`13` a number, `true` a bool),
 so it is validated exactly as if it had been written; a value with text around the expression
 stays text. A step's `sql:` is a SQL template rendered later with ref() and source(), and is left
-as it is. An undefined var or a broken expression is bad input at the value's line.
+as it is. An undefined var, a broken expression or one that fails (`{{ 1/0 }}`, a limit) is bad
+input at the value's line.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ SQL_KEY = "sql"  # a sql step's template: rendered by framework.templating, not 
 def render_step_values(doc: LocatedDocument, variables: dict[str, Any]) -> set[str]:
     """Render the `{{ }}` values under `steps:` in place; return the names of the vars they used."""
     from jinja2 import StrictUndefined, TemplateError
-    from jinja2.sandbox import SandboxedEnvironment
+
+    from framework.spec.template_limits import LimitedSandbox, limit_message, render_limited
 
     used: set[str] = set()
 
@@ -39,7 +42,7 @@ def render_step_values(doc: LocatedDocument, variables: dict[str, Any]) -> set[s
             return default
         raise _Undefined(name)
 
-    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+    env = LimitedSandbox(undefined=StrictUndefined, autoescape=False)
     env.globals = {"var": var}
     steps = doc.data.get("steps") if isinstance(doc.data, dict) else None
     if not isinstance(steps, dict):
@@ -54,12 +57,16 @@ def render_step_values(doc: LocatedDocument, variables: dict[str, Any]) -> set[s
         if not isinstance(value, str) or "{{" not in value:
             return value
         try:
-            text = env.from_string(value).render()
+            text = render_limited(env.from_string(value))
         except _Undefined as e:
             problems.append(_problem(doc, path, f"var('{e.name}') is not defined", _hint(e.name)))
             return value
         except TemplateError as e:
-            problems.append(_problem(doc, path, f"'{value}' is not a valid template: {e.message}", None))
+            problems.append(_problem(doc, path, f"'{_short(value)}' is not a valid template: {e.message}", None))
+            return value
+        except Exception as e:  # noqa: BLE001 - every other render error is the user's template's
+            said = limit_message(e) or f"{type(e).__name__}: {e}"
+            problems.append(_problem(doc, path, f"'{_short(value)}' does not render: {said}", _VALUE_HINT))
             return value
         if not _ONE_EXPRESSION.match(value):
             return text
@@ -87,3 +94,10 @@ def _problem(doc: LocatedDocument, path: tuple[Any, ...], message: str, hint: st
 
 def _hint(name: str) -> str:
     return f"add it under 'vars:' in the pipeline or the profile, pass --var {name}=..., or give a default: var('{name}', ...)"
+
+
+_VALUE_HINT = "a step's setting may hold {{ var('name') }} (or {{ var('name', default) }}); compute anything else in SQL"
+
+
+def _short(value: str, most: int = 80) -> str:
+    return value if len(value) <= most else value[: most - 1] + "…"
