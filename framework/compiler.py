@@ -196,7 +196,9 @@ def source_file_problems(compiled: CompiledPipeline, profile: Profile) -> tuple[
     arrive in it later); a path naming an interval's files is a note (a run of that interval waits
     for them, and the scheduler retries it). A CSV file whose first line is a row of data, read
     with header: true, would lose that row (framework.io.csv_header)."""
+    from framework.errors import not_a_file
     from framework.io.csv_header import data_row_for_header
+    from framework.io.sample import special_files
 
     spec, warehouse = compiled.spec, Warehouse.of(compiled.project, profile)
     needed = {n for step in compiled.selected for n in ({step} | compiled.graph.upstream(step))}
@@ -206,6 +208,15 @@ def source_file_problems(compiled: CompiledPipeline, profile: Profile) -> tuple[
             continue
         location = source_location(compiled.project, warehouse, source)
         if not missing_files(location):
+            for special, mode in special_files(location):
+                problems.append(
+                    compiled.loaded.problem(
+                        f"source '{name}': {compiled.project.relative(Path(special))}: {not_a_file(mode)}, "
+                        "not a file; Spark would list it with the files and wait on it for ever",
+                        ("sources", name, "path"),
+                        hint="move it out of the source's folder, or narrow 'path' to the data files (a glob)",
+                    )
+                )
             headless = data_row_for_header(source, location) if isinstance(source, FileSource) else None
             if headless is not None and isinstance(source, FileSource):
                 file, line = headless

@@ -5,6 +5,7 @@ Exit codes: 0 ok, 1 the run failed, 2 bad input (spec, template, vars, missing s
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,3 +75,15 @@ class Interrupted(KeyboardInterrupt):
 def interrupted_line(error: KeyboardInterrupt) -> str:
     """The one line a user reads after Ctrl-C (without the word "interrupted")."""
     return error.kept if isinstance(error, Interrupted) else NOTHING_COMMITTED
+
+
+def not_a_file(mode: int) -> str:
+    """What a path that is not a regular file is, for a message ("it is a named pipe")."""
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return "it is " + next((kind for test, kind in kinds if test(mode)), "not a regular file")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from framework.errors import BadInput, Problem
+from framework.errors import BadInput, Problem, not_a_file
 
 #: files in pipelines/ that hold a pipeline's tests, not a pipeline
 TESTS_SUFFIXES = (".tests.yaml", ".tests.yml")
@@ -51,6 +51,9 @@ class Project:
         for c in candidates:
             if c.is_file():
                 return c
+        for c in candidates:
+            if c.exists() and not c.is_dir():  # a named pipe, a device: reading it would block or never end
+                raise BadInput(Problem(f"{not_a_file(c.stat().st_mode)}, not a pipeline file", file=name_or_path))
         known = sorted(p.stem for p in self.all_pipelines()) if self.pipelines_dir.is_dir() else []
         raise BadInput(
             Problem(

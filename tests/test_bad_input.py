@@ -284,3 +284,44 @@ def test_a_bad_var_in_a_step_value_is_exit_2_at_its_line(cli, project, change, e
     code, _, err = cli("validate", "pipelines/demo.yaml")
     assert code == 2
     assert expected in err and "pipelines/demo.yaml:10" in err
+
+
+def test_a_named_pipe_or_device_is_named_not_read(project, demo):
+    """A named pipe among the pipelines or in a source's folder blocked validate until someone
+    wrote to it, and a pipeline file linked to /dev/zero was read until memory ran out: each is
+    now named as what it is, exit 2, in a subprocess with a time limit (a hang fails the test)."""
+    import os
+    import subprocess
+    import sys
+
+    def validate(*args: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k != "TRIBUTARY_PROFILE"}
+        return subprocess.run(
+            [sys.executable, "-m", "framework", "validate", *args],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    os.mkfifo(project / "pipelines" / "notes.yaml")
+    (project / "pipelines" / "zero.yaml").symlink_to("/dev/zero")
+    done = validate()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "notes.yaml: it is a named pipe (FIFO), not a text file" in done.stderr, done.stderr
+    assert "zero.yaml: it is a character device, not a text file" in done.stderr, done.stderr
+    done = validate("pipelines/notes.yaml")
+    assert done.returncode == 2 and "it is a named pipe (FIFO), not a pipeline file" in done.stderr, done.stderr
+    (project / "pipelines" / "notes.yaml").unlink()
+    (project / "pipelines" / "zero.yaml").unlink()
+
+    incoming = project / "incoming"
+    write(incoming / "a.csv", "head_service,response_ms\n/a,1\n")
+    os.mkfifo(incoming / "b.csv")
+    pipeline = demo.read_text()
+    pipeline = pipeline.replace("format: json\n    path: data/samples/service_calls/static", "format: csv\n    path: incoming")
+    write(demo, pipeline)
+    done = validate("demo")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "source 'calls': incoming/b.csv: it is a named pipe (FIFO), not a file" in done.stderr, done.stderr

@@ -26,6 +26,8 @@ import glob
 import gzip
 import lzma
 import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,16 +61,36 @@ def first_files(location: str, file_format: str, rows: int, header: bool = False
 
 def source_files(location: str) -> list[str]:
     """The data files Spark reads at a local location: the files a glob or folder holds (folders
-    searched through, as Spark's partition discovery does), without hidden or _-prefixed names."""
-    found: list[str] = []
+    searched through, as Spark's partition discovery does), without hidden or _-prefixed names.
+    Regular files only: reading a named pipe would wait for a writer (special_files)."""
+    return [path for path in _listed(location) if os.path.isfile(path)]
+
+
+def special_files(location: str, most: int = 3) -> list[tuple[str, int]]:
+    """Up to `most` of the names at a local location that are neither files nor folders (named
+    pipes, devices, sockets), with their modes: Spark would list them as files and wait on them
+    for ever."""
+    found = []
+    for path in _listed(location):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:  # a dangling link, or gone meanwhile
+            continue
+        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+            found.append((path, mode))
+            if len(found) == most:
+                break
+    return found
+
+
+def _listed(location: str) -> Iterator[str]:
     for match in glob.glob(location):
-        if os.path.isfile(match):
-            found.append(match)
+        if not os.path.isdir(match):
+            yield match
             continue
         for folder, subfolders, names in os.walk(match):
             subfolders[:] = sorted(d for d in subfolders if not d.startswith(("_", ".")))
-            found += [os.path.join(folder, n) for n in names if not n.startswith(("_", "."))]
-    return found
+            yield from (os.path.join(folder, n) for n in names if not n.startswith(("_", ".")))
 
 
 def base_path(location: str) -> str | None:
