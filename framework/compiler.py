@@ -11,6 +11,7 @@ runner to refuse the run.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -466,7 +467,7 @@ def _location_problems(loaded: LoadedPipeline, project: Project, profile: Profil
     internal = warehouse.internal(INTERNAL_DIR)
     roots = [warehouse.root, *(r if is_uri(r) else str(project.resolve(r).resolve()) for r in profile.external_roots)]
     sources = {name: source_location(project, warehouse, source) for name, source in spec.sources.items()}
-    problems: list[Problem] = []
+    problems: list[Problem] = _project_in_warehouse(project, profile, warehouse)
     written: dict[str, str] = {}  # table -> the first output writing it
     for name, output in spec.outputs.items():
         at = (
@@ -490,6 +491,16 @@ def _location_problems(loaded: LoadedPipeline, project: Project, profile: Profil
                 )
             )
             continue
+        foreign = _not_a_table(table)
+        if foreign:
+            problems.append(
+                loaded.problem(
+                    f"output '{name}' would write its Delta table into {project.relative(Path(table))}, {foreign}",
+                    at,
+                    hint="choose another name (or path:), or move those files away: the table's files would be mixed "
+                    "with them, and cleaning the table up could delete them",
+                )
+            )
         if output.path is not None and not any(within(table, root) for root in roots):
             problems.append(
                 loaded.problem(
@@ -513,6 +524,45 @@ def _location_problems(loaded: LoadedPipeline, project: Project, profile: Profil
                     )
                 )
     return problems
+
+
+def _project_in_warehouse(project: Project, profile: Profile, warehouse: Warehouse) -> list[Problem]:
+    """A warehouse that is the project folder, or holds it, puts tables among pipelines/, sql/ and
+    udfs/ (an output named `sql` would be written into the templates' folder)."""
+    if not warehouse.is_local():
+        return []
+    root, tables = project.root.resolve(), Path(warehouse.root)
+    if tables != root and tables not in root.parents:
+        return []
+    return [
+        Problem(
+            f"the warehouse ({warehouse.root}) is the project folder or holds it: tables would be written "
+            "beside pipelines/, sql/ and udfs/",
+            file=project.relative(project.configs_dir / f"{profile.name}.yaml"),
+            hint="give the profile's warehouse: a folder of its own, e.g. ./warehouse (check the variables it uses, "
+            "e.g. an empty ${WAREHOUSE})",
+        )
+    ]
+
+
+def _not_a_table(table: str) -> str | None:
+    """Why a local output location cannot take a Delta table: a file there, or a folder without a
+    Delta log holding files no table has (someone else's data, or the project's own folders)."""
+    if is_uri(table) or not os.path.lexists(table):
+        return None
+    if not os.path.isdir(table):
+        return "which is a file, not a folder"
+    if os.path.isdir(os.path.join(table, "_delta_log")):
+        return None
+    with os.scandir(table) as entries:  # a table's own files: Parquet, partition folders, hidden ones
+        held = next((e.name for e in entries if not _table_file(e)), None)
+    return f"a folder holding files that are not a Delta table's (no _delta_log), e.g. {held}" if held else None
+
+
+def _table_file(entry: os.DirEntry[str]) -> bool:
+    """A name a Delta table's folder holds (a killed first commit may leave its Parquet files)."""
+    name = entry.name
+    return name.startswith(("_", ".")) or name.endswith(".parquet") or ("=" in name and entry.is_dir())
 
 
 def _cycle_problems(loaded: LoadedPipeline, cycle: list[str]) -> list[Problem]:

@@ -79,7 +79,21 @@ def load_profile(project: Project, name: str | None = None) -> Profile:
             Problem(f"profile '{name}' not found in {project.relative(project.configs_dir)}/", hint=did_you_mean(name, known))
         )
     doc = load_yaml_file(path, project.relative(path))
-    data = _expand_env(doc.data or {})
+    unset: list[str] = []
+    data = _expand_env(doc.data or {}, unset)
+    if unset:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        raise BadInput(
+            *(
+                Problem(
+                    f"${{{name}}} is not set in the environment, and the profile gives no default",
+                    file=project.relative(path),
+                    line=text[: max(text.find("${" + name), 0)].count("\n") + 1,
+                    hint=f"set {name}, or give a default: ${{{name}:-value}}",
+                )
+                for name in dict.fromkeys(unset)
+            )
+        )
     if not isinstance(data, dict):
         raise BadInput(Problem("a profile must be a mapping", file=doc.file, line=1))
     data.setdefault("name", name)
@@ -91,11 +105,23 @@ def load_profile(project: Project, name: str | None = None) -> Profile:
         raise BadInput(*validation_problems(e, doc)) from None
 
 
-def _expand_env(value: Any) -> Any:
+def _expand_env(value: Any, unset: list[str]) -> Any:
+    """${NAME} and ${NAME:-default} as a shell reads them: the default also when NAME is set but
+    empty (an empty WAREHOUSE made the project folder the warehouse); a NAME without a default that
+    is not set goes to `unset` (said as bad input, not read as "")."""
     if isinstance(value, str):
-        return _ENV_REF.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), value)
+
+        def expanded(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if os.environ.get(name):
+                return os.environ[name]
+            if default is None and name not in os.environ:
+                unset.append(name)
+            return default or ""
+
+        return _ENV_REF.sub(expanded, value)
     if isinstance(value, dict):
-        return {k: _expand_env(v) for k, v in value.items()}
+        return {k: _expand_env(v, unset) for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand_env(v) for v in value]
+        return [_expand_env(v, unset) for v in value]
     return value

@@ -325,3 +325,38 @@ def test_a_named_pipe_or_device_is_named_not_read(project, demo):
     done = validate("demo")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "source 'calls': incoming/b.csv: it is a named pipe (FIFO), not a file" in done.stderr, done.stderr
+
+
+def test_a_warehouse_that_is_the_project_folder_or_an_unset_variable_is_refused(cli, project, demo, monkeypatch):
+    """An empty WAREHOUSE made `${WAREHOUSE:-./warehouse}` the project folder itself (a set but
+    empty variable took the place of the default), and an output named `sql` would then have been
+    written into the templates' folder; an unset `${X}` without a default became ""."""
+    profile = project / "configs" / "shared.yaml"
+    write(profile, "warehouse: ${WAREHOUSE:-./warehouse}\n")
+    monkeypatch.setenv("WAREHOUSE", "")
+    code, out, err = cli("plan", "demo", "--profile", "shared")
+    assert code == 0, err
+    assert "warehouse/stats" in out, out  # the default, as a shell reads ${WAREHOUSE:-...}
+
+    write(profile, 'warehouse: ""\n')
+    code, _, err = cli("validate", "demo", "--profile", "shared")
+    assert code == 2 and "configs/shared.yaml: the warehouse" in err and "is the project folder" in err, err
+
+    write(profile, "spark: {master: 'local[1]'}\nwarehouse: ${TRIBUTARY_NOT_SET_ANYWHERE}/tables\n")
+    monkeypatch.delenv("TRIBUTARY_NOT_SET_ANYWHERE", raising=False)
+    code, _, err = cli("validate", "demo", "--profile", "shared")
+    assert code == 2, err
+    assert "configs/shared.yaml:2: ${TRIBUTARY_NOT_SET_ANYWHERE} is not set" in err, err
+
+
+def test_an_output_into_a_folder_of_other_files_is_refused_at_its_line(cli, project, demo):
+    """A Delta table written into a folder of someone else's files mixes its files with theirs,
+    and cleaning the table up could delete them."""
+    write(project / "warehouse" / "stats" / "notes.txt", "mine\n")
+    code, _, err = cli("validate", "demo")
+    assert code == 2, err
+    assert "pipelines/demo.yaml:15:3: output 'stats' would write its Delta table into warehouse/stats" in err, err
+    assert "not a Delta table's (no _delta_log), e.g. notes.txt" in err, err
+    (project / "warehouse" / "stats" / "notes.txt").unlink()
+    write(project / "warehouse" / "stats" / "part-00000.parquet", "")  # a killed first commit's file
+    assert cli("validate", "demo")[0] == 0
