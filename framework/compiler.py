@@ -45,7 +45,7 @@ from framework.spec.loader import LoadedPipeline, load_pipeline
 from framework.spec.models import DeltaSource, FileSource, Pipeline
 from framework.spec.source_paths import render_source_paths
 from framework.spec.steps import StepSpec, template_file
-from framework.sql_policy import SPARK_HINTS
+from framework.sql_policy import SPARK_HINTS, bare_function_refusals
 from framework.sql_policy import expression_refusals as strict_refusals_in_expression
 from framework.sql_policy import for_sqlglot as _for_sqlglot
 from framework.sql_policy import refusals as strict_refusals
@@ -172,6 +172,8 @@ def compile_pipeline(
             )
         )
     schemas, notes = _check_columns(loaded, graph, rendered, parsed, functions, found)
+    if profile.sql_policy == "strict":
+        _check_bare_functions(rendered, parsed, graph, schemas)
     return CompiledPipeline(
         project,
         loaded,
@@ -1014,6 +1016,24 @@ def _check_strict(sql: RenderedSql, statement: Any, functions: Functions) -> Non
     refused = strict_refusals(statement, (*sql.refs, *sql.sources), functions.sql)
     if refused:
         raise BadInput(*(sql.problem(r.message, r.line, hint=r.full_hint) for r in refused))
+
+
+def _check_bare_functions(
+    rendered: dict[str, RenderedSql], parsed: dict[str, tuple[Any, str]], graph: PipelineGraph, schemas: dict[str, Schema]
+) -> None:
+    """The strict policy on `user`, `current_user` and `session_user` written without parentheses,
+    once the columns of each query's inputs are known (framework.sql_policy.bare_function_refusals)."""
+    problems = []
+    for step, (tree, _) in parsed.items():
+        if tree is None or step not in rendered:
+            continue
+        inputs = [schemas.get(i) for i in graph.inputs.get(step, ())]
+        known = all(s is not None and s.complete for s in inputs)
+        columns = {c.name.lower() for s in inputs if s is not None for c in s.columns} if known else None
+        sql = rendered[step]
+        problems += [sql.problem(r.message, r.line, hint=r.full_hint) for r in bare_function_refusals(tree, columns)]
+    if problems:
+        raise BadInput(*problems)
 
 
 def _strict_expressions(loaded: LoadedPipeline, functions: Functions) -> list[Problem]:

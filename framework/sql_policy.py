@@ -179,6 +179,26 @@ def refusals(statement: exp.Expr, reads: Iterable[str], udfs: Iterable[str]) -> 
     return found
 
 
+def bare_function_refusals(statement: exp.Expr, columns: set[str] | None) -> list[Refusal]:
+    """`select user from t`: Spark calls user() when nothing the query reads has a column of that
+    name, which sqlglot cannot know; `columns`: the names the query's inputs have (None: not all
+    known). A name the query itself gives a column (an alias, a CTE's column) is a column too."""
+    named = {str(alias.alias).lower() for alias in statement.find_all(exp.Alias)}
+    found: list[Refusal] = []
+    for column in statement.find_all(exp.Column):
+        name = column.name.lower()
+        if column.table or name not in _BARE_FUNCTIONS or name in named or (columns is not None and name in columns):
+            continue
+        why = f"{column.name} (Spark's {name}() without parentheses) {DENIED_FUNCTIONS[name]}"
+        hint = (
+            f"to read a column named {column.name}, qualify it (t.{column.name}), or declare the schema of the source that has it"
+        )
+        refusal = Refusal(column.name, why, hint, _line(column))
+        if refusal not in found:
+            found.append(refusal)
+    return found
+
+
 def text_refusals(text: str, reads: Iterable[str], udfs: Iterable[str]) -> list[Refusal]:
     """The same, on rendered SQL text (the run's second look): text sqlglot cannot read as one
     query is refused, since what it holds cannot be judged."""

@@ -286,13 +286,30 @@ outputs:
     assert "pipelines/safe.yaml:15:" in err and "output 'picked': java_method() calls Java methods" in err, err
 
 
+def test_a_bare_user_is_refused_at_validate_unless_a_column_has_that_name(cli, project):
+    """sqlglot reads `user` as a column; Spark reads it as user() when no column has the name.
+    validate passed it (only a run's check on Spark's plan refused it, and on Spark Connect a run
+    has only sqlglot's check): it knows the columns of what the query reads."""
+    err = _refused(cli, project, "select user as u, head_service from {{ source('calls') }}", "user (Spark's user()")
+    assert "qualify it (t.user)" in err, err
+    _pipeline(project, "select head_service from {{ source('calls') }} where session_user = 'x'")
+    code, _, err = cli("validate", "pipelines/safe.yaml")
+    assert code == 2 and "session_user" in err, err  # sqlglot reads this one as the function
+    _pipeline(project, "with t as (select 'x' as user) select user from t")  # a column the query names
+    assert cli("validate", "pipelines/safe.yaml")[0] == 0
+    with_user = PIPELINE.format(sql="      select user, head_service from {{ source('calls') }}").replace(
+        'schema: "ts TIMESTAMP,', 'schema: "user STRING, ts TIMESTAMP,'
+    )
+    write(project / "pipelines" / "safe.yaml", with_user)
+    code, _, err = cli("validate", "pipelines/safe.yaml")
+    assert code == 0, err
+
+
 @pytest.mark.spark
 def test_a_bare_user_is_the_engines_user_unless_a_column_has_that_name(spark, cli, project):
-    """sqlglot reads `user` as a column; Spark reads it as user() when no column has the name, so
-    only the run, which knows the columns, can tell."""
+    """A run checks Spark's own plan too, which knows the columns."""
     _pipeline(project, "select user as u, head_service from {{ source('calls') }}")
     _strict(project)
-    assert cli("validate", "pipelines/safe.yaml")[0] == 0
     code, out, err = cli("run", "safe")
     assert code == 2 and LINE in err and "user (Spark's user() without parentheses)" in err and "strict SQL policy" in err, err
     assert not (project / "warehouse" / "picked").exists()
