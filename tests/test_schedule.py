@@ -637,3 +637,17 @@ def test_freshness_warns_and_errors_by_file_time_or_newest_event_time(cli, proje
     )
     code, _, err = cli("validate", "pipelines/fresh.yaml")
     assert code == 2 and "warn_after must be shorter than error_after" in err and "fresh.yaml:7:" in err, err
+
+
+def test_runs_shows_at_least_one_row_per_pipeline(cli, project):
+    """`runs -n 0` and `-n -1` ended in an IndexError (exit 1); a limit below one is a usage error."""
+    from tests.conftest import log_scheduled_runs
+
+    cron = Cron("0 * * * *")
+    latest = cron.latest_complete(datetime.now(UTC))
+    log_scheduled_runs(project, "calls_per_interval", list(cron.intervals(latest.end - timedelta(hours=3), latest.end)))
+    for limit in ("0", "-1"):
+        code, out, err = cli("runs", "-n", limit)
+        assert code == 2 and "Traceback" not in out + err and "--limit" in err, out + err
+    code, out, err = cli("runs", "-n", "1")
+    assert code == 0 and "calls_per_interval" in out, out + err

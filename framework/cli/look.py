@@ -114,7 +114,7 @@ def query(
 
 @app.command()
 def runs(
-    limit: Annotated[int, typer.Option("--limit", "-n", help="How many rows per pipeline.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many rows per pipeline.")] = 20,
     pipeline: Annotated[Optional[str], typer.Option("--pipeline", help="Only this pipeline (its name).")] = None,
     failed: Annotated[bool, typer.Option("--failed", help="Only intervals and runs whose last attempt did not end ok.")] = False,
     scratch: Annotated[bool, typer.Option("--scratch", help="The tries (`run --limit`) instead.")] = False,

@@ -292,6 +292,8 @@ def history_rows(
 def _without_empty_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Columns no row fills (state figures for a pipeline without window steps, errors for one
     that never failed) are left out, so the table fits a terminal."""
+    if not rows:
+        return rows
     keep = [c for c in rows[0] if c in ("status", "interval") or any(r[c] is not None for r in rows)]
     return [{c: r[c] for c in keep} for r in rows]
 
