@@ -165,3 +165,26 @@ def test_validate_plan_and_graph_take_the_flags_run_takes(cli, project):
     assert code == 2 and "nope" in out + err
     code, out, err = cli("validate", "pipelines/flagged.yaml", "--select", "nosuchstep")
     assert code == 2 and "nosuchstep" in out + err
+
+
+def test_a_picture_goes_to_a_file_in_a_folder_that_exists(cli, project):
+    """`graph --svg` into a folder that does not exist, or onto a folder, ended in a
+    FileNotFoundError or IsADirectoryError (exit 1); it is bad input naming the option."""
+    for target, said in (
+        (project / "nowhere" / "g.svg", "is in a folder that does not exist"),
+        (project / "sql", "is a folder"),
+        (Path(""), "is not a file name"),
+    ):
+        code, out, err = cli("graph", "service_calls", "--svg", str(target))
+        assert code == 2 and f"--svg {target} {said}" in err and "Traceback" not in out + err, out + err
+    assert not (project / "nowhere").exists()
+    code, out, err = cli("graph", "service_calls", "--svg", str(project / "g.svg"))
+    assert code == 0 and (project / "g.svg").read_text().lstrip().startswith("<"), out + err
+
+
+def test_no_command_offers_to_install_shell_completion(cli):
+    """Commands of a module with one command (report, test) offered --install-completion, which
+    rewrites ~/.bashrc."""
+    for command in ("report", "test", "generate", "engine", "cluster"):
+        code, out, _ = cli(command, "--help")
+        assert code == 0 and "install-completion" not in out, (command, out)

@@ -97,6 +97,7 @@ def _built(module_app: typer.Typer) -> click.Command:
     """A module's Typer app as click commands, built once."""
     if id(module_app) not in _BUILT:
         _reflow_help(module_app)
+        module_app._add_completion = False  # a command module's own app would offer --install-completion
         _BUILT[id(module_app)] = typer.main.get_command(module_app)
     return _BUILT[id(module_app)]
 

@@ -23,6 +23,7 @@ from framework.cli.common import (
     say,
     shown,
     term,
+    write_file,
 )
 from framework.errors import BadInput, Problem
 
@@ -168,11 +169,11 @@ def graph(
             term.out.print(drawn.to_mermaid(), end="", markup=False)
             return
         picture = drawn.to_svg()
-        if svg:
-            svg.write_text(picture, encoding="utf-8")
+        if svg is not None:
+            write_file(svg, picture, "--svg")
             say(svg)
-        if html:
-            html.write_text(graph_page(name, description, picture), encoding="utf-8")
+        if html is not None:
+            write_file(html, graph_page(name, description, picture), "--html")
             say(html)
 
     guard(debug, body)

@@ -244,3 +244,22 @@ def interactive() -> bool:
 def written(path: Path) -> None:
     """Say a file a command wrote: its path alone on a line (scripts read it)."""
     say(path)
+
+
+def write_file(path: Path, text: str, option: str) -> None:
+    """Write a file the user named with `option` (--svg, --out): into a folder that exists (a
+    mistyped folder is not made), never over a folder; a problem is bad input naming the option."""
+    problem = None
+    if not str(path) or path.name in ("", ".", ".."):
+        problem = "is not a file name"
+    elif path.is_dir():
+        problem = "is a folder"
+    elif not path.parent.is_dir():
+        problem = f"is in a folder that does not exist ({path.parent})"
+    if problem is None:
+        try:
+            path.write_text(text, encoding="utf-8")
+            return
+        except OSError as e:
+            problem = f"cannot be written: {e.strerror}"
+    raise BadInput(Problem(f"{option} {path} {problem}", hint=f"give {option} the path of a file, in a folder that exists"))

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from framework.cli.common import DebugOpt, ProfileOpt, VarOpt, context, guard, note, say
+from framework.cli.common import DebugOpt, ProfileOpt, VarOpt, context, guard, note, say, write_file
 
 app = typer.Typer()
 
@@ -36,8 +36,9 @@ def report(
         about = context(None, profile, var, near=pipeline)
         found = gather_run(about, run_id=run_id, pipeline=pipeline)
         path = out_file or about.project.root / "reports" / f"{found.pipeline}-{found.run_id}.html"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_html(found), encoding="utf-8")
+        if out_file is None:
+            path.parent.mkdir(parents=True, exist_ok=True)  # the default folder, made once
+        write_file(path, render_html(found), "--out")
         if found.chosen:  # no --run: which run, and why that one (on stderr: stdout is the file alone)
             note(f"{found.pipeline}: {found.chosen}")
         say(path)
