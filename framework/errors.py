@@ -53,6 +53,20 @@ class BadInput(TributaryError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+class UnreadableTable(BadInput):
+    """A Delta table a command must read cannot be read: a damaged log, a newer protocol, a file
+    where the table's folder should be. Said with the table's place and delta-rs' first line."""
+
+    def __init__(self, location: str, error: BaseException):
+        said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        super().__init__(
+            Problem(
+                f"the Delta table at {location} cannot be read: {said}",
+                hint="its _delta_log is damaged or was written by a newer Delta version; restore the folder from a backup",
+            )
+        )
+
+
 class RunFailed(TributaryError):
     """The run started but could not finish; outputs stay at their previous version."""
 

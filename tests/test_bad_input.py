@@ -360,3 +360,26 @@ def test_an_output_into_a_folder_of_other_files_is_refused_at_its_line(cli, proj
     (project / "warehouse" / "stats" / "notes.txt").unlink()
     write(project / "warehouse" / "stats" / "part-00000.parquet", "")  # a killed first commit's file
     assert cli("validate", "demo")[0] == 0
+
+
+def test_a_damaged_delta_table_is_named_with_exit_2(cli, project, demo):
+    """A damaged _delta_log ended show, history, query and runs in "run failed: DeltaError" (or
+    a Rust stack frame) with exit 1, and a Delta source given a file in exit 1 from validate."""
+    broken = project / "broken"
+    write(broken / "_delta_log" / "00000000000000000000.json", "not json\n")
+    said = f"the Delta table at {broken} cannot be read: Kernel error"
+    for args in (("show", "broken"), ("history", "broken"), ("query", "select * from 'broken'")):
+        code, out, err = cli(*args)
+        assert code == 2 and said in err and "Traceback" not in out + err, (args, out + err)
+    events = project / "warehouse" / "_tributary" / "events"
+    write(events / "_delta_log" / "00000000000000000000.json", "not json\n")
+    code, out, err = cli("runs")
+    assert code == 2 and f"the Delta table at {events} cannot be read" in err, out + err
+
+    delta_source = (
+        "format: delta\n    path: stats.sql\n  unused_calls:\n    format: json\n    path: data/samples/service_calls/static"
+    )
+    write(demo, demo.read_text().replace("format: json\n    path: data/samples/service_calls/static", delta_source))
+    write(project / "stats.sql", "select 1\n")
+    code, out, err = cli("validate", "demo")
+    assert code == 2 and "source 'calls': cannot read the Delta table at" in err and "0: <unknown>" not in err, out + err

@@ -47,14 +47,15 @@ def delta_log_schema(source: str, location: str, version: int | None = None, tim
     """Spark DDL of the Delta table at `location` (at a version or time), None when there is no table yet."""
     from deltalake import DeltaTable
 
-    if not DeltaTable.is_deltatable(location):
-        return None
     try:
+        if not DeltaTable.is_deltatable(location):
+            return None
         table = DeltaTable(location)
         if version is not None or timestamp is not None:
             table.load_as_version(version if version is not None else timestamp)
-    except Exception as e:  # noqa: BLE001 - delta-rs raises plain exceptions for missing versions
-        raise BadInput(Problem(f"source '{source}': cannot read the Delta table at {location}: {e}")) from None
+    except Exception as e:  # noqa: BLE001 - delta-rs raises plain exceptions (a missing version, a file, a damaged log)
+        said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__  # not delta-rs' backtrace
+        raise BadInput(Problem(f"source '{source}': cannot read the Delta table at {location}: {said}")) from None
     return arrow_ddl(source, pa.schema(table.schema().to_arrow()))
 
 

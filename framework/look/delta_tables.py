@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from framework.errors import BadInput, Problem
+from framework.errors import BadInput, Problem, UnreadableTable
 from framework.io.locations import is_uri
 from framework.look.tables import TableRef
 
@@ -55,7 +55,10 @@ def open_table(
         if ref.pipeline and "scratch" in ref.about:
             hint = f"try the pipeline first: tributary run {ref.pipeline} --limit 100"
         raise BadInput(Problem(f"'{ref.name}' ({ref.about}) has no Delta table yet at {ref.location}", hint=hint))
-    table = DeltaTable(ref.location, storage_options=options)
+    try:
+        table = DeltaTable(ref.location, storage_options=options)
+    except Exception as e:  # noqa: BLE001 - delta-rs says a damaged log with a plain exception
+        raise UnreadableTable(ref.location, e) from None
     latest = table.version()
     if version is not None:
         if not 0 <= version <= latest:

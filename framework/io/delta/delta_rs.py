@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from framework.errors import BadInput, Problem
+from framework.errors import BadInput, Problem, UnreadableTable
 from framework.io import staging as staging_files
 from framework.io.delta.base import FILE_RANK, Commit, CommitResult, DeltaStore, Slice, StagedWrite, WriteMode
 from framework.io.locations import from_spark_path
@@ -45,9 +45,12 @@ class DeltaRsStore(DeltaStore):
     def _table(self, table: str, version: int | None = None) -> DeltaTable | None:
         from deltalake import DeltaTable
 
-        if not DeltaTable.is_deltatable(table, storage_options=self.storage_options):
-            return None
-        return DeltaTable(table, version=version, storage_options=self.storage_options)
+        try:
+            if not DeltaTable.is_deltatable(table, storage_options=self.storage_options):
+                return None
+            return DeltaTable(table, version=version, storage_options=self.storage_options)
+        except Exception as e:  # noqa: BLE001 - delta-rs says a damaged log with a plain exception
+            raise UnreadableTable(table, e) from None
 
     def version(self, table: str) -> int | None:
         dt = self._table(table)
