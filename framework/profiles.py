@@ -71,7 +71,11 @@ class Profile(SpecModel):
 def load_profile(project: Project, name: str | None = None) -> Profile:
     name = name or os.environ.get("TRIBUTARY_PROFILE") or DEFAULT_PROFILE
     path = project.configs_dir / f"{name}.yaml"
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError:  # a name too long for the file system
+        found = False
+    if not found:
         known = sorted(p.stem for p in project.configs_dir.glob("*.yaml")) if project.configs_dir.is_dir() else []
         if name == DEFAULT_PROFILE and not known:
             return Profile()

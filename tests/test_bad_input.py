@@ -383,3 +383,15 @@ def test_a_damaged_delta_table_is_named_with_exit_2(cli, project, demo):
     write(project / "stats.sql", "select 1\n")
     code, out, err = cli("validate", "demo")
     assert code == 2 and "source 'calls': cannot read the Delta table at" in err and "0: <unknown>" not in err, out + err
+
+
+def test_a_name_too_long_for_a_folder_is_bad_input(cli, project, demo):
+    """A 300-character output name passed validate (its table's folder cannot exist), and `show`
+    or `--profile` with such a name ended in "File name too long" (exit 1)."""
+    long = "o" * 300
+    write(demo, demo.read_text().replace("outputs:\n  stats:", f"outputs:\n  {long}:\n    from: stats"))
+    code, _, err = cli("validate", "demo")
+    assert code == 2 and "at most 128 characters" in err, err
+    for args in (("show", long), ("validate", "--profile", long)):
+        code, out, err = cli(*args)
+        assert code == 2 and "File name too long" not in out + err, (args, out + err)

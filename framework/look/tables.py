@@ -208,12 +208,20 @@ def _plain_name(name: str) -> bool:
 
 
 def _looks_like_path(name: str) -> bool:
-    return "/" in name or "\\" in name or is_uri(name) or Path(name).exists()
+    return "/" in name or "\\" in name or is_uri(name) or _exists(Path(name))
+
+
+def _exists(path: Path) -> bool:
+    """Path.exists, with a name too long for the file system (or unreadable) as not there."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def _is_delta(location: str, storage_options: dict[str, str]) -> bool:
     if not is_uri(location):
-        return (Path(location) / "_delta_log").is_dir()
+        return _exists(Path(location) / "_delta_log") and (Path(location) / "_delta_log").is_dir()
     from deltalake import DeltaTable
 
     try:

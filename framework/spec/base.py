@@ -8,11 +8,17 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
+#: The longest name: it becomes a folder's name (a table, a checkpoint), and file systems take 255
+#: bytes at most, with room left for what Tributary adds to it.
+MAX_NAME = 128
+
 #: Names of sources, steps and outputs: they become SQL view names, so plain identifiers.
-Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=MAX_NAME)]
 
 #: Table names under the warehouse: `daily` or `sales.daily` (<warehouse>/sales/daily).
-TableName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")]
+TableName = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$", max_length=2 * MAX_NAME + 1)
+]
 
 #: Window lengths and counts reach Spark as Java ints.
 MAX_COUNT = 2**31 - 1
