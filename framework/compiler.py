@@ -11,6 +11,7 @@ runner to refuse the run.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -51,6 +52,10 @@ from framework.sql_policy import for_sqlglot as _for_sqlglot
 from framework.sql_policy import refusals as strict_refusals
 from framework.templating import NO_INTERVAL, RenderedSql, TemplateRenderer
 from framework.variables import resolve_vars
+
+#: sqlglot warns on stderr about text it reads as a Command ("contains unsupported syntax"), in
+#: the middle of validate's output; the step's own check says what is wrong with that text
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 #: Statement types a SQL step may hold: it must define rows, not change anything.
 _QUERY_TYPES = (exp.Query, exp.Values)

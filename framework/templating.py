@@ -330,6 +330,11 @@ def _finalize(value: Any) -> Any:
     _note_interval(value)
     if isinstance(value, VarText):
         return sql_literal(str(value))
+    if callable(value) and not isinstance(value, str):  # {{ source }}: the function itself, not its call
+        name = getattr(value, "__name__", "").lstrip("_") or type(value).__name__
+        raise TemplateUserError(
+            f"{{{{ {name} }}}} prints a function, not SQL", hint=f"call it: {name}(...), e.g. source('calls')"
+        )
     if isinstance(value, (bool, date, Decimal, float)) or value is None:
         return sql_literal(value)
     if isinstance(value, (str, int)) or not (isinstance(value, _VarDataIter) or _holds_var_data((value,), set())):

@@ -395,3 +395,32 @@ def test_a_name_too_long_for_a_folder_is_bad_input(cli, project, demo):
     for args in (("show", long), ("validate", "--profile", long)):
         code, out, err = cli(*args)
         assert code == 2 and "File name too long" not in out + err, (args, out + err)
+
+
+@pytest.mark.parametrize(
+    ("sql", "said", "not_said"),
+    [
+        ("select {{ source }} as x", "{{ source }} prints a function, not SQL", "sqlglot"),
+        ("select {{ (2**256)**256 }} as x", "a number of more than 4,300 digits", "set_int_max_str_digits"),
+    ],
+)
+def test_template_and_sql_mistakes_are_said_in_tributarys_words(cli, project, demo, sql, said, not_said):
+    write(project / "sql" / "stats.sql", sql + "\n")
+    code, out, err = cli("validate", "demo")
+    assert code == 2 and said in err and not_said not in out + err, out + err
+
+
+def test_sqlglot_says_nothing_of_its_own_on_validates_output(project, demo):
+    """sqlglot logged "... contains unsupported syntax. Falling back to parsing as a 'Command'."
+    onto stderr, in the middle of validate's ✗ line."""
+    import os
+    import subprocess
+    import sys
+
+    write(project / "sql" / "stats.sql", "execute immediate 'select 1'\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRIBUTARY_PROFILE"}
+    done = subprocess.run(
+        [sys.executable, "-m", "framework", "validate", "demo"], cwd=project, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "a SQL step holds one query" in done.stderr, done.stderr
+    assert "Falling back to parsing" not in done.stdout + done.stderr, done.stdout + done.stderr

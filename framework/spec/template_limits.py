@@ -266,4 +266,6 @@ def limit_message(error: BaseException) -> str | None:
         return "recursion too deep: a macro that calls itself without end, or expressions nested too deeply"
     if isinstance(error, MemoryError):
         return "the template needs more memory than the machine has"
+    if isinstance(error, ValueError) and "integer string conversion" in str(error):
+        return "the template prints a number of more than 4,300 digits"
     return None
