@@ -330,7 +330,7 @@ def _finalize(value: Any) -> Any:
     _note_interval(value)
     if isinstance(value, VarText):
         return sql_literal(str(value))
-    if callable(value) and not isinstance(value, str):  # {{ source }}: the function itself, not its call
+    if callable(value) and not isinstance(value, (str, jinja2.Undefined)):  # {{ source }}: the function, not its call
         name = getattr(value, "__name__", "").lstrip("_") or type(value).__name__
         raise TemplateUserError(
             f"{{{{ {name} }}}} prints a function, not SQL", hint=f"call it: {name}(...), e.g. source('calls')"

@@ -77,7 +77,8 @@ _ADVERSARIAL = (
     "z\n; drop table t",
     "zz {{ 7 * 7 }}",
 )
-#: one step applied to the expression so far (`@`)
+#: one step applied to the expression so far (`@`). What a step picks from the template's own text
+#: prints as written (`@ or 'x'` with an empty value prints x), so its fallbacks are SQL literals.
 _STEPS = (
     "@ | trim", "@ | upper", "@ | lower", "@ | title", "@ | capitalize", "@ | safe", "@ | e",
     "@ | forceescape", "@ | indent(2, true)", "@ | center(40)", "@ | striptags", "@ | string",
@@ -86,7 +87,7 @@ _STEPS = (
     "(@ | list | join)", "(@ | map('upper') | join)", "(@ | batch(3) | first | join)", "(@ | sort | join)",
     "@[0:9]", "@[::-1]", "(@ + 'x')", "('x' + @)", "(@ * 2)", "('%s' % @)", "('{}'.format(@))",
     "(@.strip())", "(@.upper())", "(@.split(' ') | first)", "(@.replace('z', 'q'))", "(''.join([@]))",
-    "('%s' | format(@))", "(@ if true else 'x')", "(@ or 'x')", "([@, 'x'] | first)", "(dict(k=@).k)",
+    "('%s' | format(@))", "(@ if true else 'x')", "(@ or \"'x'\")", "([@, 'x'] | first)", "(dict(k=@).k)",
     "(namespace(v=@).v)", "({'k': @}['k'])",
 )  # fmt: skip
 
