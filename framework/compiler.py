@@ -795,7 +795,7 @@ def _check_sql(
                 f"step '{sql.step}': SQL syntax error near '{token}': {description}",
                 file=file,
                 line=template_line,
-                hint=f"rendered SQL line {line}; see it with `tributary compile {loaded.spec.name}`",
+                hint=f"rendered SQL line {line}; see it with `tributary compile {loaded.shown_as}`",
             )
         ) from None
     except sqlglot.errors.SqlglotError as e:

@@ -70,6 +70,13 @@ class Profile(SpecModel):
 
 def load_profile(project: Project, name: str | None = None) -> Profile:
     name = name or os.environ.get("TRIBUTARY_PROFILE") or DEFAULT_PROFILE
+    if "/" in name or "\\" in name or name.startswith("."):
+        raise BadInput(
+            Problem(
+                f"profile '{name}' is a path; a profile is named by its file in {project.relative(project.configs_dir)}/",
+                hint="give its name (e.g. local for configs/local.yaml), or copy the file into configs/",
+            )
+        )
     path = project.configs_dir / f"{name}.yaml"
     try:
         found = path.is_file()

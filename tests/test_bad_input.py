@@ -424,3 +424,10 @@ def test_sqlglot_says_nothing_of_its_own_on_validates_output(project, demo):
     )
     assert done.returncode == 2 and "a SQL step holds one query" in done.stderr, done.stderr
     assert "Falling back to parsing" not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", ["../shared", "/etc/passwd", ".hidden"])
+def test_a_profile_is_a_name_in_configs_not_a_path(cli, project, demo, name):
+    """`--profile ../x` loaded x.yaml from beside the project (and an absolute path from anywhere)."""
+    code, _, err = cli("plan", "demo", "--profile", name)
+    assert code == 2 and f"profile '{name}' is a path" in err, err
