@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -319,10 +321,21 @@ def test_ctrl_c_stops_a_run_without_an_engine_in_one_line_without_a_traceback(pr
     KeyboardInterrupt) above the run's own line."""
     write(project / "pipelines/slow.yaml", SLOW)  # one task, 1.5 s per row
     write(project / "incoming/calls.json", "".join(f'{{"head_service": "/{i}.html", "response_ms": {i}}}\n' for i in range(4)))
+    computing = lambda lines: any("computing" in line for line in lines)  # noqa: E731 - read where it is used
+    code, text = _interrupted(project, "slow", computing, 1.5)  # inside the napping job (6 s)
+    assert code == 130, text[-3000:]
+    assert "interrupted; outputs stay at their previous version" in text
+    assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
+    assert delta_version(project / "warehouse" / "napped") is None
+
+
+def _interrupted(project: Path, pipeline: str, ready: Callable[[list[str]], bool], after: float) -> tuple[int, str]:
+    """`tributary run <pipeline> --no-engine` in its own process, sent SIGINT `after` seconds once
+    `ready(its output lines so far)`; its exit code and output."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "TRIBUTARY_ENGINE": "0"}
     env.pop("TRIBUTARY_PROFILE", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "framework", "run", "slow", "--no-engine"],
+        [sys.executable, "-m", "framework", "run", pipeline, "--no-engine"],
         cwd=project,
         env=env,
         stdout=subprocess.PIPE,
@@ -335,9 +348,9 @@ def test_ctrl_c_stops_a_run_without_an_engine_in_one_line_without_a_traceback(pr
     reader.start()
     try:
         deadline = time.monotonic() + 180
-        while not any("computing" in line for line in lines) and process.poll() is None and time.monotonic() < deadline:
+        while not ready(lines) and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(1.5)  # inside the napping job (6 s)
+        time.sleep(after)
         process.send_signal(signal.SIGINT)
         code = process.wait(timeout=120)
         reader.join(timeout=10)
@@ -345,11 +358,7 @@ def test_ctrl_c_stops_a_run_without_an_engine_in_one_line_without_a_traceback(pr
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    text = "".join(lines)
-    assert code == 130, text[-3000:]
-    assert "interrupted; outputs stay at their previous version" in text
-    assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
-    assert delta_version(project / "warehouse" / "napped") is None
+    return code, "".join(lines)
 
 
 #: One file a micro-batch; the second file's rows nap 1 s each, so Ctrl-C comes inside its micro-batch.
@@ -373,34 +382,9 @@ def test_ctrl_c_in_a_stream_says_which_micro_batches_stay_committed_and_the_next
     write(project / "pipelines/napping_stream.yaml", NAPPING_STREAM)
     write(project / "landing/calls/a.json", "".join(f'{{"n": {i}}}\n' for i in range(5)))
     write(project / "landing/calls/b.json", "".join(f'{{"n": {i}}}\n' for i in range(10, 16)))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "TRIBUTARY_ENGINE": "0"}
-    env.pop("TRIBUTARY_PROFILE", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "framework", "run", "napping_stream", "--no-engine"],
-        cwd=project,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
-    reader.start()
     table = project / "warehouse" / "napped"
-    try:
-        deadline = time.monotonic() + 180
-        while delta_version(table) is None and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(1.0)  # inside the second micro-batch (6 rows of 1 s on 2 cores)
-        process.send_signal(signal.SIGINT)
-        code = process.wait(timeout=120)
-        reader.join(timeout=10)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    text = "".join(lines)
+    # inside the second micro-batch (6 rows of 1 s on 2 cores)
+    code, text = _interrupted(project, "napping_stream", lambda _: delta_version(table) is not None, 1.0)
     assert code == 130, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
     assert "outputs stay at their previous version" not in text, text[-3000:]
