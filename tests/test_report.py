@@ -172,6 +172,15 @@ def test_a_pipeline_that_no_longer_compiles_gets_a_note_not_a_failure(ran, tmp_p
     assert "does not compile now" in graph and "slowest" in graph and "<svg" not in graph
 
 
+def test_a_var_the_pipeline_has_not_is_bad_input_not_a_page_without_its_graph(ran, tmp_path: Path):
+    project, run_id = ran
+    page = tmp_path / "typo.html"
+    code, _, err = tributary(project, "report", "--run", run_id, "--var", "min_cals=5", "--out", str(page))
+    assert code == 2
+    assert "--var min_cals: this pipeline has no var 'min_cals'" in err
+    assert not page.exists()
+
+
 def test_no_runs_yet_exits_2_with_a_hint(tmp_path: Path):
     code, _, err = tributary(new_project(tmp_path), "report")
     assert code == 2 and "no runs yet" in err and "run a pipeline first" in err

@@ -297,6 +297,8 @@ def _pipeline_graph(context: ProjectContext, name: str, path: Path | None) -> tu
         compiled = context.for_pipeline(path).compiled
         return compiled.graph.to_svg(), None
     except BadInput as e:
+        if any(p.message.startswith("--var ") for p in e.problems):
+            raise  # a mistake on this command line, not in today's spec: say it, write no page
         first = str(e.problems[0]) if e.problems else str(e)
         return None, f"{project.relative(path)} does not compile now, so its graph is not shown: {first}"
     except Exception as e:  # noqa: BLE001 - a report of a past run must not fail on today's spec
