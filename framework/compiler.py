@@ -87,6 +87,11 @@ class CompiledPipeline:
         return self.loaded.spec
 
     @property
+    def known_vars(self) -> set[str]:
+        """The vars this pipeline has (declared, or read by a template or a value)."""
+        return known_vars(self.spec.vars, self.sql, self.loaded.vars_used)
+
+    @property
     def name(self) -> str:
         return self.spec.name
 
@@ -107,8 +112,11 @@ def compile_pipeline(
     cli_vars: dict[str, Any] | None = None,
     select: str | None = None,
     interval: Interval | None = None,
+    shared_vars: bool = False,
 ) -> CompiledPipeline:
-    """`interval`: the time interval a batch run covers (see the module's docstring)."""
+    """`interval`: the time interval a batch run covers (see the module's docstring).
+    `shared_vars`: the command line's vars were given to several pipelines at once, so one this
+    pipeline has not is meant for another (as a profile's vars are); else it is a mistake."""
     cli_vars = cli_vars or {}
     loaded = load_pipeline(pipeline_path, project.relative(pipeline_path), {**profile.vars, **cli_vars})
     spec = loaded.spec
@@ -150,7 +158,8 @@ def compile_pipeline(
         except BadInput as e:
             problems.extend(e.problems)
     problems.extend(_slice_problems(loaded))
-    problems.extend(_unused_cli_vars(cli_vars, spec.vars, rendered, loaded.vars_used))
+    if not shared_vars:
+        problems.extend(_unused_cli_vars(cli_vars, known_vars(spec.vars, rendered, loaded.vars_used)))
     problems.extend(_location_problems(loaded, project, profile))
     problems.extend(connect_problems(loaded, profile))
     if profile.sql_policy == "strict":
@@ -1170,12 +1179,15 @@ def _unterminated(text: str) -> int | None:
     return None
 
 
-def _unused_cli_vars(
-    cli_vars: dict[str, Any], spec_vars: dict[str, Any], rendered: dict[str, RenderedSql], in_values: frozenset[str]
-) -> list[Problem]:
+def known_vars(spec_vars: dict[str, Any], rendered: dict[str, RenderedSql], in_values: frozenset[str]) -> set[str]:
+    """The vars a pipeline has: those it declares and those its templates and values read."""
     known = set(spec_vars) | in_values
     for sql in rendered.values():
         known |= sql.vars_used
+    return known
+
+
+def _unused_cli_vars(cli_vars: dict[str, Any], known: set[str]) -> list[Problem]:
     return [
         Problem(f"--var {name}: this pipeline has no var '{name}'", hint=did_you_mean(name, known) or "it declares no vars")
         for name in cli_vars

@@ -15,6 +15,7 @@ JVM starts here. Running (`run`) is the one thing that starts Spark, through fra
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
@@ -55,6 +56,7 @@ class ProjectContext:
     select: str | None = None
     pipeline: Path | None = None
     interval_text: str | None = None
+    shared_vars: bool = False  # the vars go to several pipelines: each takes those it has
 
     @classmethod
     def load(
@@ -90,6 +92,26 @@ class ProjectContext:
         of many, the scheduler); the interval's naive times are then read in that one's timezone."""
         return replace(self, pipeline=path)
 
+    def across(self, paths: Sized | None) -> ProjectContext:
+        """The same, for a command over these pipelines (None: whichever the project has, read
+        again and again, as the scheduler does): with more than one, a --var goes to those that
+        have it, as a profile's vars do (`validate --var since=...` of a whole project), and only a
+        var none of them has is a mistake (`vars_none_has`)."""
+        return replace(self, shared_vars=paths is None or len(paths) > 1)
+
+    def vars_none_has(self, compiled: list[CompiledPipeline], which: str = "of the pipelines") -> list[Problem]:
+        """A problem per --var that none of `compiled` has (nothing to say when none compiled)."""
+        from framework.spec.base import did_you_mean
+
+        if not compiled:
+            return []
+        known = set().union(*(c.known_vars for c in compiled))
+        return [
+            Problem(f"--var {name}: none {which} has var '{name}'", hint=did_you_mean(name, known) or "they declare no vars")
+            for name in self.variables
+            if name not in known
+        ]
+
     def selecting(self, select: str | None) -> ProjectContext:
         """The same, with another selection of steps (`tune STEP` needs the step and what it reads)."""
         return replace(self, select=select)
@@ -109,7 +131,9 @@ class ProjectContext:
     def compile(self, interval: Interval | None = None) -> CompiledPipeline:
         """The pipeline compiled for `interval` (default: the command line's)."""
         covered = interval if interval is not None else self.interval
-        return compile_pipeline(self.project, self.pipeline_path, self.profile, self.variables, self.select, covered)
+        return compile_pipeline(
+            self.project, self.pipeline_path, self.profile, self.variables, self.select, covered, self.shared_vars
+        )
 
     def plan(self, full_refresh: bool = False, limit: int | None = None) -> RunPlan:
         """What a run would do (framework.plan), or a try over each source's first `limit` rows."""

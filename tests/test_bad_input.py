@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write
+from tests.conftest import empty_generated_folders, write
 
 GOOD = """\
 name: demo
@@ -167,6 +167,25 @@ def test_var_the_pipeline_does_not_use(cli, demo):
     code, _, err = cli("compile", "pipelines/demo.yaml", "--var", "min_cals=3")
     assert code == 2
     assert "has no var 'min_cals'" in err
+
+
+def test_a_var_given_to_many_pipelines_goes_to_those_that_have_it(cli, project):
+    """As the profile's vars: `validate --var min_calls=3` of the whole project checks each
+    pipeline, and only one of them has that var; a var none of them has is still a typo."""
+    empty_generated_folders(project)
+    code, out, err = cli("validate", "--var", "min_calls=3")
+    assert code == 0, err
+    assert "service_calls.yaml" in out and "access_log.yaml" in out
+    code, _, err = cli("validate", "--var", "min_cals=3")
+    assert code == 2
+    assert "--var min_cals: none of the pipelines validated has var 'min_cals'" in err and "min_calls" in err
+    code, _, err = cli("validate", "pipelines/access_log.yaml", "--var", "min_calls=3")
+    assert code == 2 and "this pipeline has no var 'min_calls'" in err
+    for command in (["graph", "--all"], ["freshness"]):  # each over every pipeline, as validate
+        code, _, err = cli(*command, "--var", "min_calls=3")
+        assert code == 0, (command, err)
+        code, _, err = cli(*command, "--var", "min_cals=3")
+        assert code == 2 and "none of the pipelines has var 'min_cals'" in err, (command, err)
 
 
 def test_missing_source_path_fails_before_spark_starts(cli, demo, monkeypatch):

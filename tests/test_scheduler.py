@@ -200,6 +200,28 @@ def test_a_schedule_that_would_catch_up_too_much_is_named_once_and_the_others_st
     assert len([line for line in say if line.startswith("not scheduled: pipelines/far.yaml")]) == 1, say
 
 
+def test_a_var_goes_to_the_scheduled_pipelines_that_have_it_and_one_none_has_runs_nothing(spark, project, cli):
+    calls(project / "data/calls", "calls.json", [utc(2026, 11, 2, 8, 10), utc(2026, 11, 2, 8, 20)], response_ms=20)
+    hour = '  cron: "0 * * * *"\n  start: 2026-11-02T08:00:00Z\n  end: 2026-11-02T09:00:00Z'
+    write(project / "pipelines/plain.yaml", pipeline("plain", hour))
+    floored = pipeline("floored", hour, extra_sql="greatest(response_ms, {{ var('min_ms') | lit }})")
+    write(project / "pipelines/floored.yaml", floored.replace("sources:", "vars:\n  min_ms: 0\nsources:", 1))
+
+    code, out, err = cli("scheduler", "plain", "floored", "--once", "--var", "min_mss=25")
+    assert code == 2, out + err
+    assert "--var min_mss: none of the pipelines scheduled has var 'min_mss'" in err and "min_ms" in err
+    assert RunLog(*_log(project)).slots("plain") == {}  # nothing ran
+    code, out, err = cli("scheduler", "plain", "--once", "--var", "min_ms=25")
+    assert code == 2 and "this pipeline has no var 'min_ms'" in err, out + err
+
+    code, out, err = cli("scheduler", "plain", "floored", "--once", "--var", "min_ms=25")
+    assert code == 0, out + err
+    log = RunLog(*_log(project))
+    assert [s.last.outcome for s in log.slots("plain").values()] == [OK]
+    assert [s.last.outcome for s in log.slots("floored").values()] == [OK]
+    assert sorted(r["response_ms"] for r in delta_rows(project / "warehouse" / "rows")) == [20, 20, 25, 25]
+
+
 def test_a_minutely_schedule_kept_up_with_is_served_however_far_back_its_start(spark, project, cli):
     cron = Cron("* * * * *")
     latest = cron.latest_complete(datetime.now(UTC))

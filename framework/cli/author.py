@@ -50,7 +50,8 @@ def validate(
         from framework.tasks.validate import validate as check
 
         about = context(pipelines[0] if pipelines else None, profile, var, select, interval)
-        checked = check(about, pipelines_to_check(about, pipelines), lambda line: term.err.print(shown(line), markup=False))
+        paths = pipelines_to_check(about, pipelines)
+        checked = check(about, paths, lambda line: term.err.print(shown(line), markup=False))
         explained = False
         for one in checked:
             if one.compiled is None:
@@ -71,6 +72,9 @@ def validate(
                 explained = True
         if not all(one.ok for one in checked):
             raise typer.Exit(2)
+        typo = about.across(paths).vars_none_has([one.compiled for one in checked if one.compiled], "of the pipelines validated")
+        if typo:
+            raise BadInput(*typo)
         if explain is not None and not explained:
             from framework.spec.base import did_you_mean
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from framework.errors import BadInput
 from framework.graph import PipelineGraph
 from framework.project_context import ProjectContext
 
@@ -71,9 +72,12 @@ class Lineage:
 def lineage(context: ProjectContext) -> Lineage:
     """Every pipeline under pipelines/ compiled under the context's profile and vars (BadInput
     names the first that does not), and what it writes, reads and waits for."""
-    found = Lineage()
-    for path in context.project.all_pipelines():
-        spec = context.for_pipeline(path).compiled.spec
+    found, compiled = Lineage(), []
+    paths = context.project.all_pipelines()
+    context = context.across(paths)
+    for path in paths:
+        compiled.append(context.for_pipeline(path).compiled)
+        spec = compiled[-1].spec
         schedule = spec.schedule
         found.pipelines[spec.name] = spec.mode + (f" · {schedule.cron}" if schedule is not None else "")
         written = set()
@@ -90,6 +94,9 @@ def lineage(context: ProjectContext) -> Lineage:
         for upstream in schedule.after if schedule is not None else []:
             found.after.add((upstream, spec.name))
     found.after = {(u, d) for u, d in found.after if u in found.pipelines}
+    typo = context.vars_none_has(compiled)
+    if typo:
+        raise BadInput(*typo)
     return found
 
 

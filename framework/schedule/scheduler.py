@@ -66,6 +66,9 @@ class Scheduler:
     _waits: set[str] = field(default_factory=set)
     _next: str = ""
 
+    def __post_init__(self) -> None:
+        self.context = self.context.across(self.pipelines)
+
     def serve(self, once: bool = False, until: datetime | None = None) -> bool:
         """Run due pipelines until stopped (`once`: until nothing is due now; `until`: until the
         clock passes it, for tests). Whether every run it made ended ok."""
@@ -121,6 +124,8 @@ class Scheduler:
 
     def _outlooks(self, runlog: RunLog, now: datetime, first: bool) -> dict[str, Outlook]:
         found, problems = scheduled_pipelines(self.context.project, self.pipelines)
+        if first:
+            self._check_vars(found)
         self._announce(found, first)
         outlooks: dict[str, Outlook] = {}
         slots: dict[str, Any] = {}
@@ -150,6 +155,21 @@ class Scheduler:
         if first and self.pipelines and not found:  # later, a broken file is waited for
             raise BadInput(*problems) if problems else BadInput(Problem("no pipeline to schedule"))
         return outlooks
+
+    def _check_vars(self, found: list[ScheduledPipeline]) -> None:
+        """A --var no pipeline served has is a mistake, said before anything runs (exit 2), not at
+        every fire of every pipeline; a pipeline that does not compile now is left to its runs."""
+        if not self.context.variables:
+            return
+        compiled, typos = [], []
+        for p in found:
+            try:
+                compiled.append(self.context.for_pipeline(p.path).compiled)
+            except BadInput as e:
+                typos += [problem for problem in e.problems if problem.message.startswith("--var ")]
+        typos += self.context.vars_none_has(compiled, "of the pipelines scheduled") if self.context.shared_vars else []
+        if typos:
+            raise BadInput(*typos)
 
     def _next_due(self, outlooks: dict[str, Outlook], now: datetime) -> Due | None:
         ready = [d for o in outlooks.values() for d in o.due if self._busy.get(d.pipeline.name, now) <= now]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from framework.errors import BadInput
 from framework.project_context import ProjectContext
 from framework.quality.freshness import SourceAge, pipeline_ages
 
@@ -24,10 +25,15 @@ class PipelineFreshness:
 def freshness(context: ProjectContext, paths: list[Path], now: datetime | None = None) -> list[PipelineFreshness]:
     """The pipelines' declared sources' freshness (pipelines declaring none are left out)."""
     now = now or datetime.now(UTC)
-    found = []
+    context = context.across(paths)
+    found, compiled_all = [], []
     for path in paths:
         compiled = context.for_pipeline(path).compiled
+        compiled_all.append(compiled)
         ages = pipeline_ages(context.project, context.warehouse(), compiled.spec, now, context.profile.storage_options or None)
         if ages:
             found.append(PipelineFreshness(compiled.name, context.project.relative(path), ages))
+    typo = context.vars_none_has(compiled_all)
+    if typo:
+        raise BadInput(*typo)
     return found

@@ -46,6 +46,7 @@ def validate(context: ProjectContext, paths: list[Path], unreadable_history: Cal
     """Each pipeline compiled under the context's profile, vars, selection and interval; a
     scheduled one also checked against its run history (`unreadable_history` hears of a run log
     that cannot be read: counted as no history)."""
+    context = context.across(paths)
     backlog = _Backlog(context, unreadable_history)
     checked = []
     for path in paths:

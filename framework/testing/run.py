@@ -82,11 +82,13 @@ def tests_to_run(context: ProjectContext, pipeline: str | None, select: str | No
     """The tests of `pipeline` (default: every pipeline's), those `select` names (test names or the
     steps they check, comma separated); BadInput with every malformed test's problems."""
     paths = [context.project.pipeline_path(pipeline)] if pipeline else context.project.all_pipelines()
+    context = context.across(paths)
     chosen = {s.strip() for s in select.split(",") if s.strip()} if select else None
-    found, problems = [], []
+    found, problems, compiled_all = [], [], []
     for path in paths:
         about = context.for_pipeline(path)
         compiled = about.selecting(None).compiled
+        compiled_all.append(compiled)
         tests = declared_tests(compiled.loaded, context.project.root)
         if chosen is not None:
             tests = [t for t in tests if t.name in chosen or t.spec.step in chosen]
@@ -94,6 +96,7 @@ def tests_to_run(context: ProjectContext, pipeline: str | None, select: str | No
             problems += check_test(compiled, test, context.project.root)
         if tests:
             found.append(PipelineTests(about, compiled, tests))
+    problems += context.vars_none_has(compiled_all)
     if problems:
         raise BadInput(*problems)
     if not found:
