@@ -183,7 +183,9 @@ def bare_function_refusals(statement: exp.Expr, columns: set[str] | None) -> lis
     """`select user from t`: Spark calls user() when nothing the query reads has a column of that
     name, which sqlglot cannot know; `columns`: the names the query's inputs have (None: not all
     known). A name the query itself gives a column (an alias, a CTE's column) is a column too."""
-    named = {str(alias.alias).lower() for alias in statement.find_all(exp.Alias)}
+    named = {str(alias.alias).lower() for alias in statement.find_all(exp.Alias)} | {
+        column.name.lower() for alias in statement.find_all(exp.TableAlias) for column in alias.columns
+    }  # `with t (user) as`, `values (...) as t(user)`, `lateral view explode(...) v as user`
     found: list[Refusal] = []
     for column in statement.find_all(exp.Column):
         name = column.name.lower()

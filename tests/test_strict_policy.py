@@ -295,8 +295,15 @@ def test_a_bare_user_is_refused_at_validate_unless_a_column_has_that_name(cli, p
     _pipeline(project, "select head_service from {{ source('calls') }} where session_user = 'x'")
     code, _, err = cli("validate", "pipelines/safe.yaml")
     assert code == 2 and "session_user" in err, err  # sqlglot reads this one as the function
-    _pipeline(project, "with t as (select 'x' as user) select user from t")  # a column the query names
-    assert cli("validate", "pipelines/safe.yaml")[0] == 0
+    for names_it in (  # a column the query names: an alias, a CTE's or a table alias's column list, a lateral view
+        "with t as (select 'x' as user) select user from t",
+        "with t (user) as (select head_service from {{ source('calls') }}) select user from t",
+        "select user from values ('a') as t(user)",
+        "select user from {{ source('calls') }} lateral view explode(array(head_service)) v as user",
+    ):
+        _pipeline(project, names_it)
+        code, _, err = cli("validate", "pipelines/safe.yaml")
+        assert code == 0, (names_it, err)
     with_user = PIPELINE.format(sql="      select user, head_service from {{ source('calls') }}").replace(
         'schema: "ts TIMESTAMP,', 'schema: "user STRING, ts TIMESTAMP,'
     )
