@@ -570,8 +570,11 @@ def _not_a_table(table: str) -> str | None:
         return "which is a file, not a folder"
     if os.path.isdir(os.path.join(table, "_delta_log")):
         return None
-    with os.scandir(table) as entries:  # a table's own files: Parquet, partition folders, hidden ones
-        held = next((e.name for e in entries if not _table_file(e)), None)
+    try:
+        with os.scandir(table) as entries:  # a table's own files: Parquet, partition folders, hidden ones
+            held = next((e.name for e in entries if not _table_file(e)), None)
+    except OSError as e:
+        return f"a folder that cannot be read ({e.strerror})"
     return f"a folder holding files that are not a Delta table's (no _delta_log), e.g. {held}" if held else None
 
 

@@ -99,7 +99,7 @@ def load_profile(project: Project, name: str | None = None) -> Profile:
                 Problem(
                     f"${{{name}}} is not set in the environment, and the profile gives no default",
                     file=project.relative(path),
-                    line=text[: max(text.find("${" + name), 0)].count("\n") + 1,
+                    line=_line_of(text, "${" + name + "}"),
                     hint=f"set {name}, or give a default: ${{{name}:-value}}",
                 )
                 for name in dict.fromkeys(unset)
@@ -136,3 +136,12 @@ def _expand_env(value: Any, unset: list[str]) -> Any:
     if isinstance(value, list):
         return [_expand_env(v, unset) for v in value]
     return value
+
+
+def _line_of(text: str, written: str) -> int:
+    """The line where `written` first stands outside a comment (else where it first stands)."""
+    lines = text.splitlines()
+    for number, line in enumerate(lines, 1):
+        if written in line.split("#", 1)[0]:
+            return number
+    return next((n for n, line in enumerate(lines, 1) if written in line), 1)

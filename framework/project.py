@@ -48,12 +48,18 @@ class Project:
         candidates = [Path(name_or_path), self.root / name_or_path]
         if not name_or_path.endswith((".yaml", ".yml")):
             candidates += [self.pipelines_dir / f"{name_or_path}.yaml", self.pipelines_dir / f"{name_or_path}.yml"]
-        for c in candidates:
-            if c.is_file():
-                return c
-        for c in candidates:
-            if c.exists() and not c.is_dir():  # a named pipe, a device: reading it would block or never end
-                raise BadInput(Problem(f"{not_a_file(c.stat().st_mode)}, not a pipeline file", file=name_or_path))
+        try:
+            for c in candidates:
+                if c.is_file():
+                    return c
+            for c in candidates:
+                if c.exists() and not c.is_dir():  # a named pipe, a device: reading it would block or never end
+                    raise BadInput(Problem(f"{not_a_file(c.stat().st_mode)}, not a pipeline file", file=name_or_path))
+        except OSError:  # a name too long for a file
+            shown = name_or_path if len(name_or_path) <= 80 else name_or_path[:80] + "…"
+            raise BadInput(
+                Problem(f"pipeline '{shown}' not found: no file can have that name", hint="tributary validate lists them")
+            ) from None
         known = sorted(p.stem for p in self.all_pipelines()) if self.pipelines_dir.is_dir() else []
         raise BadInput(
             Problem(
@@ -69,6 +75,17 @@ class Project:
     def tests_path(self, pipeline: Path) -> Path:
         """Where the tests of a pipeline file may be kept beside it."""
         return pipeline.with_name(f"{pipeline.stem}.tests.yaml")
+
+
+def existing(typed: str | None) -> Path | None:
+    """What the user typed as a path, when it names something that exists (a name too long for a
+    file, or one the OS refuses, names nothing: the caller then reads it as a pipeline's name)."""
+    if not typed:
+        return None
+    try:
+        return Path(typed) if Path(typed).exists() else None
+    except OSError:
+        return None
 
 
 def find_project(start: Path | None = None) -> Project:

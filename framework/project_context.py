@@ -26,7 +26,7 @@ from framework.compiler import CompiledPipeline, compile_pipeline
 from framework.errors import BadInput, Problem
 from framework.io.locations import EVENTS_TABLE, Warehouse, scratch_warehouse
 from framework.profiles import Profile, load_profile
-from framework.project import Project, find_project
+from framework.project import Project, existing, find_project
 from framework.spec.intervals import Interval, instant, parse_interval, zone
 from framework.spec.yaml_source import load_yaml_file
 from framework.variables import parse_cli_vars
@@ -72,7 +72,7 @@ class ProjectContext:
         """The context of a command line: the project holding `pipeline` when it is a file, else the
         one at or above `start` (default: the current folder); `profile`: a name in configs/
         (default: $TRIBUTARY_PROFILE, else local); `variables`: `name=value` texts (--var)."""
-        given = Path(pipeline) if pipeline and Path(pipeline).exists() else None
+        given = existing(pipeline)
         project = find_project(given or start)
         chosen = load_profile(project, profile)
         parsed = parse_cli_vars(variables or [])

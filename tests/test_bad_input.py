@@ -361,11 +361,15 @@ def test_a_warehouse_that_is_the_project_folder_or_an_unset_variable_is_refused(
     code, _, err = cli("validate", "demo", "--profile", "shared")
     assert code == 2 and "configs/shared.yaml: the warehouse" in err and "is the project folder" in err, err
 
-    write(profile, "spark: {master: 'local[1]'}\nwarehouse: ${TRIBUTARY_NOT_SET_ANYWHERE}/tables\n")
+    write(
+        profile,
+        "# ${TRIBUTARY_NOT_SET_ANYWHERE_ROOT} once, ${TRIBUTARY_NOT_SET_ANYWHERE:-x} in tests\n"
+        "spark: {master: 'local[1]'}\nwarehouse: ${TRIBUTARY_NOT_SET_ANYWHERE}/tables\n",
+    )
     monkeypatch.delenv("TRIBUTARY_NOT_SET_ANYWHERE", raising=False)
     code, _, err = cli("validate", "demo", "--profile", "shared")
     assert code == 2, err
-    assert "configs/shared.yaml:2: ${TRIBUTARY_NOT_SET_ANYWHERE} is not set" in err, err
+    assert "configs/shared.yaml:3: ${TRIBUTARY_NOT_SET_ANYWHERE} is not set" in err, err  # its own line, not the comment's
 
 
 def test_an_output_into_a_folder_of_other_files_is_refused_at_its_line(cli, project, demo):
@@ -411,9 +415,28 @@ def test_a_name_too_long_for_a_folder_is_bad_input(cli, project, demo):
     write(demo, demo.read_text().replace("outputs:\n  stats:", f"outputs:\n  {long}:\n    from: stats"))
     code, _, err = cli("validate", "demo")
     assert code == 2 and "at most 128 characters" in err, err
-    for args in (("show", long), ("validate", "--profile", long)):
+    write(demo, GOOD)
+    for args in (("show", long), ("validate", "--profile", long), ("validate", long), ("graph", "demo", "--svg", long + ".svg")):
         code, out, err = cli(*args)
-        assert code == 2 and "File name too long" not in out + err, (args, out + err)
+        assert code == 2 and "--debug for the traceback" not in out + err, (args, out + err)  # said, not failed
+
+
+def test_an_output_folder_that_cannot_be_read_is_bad_input_at_its_line(cli, project, demo, monkeypatch):
+    """validate looks into an output's folder for files no table has; a folder it may not read
+    ended in PermissionError, exit 1 (the OS is asked to refuse: these tests run as root)."""
+    import os
+
+    (project / "warehouse" / "stats").mkdir(parents=True)
+    scandir = os.scandir
+
+    def refused(path):
+        if str(path).endswith("stats"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refused)
+    code, _, err = cli("validate", "demo")
+    assert code == 2 and "pipelines/demo.yaml:" in err and "cannot be read (Permission denied)" in err, err
 
 
 @pytest.mark.parametrize(

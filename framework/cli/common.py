@@ -98,9 +98,10 @@ def context(
 ) -> ProjectContext:
     """The project context of a command line (framework.project_context); `near`: a file the
     command names without being about that pipeline (the project is the one holding it)."""
+    from framework.project import existing
     from framework.project_context import ProjectContext
 
-    start = Path(near) if near and Path(near).exists() else None
+    start = existing(near)
     return ProjectContext.load(pipeline, profile=profile, variables=variables, select=select, interval=interval, start=start)
 
 
@@ -250,16 +251,16 @@ def write_file(path: Path, text: str, option: str) -> None:
     """Write a file the user named with `option` (--svg, --out): into a folder that exists (a
     mistyped folder is not made), never over a folder; a problem is bad input naming the option."""
     problem = None
-    if not str(path) or path.name in ("", ".", ".."):
-        problem = "is not a file name"
-    elif path.is_dir():
-        problem = "is a folder"
-    elif not path.parent.is_dir():
-        problem = f"is in a folder that does not exist ({path.parent})"
-    if problem is None:
-        try:
+    try:
+        if not str(path) or path.name in ("", ".", ".."):
+            problem = "is not a file name"
+        elif path.is_dir():
+            problem = "is a folder"
+        elif not path.parent.is_dir():
+            problem = f"is in a folder that does not exist ({path.parent})"
+        else:
             path.write_text(text, encoding="utf-8")
             return
-        except OSError as e:
-            problem = f"cannot be written: {e.strerror}"
+    except OSError as e:  # a name too long for the file system, a folder it may not write
+        problem = f"cannot be written: {e.strerror}"
     raise BadInput(Problem(f"{option} {path} {problem}", hint=f"give {option} the path of a file, in a folder that exists"))

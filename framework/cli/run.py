@@ -161,13 +161,13 @@ def watch(
     printed and watching goes on; Ctrl-C stops."""
 
     def body() -> int:
-        from framework.project import find_project
+        from framework.project import existing, find_project
         from framework.watch import Watch
 
         rows = try_rows(limit, sample)
         # each cycle builds the project context anew (framework.watch): an edit of the profile or
         # the pipeline may fix what is wrong with them now
-        project = find_project(Path(pipeline) if Path(pipeline).exists() else None)
+        project = find_project(existing(pipeline))
         watching = Watch(project, pipeline, term.out, profile, var or [], select, interval, rows, show, max_runs)
         watching.check()
         return watching.run()
