@@ -59,28 +59,26 @@ from jinja2.utils import Cycler, Namespace
 from framework.errors import BadInput, Problem
 from framework.spec.base import closest, did_you_mean
 from framework.spec.intervals import Interval, IntervalBound
-from framework.spec.template_limits import MAX_RENDERED, RENDER_SECONDS, LimitedSandbox, TemplateLimit, deadline, limit_message
+from framework.spec.template_limits import (
+    MAX_RENDERED,
+    RENDER_SECONDS,
+    BoundedConcat,
+    LimitedSandbox,
+    TemplateLimit,
+    deadline,
+    limit_message,
+)
 from framework.spec.text import decode
 
 _MISSING = object()
 _INLINE = "<inline>"
 
 
-class _KeepVarData(jinja2.compiler.CodeGenerator):
+class _KeepVarData(BoundedConcat):
     """`a ~ b` compiles to a join Jinja imports into the template; here it goes through the
-    environment, which keeps var data var data (see the module docstring)."""
+    environment, which checks its size and keeps var data var data (see the module docstring)."""
 
-    @jinja2.compiler.optimizeconst
-    def visit_Concat(self, node: jinja2.nodes.Concat, frame: jinja2.compiler.Frame) -> None:
-        if frame.eval_ctx.volatile:
-            join = "(markup_join if context.eval_ctx.volatile else str_join)"
-        else:
-            join = "markup_join" if frame.eval_ctx.autoescape else "str_join"
-        self.write(f"environment.join_keeping_var_data({join}, (")
-        for arg in node.nodes:
-            self.visit(arg, frame)
-            self.write(", ")
-        self.write("))")
+    concat_method = "join_keeping_var_data"
 
 
 class _BoundedSandbox(LimitedSandbox):
@@ -109,7 +107,7 @@ class _BoundedSandbox(LimitedSandbox):
         return _carry(result, owner, args, kwargs, choosing=choosing)
 
     def join_keeping_var_data(self, join: Any, values: tuple[Any, ...]) -> Any:
-        return _carry(join(values), values)
+        return _carry(self.bounded_concat(join, values), values)
 
 
 class _SqlLoader(jinja2.FileSystemLoader):

@@ -232,12 +232,33 @@ def targeted() -> list[Case]:
         ("indent filter", "('a\\n' * 1000) | indent(10**7)"),
         ("tojson indent", "[[1, 2], [3, 4]] | tojson(indent=10**9)"),
         ("lipsum", "lipsum(10**7)"),
+        # what one operation builds from many small pieces, or from one value held many times over
+        ("percent widths added up", "('%(a)1000000d' * 1000) % {'a': 1}"),
+        ("format widths added up", "('{0:>1000000}' * 3000).format(1)"),
+        ("concatenation", "('x' * 1000000) ~ ('x' * 1000000) ~ ('x' * 1000000)"),
+        ("plus", "('x' * 1000000) + ('x' * 1000000)"),
+        ("bytes", "('x'.encode() * 3000000000)"),
+        ("bytes method", "'ab'.encode().center(10**9)"),
+        ("str.translate by a list", "('\\x00' * 3000).translate(['x' * 1000000])"),
+        ("tojson indent text", "([0] * 1000) | tojson(indent=' ' * 1000000)"),
+        ("batch fill", "[1] | batch(300000000, 0) | list"),
+        ("one list held many times", "([[0] * 1000000] * 300) | tojson"),
+        ("one list printed many times", "[[0] * 1000000] * 300"),
+        ("nested lists", "[[[0] * 1000000, [0] * 1000000], [[0] * 1000000, [0] * 1000000]] | string"),
     ):
         add(
             f"{BUILT_IN_C}: {label}",
             compile_calls,
             **{"sql__service_stats_DOT_sql": _replace(stats, "-- Per-service", f"{{{{ {expression} }}}}-- Per-service")},
         )
+    for label, expression in (
+        # each addition is checked, as `+` is; adding up 100,000 of them is a loop the time limit stops
+        ("sum of lists", "([[0] * 10] * 100000) | sum(start=[])"),
+        # Jinja's own formatter for safe text checks no width: refused before it runs
+        ("safe string format", "('{:>999999999}' | safe).format(1)"),
+    ):
+        expression = f"{{{{ {expression} }}}}-- Per-service"
+        add(label, compile_calls, **{"sql__service_stats_DOT_sql": _replace(stats, "-- Per-service", expression)})
     add(
         "source path range loop",
         validate_calls,

@@ -53,15 +53,20 @@ _SPEC = re.compile(r"(?:.?[<>=^])?[-+ ]?z?#?0?(\d+)?[_,]?(?:\.(\d+))?[a-zA-Z%]?"
 
 
 def check_percent(text: str, values: Any) -> None:
-    """`text % values`: no width or precision past MAX_BUILT, also one given as `*`."""
+    """`text % values`: no width or precision past MAX_BUILT, also one given as `*`, nor all of
+    them added up (`'%(a)999999d' * 1000 % {'a': 1}`)."""
+    total = len(text)
     for match in _PERCENT.finditer(text):
         for number in match.groups():
             if number == "*":
                 given = values if isinstance(values, tuple) else (values,)
                 for value in given:
                     _check(value if isinstance(value, int) else 0, "a '*' width in % formatting")
+                    total += value if isinstance(value, int) else 0
             elif number:
                 _check(int(number), f"the width or precision in '{match.group()}'")
+                total += int(number)
+    _check(total, "% formatting, its widths added up,")
 
 
 def check_format_spec(spec: str) -> None:
@@ -73,9 +78,43 @@ def check_format_spec(spec: str) -> None:
 
 
 class _BoundedFormatter(SandboxedFormatter):
+    """Checks each field's width before it is built, and what all the fields built so far."""
+
+    built = 0
+
+    def vformat(self, format_string: str, args: Any, kwargs: Any) -> str:
+        self.built = len(format_string)
+        return super().vformat(format_string, args, kwargs)
+
     def format_field(self, value: Any, format_spec: str) -> Any:
         check_format_spec(format_spec)
-        return super().format_field(value, format_spec)
+        field = super().format_field(value, format_spec)
+        self.built += len(field)
+        _check(self.built, "str.format, its fields added up,")
+        return field
+
+
+_TEXTS = (str, bytes, bytearray)
+_SEQUENCES = (*_TEXTS, list, tuple)
+
+
+def deep_size(value: Any) -> int:
+    """How many characters (of text) and items (anything else) `value` holds, counting a value
+    held many times over each time: `[a] * 300` of a list `a` of a million numbers is 300 items
+    that print 300 million. Walked in Python, where the render's time limit is seen, and stopped
+    past MAX_BUILT."""
+    texts, containers = _TEXTS, (list, tuple, set, frozenset, dict)
+    size, stack = 1, [value]  # each value counts 1 when first seen, the rest of its size when walked
+    while stack and size <= MAX_BUILT:
+        item = stack.pop()
+        if isinstance(item, texts):
+            size += len(item) - 1
+        elif isinstance(item, containers) and item:
+            children = list(item.items()) if isinstance(item, dict) else item
+            size += len(children) - 1
+            if size <= MAX_BUILT:
+                stack.extend(c for c in children if isinstance(c, texts + containers))
+    return size
 
 
 def _sized(items: Any) -> list[Any]:
@@ -84,18 +123,22 @@ def _sized(items: Any) -> list[Any]:
     return [item for item, _ in zip(items, range(MAX_BUILT + 1), strict=False)]
 
 
-def check_str_method(owner: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """A string method about to run with these arguments; returns the arguments to call it with
-    (an iterable given to `join` is read here once, so it is passed on as a list)."""
+def check_str_method(owner: str | bytes | bytearray, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """A string's (or bytes') method about to run with these arguments; returns the arguments to
+    call it with (an iterable given to `join` is read here once, so it is passed on as a list)."""
     if name in ("center", "ljust", "rjust", "zfill") and args:
         _check(args[0], f"str.{name}")
     elif name == "expandtabs":
         size = args[0] if args else kwargs.get("tabsize", 8)
         if isinstance(size, int):
-            _check(len(owner) + owner.count("\t") * size, "str.expandtabs")
-    elif name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+            tabs = owner.count("\t") if isinstance(owner, str) else owner.count(b"\t")
+            _check(len(owner) + tabs * size, "str.expandtabs")
+    elif name == "replace" and len(args) >= 2 and isinstance(args[0], _TEXTS) and isinstance(args[1], _TEXTS):
         old, new = args[0], args[1]
-        matches = len(owner) + 1 if old == "" else owner.count(old)
+        try:
+            matches = len(owner) + 1 if not old else owner.count(old)  # type: ignore[arg-type]
+        except TypeError:  # bytes and text mixed: the method itself refuses them
+            return args
         count = args[2] if len(args) > 2 else kwargs.get("count", -1)
         if isinstance(count, int) and count >= 0:
             matches = min(matches, count)
@@ -103,10 +146,12 @@ def check_str_method(owner: str, name: str, args: tuple[Any, ...], kwargs: dict[
     elif name == "join" and args:
         items = _sized(args[0])
         _check(len(items), "str.join")
-        _check(sum(len(i) if isinstance(i, str) else 0 for i in items) + len(owner) * max(len(items) - 1, 0), "str.join")
+        _check(sum(len(i) if isinstance(i, _TEXTS) else 0 for i in items) + len(owner) * max(len(items) - 1, 0), "str.join")
         return (items, *args[1:])
-    elif name == "translate" and args and isinstance(args[0], dict):
-        longest = max((len(v) for v in args[0].values() if isinstance(v, str)), default=1)
+    elif name == "translate" and args:
+        table = args[0]
+        values = table.values() if isinstance(table, dict) else table if isinstance(table, (list, tuple)) else ()
+        longest = max((len(v) for v in values if isinstance(v, _TEXTS)), default=1)
         _check(len(owner) * longest, "str.translate")
     return args
 
@@ -115,11 +160,20 @@ class LimitedSandbox(SandboxedEnvironment):
     """Jinja's sandbox (no internals, `range` capped) with every operation that allocates by a
     number the template gives bounded (module docstring)."""
 
-    intercepted_binops = frozenset({"*", "**", "%"})
+    intercepted_binops = frozenset({"+", "*", "**", "%"})
+    code_generator_class: type[jinja2.compiler.CodeGenerator]  # set below the class: `~` bounded
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.filters.update(_BOUNDED_FILTERS)
+        given = self.finalize
+
+        def finalize(value: Any) -> Any:  # what {{ ... }} prints: a value that is not text yet is printed in C
+            if not isinstance(value, str):
+                _check(deep_size(value), "printing a value")
+            return given(value) if given is not None else value
+
+        self.finalize = finalize
         if "lipsum" in self.globals:
             self.globals["lipsum"] = _lipsum
 
@@ -133,12 +187,19 @@ class LimitedSandbox(SandboxedEnvironment):
             return operator.pow(left, right)
         if op == "*":
             for seq, times in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > MAX_BUILT:
-                    raise TemplateLimit(f"repeating a value {times:,} times builds more than {MAX_BUILT:,} items")
+                if isinstance(seq, _SEQUENCES) and isinstance(times, int) and times > 1:
+                    _check(deep_size(seq) * times, f"repeating a value {times:,} times")
             return operator.mul(left, right)
-        if op == "%" and isinstance(left, str):
-            check_percent(left, right)
+        if op == "+" and isinstance(left, _SEQUENCES) and isinstance(right, _SEQUENCES):
+            _check(len(left) + len(right), "+")
+        if op == "%" and isinstance(left, _TEXTS):
+            check_percent(left if isinstance(left, str) else left.decode("latin-1"), right)
         return self.binop_table[op](left, right)
+
+    def bounded_concat(self, join: Any, values: tuple[Any, ...]) -> Any:
+        """`a ~ b ~ ...`: one join in C of what each value prints, so checked before it."""
+        _check(sum(deep_size(v) for v in values), "~")
+        return join(values)
 
     def call(__self, __context: Any, __obj: Any, /, *args: Any, **kwargs: Any) -> Any:  # Jinja's own signature
         return super().call(__context, __obj, *__self.checked_args(__obj, args, kwargs), **kwargs)
@@ -147,15 +208,17 @@ class LimitedSandbox(SandboxedEnvironment):
     def checked_args(method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """The arguments to call `method` with, once a string method's checks passed."""
         owner = getattr(method, "__self__", None)
-        if isinstance(owner, str):
+        if isinstance(owner, _TEXTS):
             return check_str_method(owner, getattr(method, "__name__", ""), args, kwargs)
         return args
 
     def wrap_str_format(self, value: Any) -> Any:
         """str.format / format_map through a formatter that checks each field's width first."""
         wrapped = super().wrap_str_format(value)
-        if wrapped is None or isinstance(value.__self__, Markup):
+        if wrapped is None:
             return wrapped
+        if isinstance(value.__self__, Markup):  # Jinja's own formatter would build any width
+            raise TemplateLimit("format on a safe (Markup) string: format the text before | safe")
         text, is_map, vformat = value.__self__, value.__name__ == "format_map", _BoundedFormatter(self).vformat
 
         def bounded(*args: Any, **kwargs: Any) -> str:
@@ -166,6 +229,28 @@ class LimitedSandbox(SandboxedEnvironment):
             return type(text)(vformat(text, args, kwargs))
 
         return update_wrapper(bounded, value)
+
+
+class BoundedConcat(jinja2.compiler.CodeGenerator):
+    """`a ~ b ~ ...` compiles to one join of every piece, in C; here it goes through the
+    environment's `bounded_concat`, which checks what the pieces print first."""
+
+    concat_method = "bounded_concat"
+
+    @jinja2.compiler.optimizeconst
+    def visit_Concat(self, node: jinja2.nodes.Concat, frame: jinja2.compiler.Frame) -> None:
+        if frame.eval_ctx.volatile:
+            join = "(markup_join if context.eval_ctx.volatile else str_join)"
+        else:
+            join = "markup_join" if frame.eval_ctx.autoescape else "str_join"
+        self.write(f"environment.{self.concat_method}({join}, (")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+LimitedSandbox.code_generator_class = BoundedConcat
 
 
 def _bounded_center(value: Any, width: int = 80) -> str:
@@ -191,13 +276,40 @@ def _bounded_replace(eval_ctx: Any, value: Any, old: str, new: str, count: int |
 
 def _bounded_join(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> str:
     items = _sized(value)
-    check_str_method(str(d), "join", ([str(i) for i in items],), {})
-    return jinja2.filters.do_join(eval_ctx, items, d, attribute)
+    if attribute is not None:  # the items' attribute is what is joined
+        items = list(map(jinja2.filters.make_attrgetter(eval_ctx.environment, attribute), items))
+    _check(sum(deep_size(i) for i in items) + len(str(d)) * len(items), "the join filter")
+    return jinja2.filters.do_join(eval_ctx, items, d)
 
 
-def _bounded_tojson(eval_ctx: Any, value: Any, indent: int | None = None) -> Any:
-    _check(indent or 0, "the tojson filter's indent")
-    return jinja2.filters.do_tojson(eval_ctx, value, indent)
+def _bounded_tojson(eval_ctx: Any, value: Any, indent: int | str | None = None) -> Any:
+    width = len(indent) if isinstance(indent, str) else indent or 0
+    _check(width, "the tojson filter's indent")
+    _check(deep_size(value) * (width + 1), "the tojson filter")
+    return jinja2.filters.do_tojson(eval_ctx, value, indent)  # type: ignore[arg-type]  # json.dumps takes text too
+
+
+def _bounded_string(value: Any) -> str:
+    _check(deep_size(value), "the string filter")
+    return jinja2.filters.soft_str(value)
+
+
+def _bounded_sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
+    if isinstance(start, (int, float)) and not isinstance(start, bool):
+        return jinja2.filters.sync_do_sum(environment, iterable, attribute, start)
+    total = start  # lists or text added up: each addition checked, as `+` is
+    for item in iterable:
+        if attribute is not None:
+            item = jinja2.filters.make_attrgetter(environment, attribute)(item)
+        if isinstance(total, _SEQUENCES) and isinstance(item, _SEQUENCES):
+            _check(len(total) + len(item), "the sum filter")
+        total = total + item
+    return total
+
+
+def _bounded_batch(value: Any, linecount: int, fill_with: Any = None) -> Any:
+    _check(linecount, "the batch filter")
+    return jinja2.filters.do_batch(value, linecount, fill_with)
 
 
 def _bounded_wordwrap(environment: Any, s: str, width: int = 79, *args: Any, **kwargs: Any) -> str:
@@ -209,6 +321,7 @@ def _bounded_wordwrap(environment: Any, s: str, width: int = 79, *args: Any, **k
 for _filter in (_bounded_replace, _bounded_join, _bounded_tojson):
     jinja2.pass_eval_context(_filter)
 jinja2.pass_environment(_bounded_wordwrap)
+jinja2.pass_environment(_bounded_sum)
 
 _BOUNDED_FILTERS = {
     "center": _bounded_center,
@@ -218,6 +331,9 @@ _BOUNDED_FILTERS = {
     "join": _bounded_join,
     "tojson": _bounded_tojson,
     "wordwrap": _bounded_wordwrap,
+    "string": _bounded_string,
+    "sum": _bounded_sum,
+    "batch": _bounded_batch,
 }
 
 
