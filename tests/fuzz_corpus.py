@@ -244,6 +244,7 @@ def targeted() -> list[Case]:
         ("batch fill", "[1] | batch(300000000, 0) | list"),
         ("one list held many times", "([[0] * 1000000] * 300) | tojson"),
         ("one list printed many times", "[[0] * 1000000] * 300"),
+        ("sort of one list held many times", "[[0] * 1000000, [0] * 1000000] | sort"),
         ("nested lists", "[[[0] * 1000000, [0] * 1000000], [[0] * 1000000, [0] * 1000000]] | string"),
     ):
         add(

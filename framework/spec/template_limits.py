@@ -307,6 +307,19 @@ def _bounded_sum(environment: Any, iterable: Any, attribute: Any = None, start: 
     return total
 
 
+def _comparing(name: str, compare: Any) -> Any:
+    """A filter that compares its items (sort, unique, min, max, groupby, dictsort): comparing two
+    lists compares their items, in C, so a list holding one big list many times over is refused."""
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        value = args[1] if getattr(compare, "jinja_pass_arg", None) is not None else args[0]
+        if isinstance(value, (list, tuple, dict)):
+            _check(deep_size(value), f"the {name} filter")
+        return compare(*args, **kwargs)
+
+    return update_wrapper(bounded, compare)  # keeps jinja_pass_arg
+
+
 def _bounded_batch(value: Any, linecount: int, fill_with: Any = None) -> Any:
     _check(linecount, "the batch filter")
     return jinja2.filters.do_batch(value, linecount, fill_with)
@@ -334,6 +347,17 @@ _BOUNDED_FILTERS = {
     "string": _bounded_string,
     "sum": _bounded_sum,
     "batch": _bounded_batch,
+    **{
+        name: _comparing(name, compare)
+        for name, compare in (
+            ("sort", jinja2.filters.do_sort),
+            ("unique", jinja2.filters.do_unique),
+            ("min", jinja2.filters.do_min),
+            ("max", jinja2.filters.do_max),
+            ("groupby", jinja2.filters.sync_do_groupby),
+            ("dictsort", jinja2.filters.do_dictsort),
+        )
+    },
 }
 
 
