@@ -122,3 +122,37 @@ def test_a_jvm_out_of_memory_or_gone_is_one_line_with_the_likely_cause():
         assert is_spark_error(gone)
         said = spark_message(gone)
         assert said.startswith("Spark's JVM stopped answering") and "out of memory" in said and "\n" not in said
+
+
+def test_a_source_with_no_rows_grouped_commits_an_empty_table(spark, cli, project):
+    """A CSV of only its header, grouped: Spark runs no task over the source, so its row counts were
+    never observed, and reading them ended in Java's "assertion failed" (exit 1): an empty
+    interval could never commit, and a scheduler would retry it for ever."""
+    write(project / "data" / "empty" / "a.csv", "id,name,amount\n")
+    write(
+        project / "pipelines" / "grouped.yaml",
+        """\
+name: grouped
+sources:
+  rows: {format: csv, path: data/empty, schema: "id INT, name STRING, amount INT"}
+steps:
+  kept:
+    sql: select * from {{ source('rows') }}
+    expectations:
+      - expect_column_values_to_not_be_null: {column: name}
+        severity: drop
+      - expect_table_row_count_to_be_between: {min_value: 0}
+        severity: warn
+  per_name:
+    sql: select name, count(*) as n, sum(amount) as total from {{ ref('kept') }} group by name
+    expectations:
+      - expect_column_values_to_not_be_null: {column: name}
+        severity: fail
+outputs:
+  per_name: {mode: overwrite}
+""",
+    )
+    code, out, err = cli("run", "grouped")
+    assert code == 0, out + err
+    assert delta_rows(project / "warehouse" / "per_name") == []
+    assert "0 of 0 rows" in out  # the checks judged the empty rows

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.errors import RunFailed
 from framework.observations import has_run
+from framework.observations import observed as observed_metrics
 from framework.quality.observed import ObservedSuite, planned
 from framework.quality.results import ExpectationResult
 from framework.quality.suite import (
@@ -57,6 +58,7 @@ class _Pending:
     cached: DataFrame | None  # the persisted rows, for the expectations GX validates itself
     base: DataFrame | None = None  # the rows before the checks were attached (recomputed if nothing else holds them)
     staged: StagedWrite | None = None  # the output write that holds exactly these rows (split off ones included)
+    recount: DataFrame | None = None  # the observed aggregates as a query, for a job that left the rows out
 
     @property
     def drops(self) -> list[ExpectationSpec]:
@@ -108,13 +110,14 @@ class QualityGate:
             failing = [F.col(observed.failing[i]) if i in observed.failing else conditions[specs[i].label] for i in drops]
             tagged = tagged.withColumn(MASK, drop_mask(failing))
             aggregates.append(F.count_if(F.col(MASK).isNotNull()).alias("rejected"))
-        observation = None
+        observation, recount = None, None
         if aggregates:
             aggregates.append((F.count_if(F.col(MASK).isNull()) if drops else F.count(F.lit(1))).alias(ROWS))
             observation = Observation(f"tributary_quality_{scope}_{target}_{len(self._pending)}")
+            recount = tagged.agg(*aggregates)
             tagged = tagged.observe(observation, *aggregates)
         tagged = tagged.drop(*hidden) if hidden else tagged
-        self._pending.append(_Pending(target, scope, specs, observed, observation, tagged, cached, base))
+        self._pending.append(_Pending(target, scope, specs, observed, observation, tagged, cached, base, recount=recount))
         return tagged
 
     def staged(self, target: str, scope: str, write: StagedWrite) -> None:
@@ -172,7 +175,10 @@ class QualityGate:
             if not has_run(pending.observation):
                 # nothing computed the frame (e.g. its output was already written by an identical run)
                 pending.frame.write.format("noop").mode("overwrite").save()
-            observed |= pending.observation.get
+            metrics = observed_metrics(pending.observation)
+            if metrics is None and pending.recount is not None:  # Spark left the (empty) rows out of the job
+                metrics = pending.recount.collect()[0].asDict()
+            observed |= metrics or {}
         every_column = list(pending.base.columns) if pending.base is not None else []
         observed = pending.observed.unpacked(observed, rows=lambda: _checked_rows(pending, every_column))
         repeated: dict[str, list[int]] = {}  # the repeated key hashes, for a failed uniqueness check's samples

@@ -53,7 +53,7 @@ from framework.io.parquet_footers import BatchFooters, NoStatistics
 from framework.io.staging import filesystem
 from framework.io.stream_sink import WrittenRows
 from framework.io.task_parquet import Folder, write_counted
-from framework.observations import has_run
+from framework.observations import observed
 from framework.operators.batch_values import before, before_mark, not_before
 from framework.operators.columns import field_of, quoted
 from framework.operators.context import REASON, quarantine_records, quarantine_shape
@@ -320,11 +320,4 @@ def _one_row(aggregate: DataFrame) -> dict[str, Any]:
 def _observed(observation: Observation) -> dict[str, int] | None:
     """An observation's figures, or None when the job skipped the observed rows (Spark saw they
     were empty and left them out of the plan, so nothing was counted)."""
-    from py4j.protocol import Py4JJavaError
-
-    if not has_run(observation):
-        return None
-    try:
-        return observation.get
-    except Py4JJavaError:
-        return None
+    return observed(observation)
