@@ -370,3 +370,23 @@ def test_the_spec_reference_has_every_definition_of_the_schema():
         assert f"## {name}\n" in page
     for key in schema["properties"]:
         assert f"| `{key}` |" in page
+
+
+def test_a_udf_edited_to_the_same_size_within_a_second_is_imported_anew(tmp_path: Path, monkeypatch):
+    """Python's bytecode cache trusts a file's size and modification second; a long-lived process
+    (the warm engine, watch) ran the old function after an edit from 0.1 to 0.5."""
+    import os
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as where PYTHONDONTWRITEBYTECODE is not set
+
+    from framework.functions.loader import load_functions
+    from framework.project import Project
+
+    module = tmp_path / "udfs" / "scale.py"
+    text = "from framework.functions import udf\n\n\n@udf(returns='double')\ndef scaled(x):\n    return x * {}\n"
+    write(module, text.format("0.1"))
+    os.utime(module, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    assert load_functions(Project(tmp_path)).sql["scaled"].fn(10) == 1.0
+    write(module, text.format("0.5"))
+    os.utime(module, ns=(1_700_000_000_000_000_001, 1_700_000_000_000_000_001))  # the same second, one ns later
+    assert load_functions(Project(tmp_path)).sql["scaled"].fn(10) == 5.0

@@ -100,6 +100,26 @@ def test_rerunning_the_same_append_run_does_not_duplicate(spark, cli, project):
     assert len(delta_rows(table)) == 8
 
 
+def test_an_edited_udf_is_another_run_for_the_pipelines_that_call_it(spark, cli, project):
+    """The run key held the spec, the SQL, the vars and the inputs, not udfs/: a function edited
+    from x * 0.1 to x * 0.5 gave 'skipped: unchanged' and kept the old results."""
+    udf = "from framework.functions import udf\n\n\n@udf(returns='double')\ndef scaled(x):\n    return x * {}\n"
+    write(project / "udfs" / "scale.py", udf.format("0.1"))
+    write(project / "pipelines" / "calls_log.yaml", APPEND.replace("response_ms, ts", "scaled(response_ms) as scaled, ts"))
+    write(project / "incoming" / "a.json", _lines(_calls(3, start=1)))
+    table = project / "warehouse" / "slow"
+    assert cli("run", "calls_log", "--full-refresh", "--yes")[0] == 0
+    assert sorted(r["scaled"] for r in delta_rows(table)) == [1.0, 2.0, 3.0]
+    assert cli("run", "service_calls")[0] == 0
+
+    write(project / "udfs" / "scale.py", udf.format("0.5"))
+    code, out, err = cli("run", "calls_log", "--full-refresh", "--yes")
+    assert code == 0, out + err
+    assert sorted(r["scaled"] for r in delta_rows(table)) == [5.0, 10.0, 15.0]
+    code, out, _ = cli("run", "service_calls")  # calls no function of udfs/: still the same run
+    assert code == 0 and "unchanged, already written by run" in out, out
+
+
 def test_an_identical_rerun_commits_nothing_anywhere(spark, cli, project):
     """Overwrite outputs and the quarantine too: the same inputs, spec and vars again write no
     new Delta version, and the summary names the run whose commit holds the rows."""

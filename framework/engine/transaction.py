@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from framework.spec.models import DeltaSource
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from framework.compiler import CompiledPipeline
     from framework.io.delta.base import DeltaStore, StagedWrite
     from framework.plan.model import RunPlan
 
@@ -258,10 +260,29 @@ def _run_key(run: RunContext) -> str:
         fingerprint["interval"] = [compiled.interval.start.isoformat(), compiled.interval.end.isoformat()]
     if run.plan.sample is not None:  # a try over other first rows is another run
         fingerprint["limit"] = run.plan.sample.rows
+    code = udfs_code(compiled)
+    if code is not None:  # an edited function of udfs/ is another run of the pipelines that call it
+        fingerprint["udfs"] = code
     fingerprint["inputs"] = input_fingerprint(run.plan, run.store)
     run.result.inputs_key = inputs_key(fingerprint["inputs"])
     digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
     return f"{compiled.interval.tag}-{digest[:20]}" if compiled.interval is not None else digest[:20]
+
+
+def udfs_code(compiled: CompiledPipeline) -> str | None:
+    """A digest of udfs/ when the pipeline calls one of its functions (a SQL function in a step's
+    SQL or in the spec's expressions, or a group step's function); None when it calls none, so an
+    edit there is not a new run of pipelines that do not use it (an append would add its rows again)."""
+    functions = compiled.functions
+    said = (" ".join(sql.text for sql in compiled.sql.values()) + json.dumps(compiled.spec.model_dump(mode="json"))).lower()
+    called = any(re.search(rf"\b{re.escape(name.lower())}\s*\(", said) for name in functions.sql)
+    grouped = any(getattr(step, "function", None) in functions.group for step in compiled.spec.steps.values())
+    if not (called or grouped):
+        return None
+    digest = hashlib.sha256()
+    for file in sorted(compiled.project.udfs_dir.glob("*.py")):  # one module may import another
+        digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()[:20]
 
 
 def input_fingerprint(plan: RunPlan, store: DeltaStore) -> dict[str, Any]:
