@@ -11,6 +11,7 @@ runner to refuse the run.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -407,6 +408,7 @@ def _interval(loaded: LoadedPipeline, given: Interval | None) -> tuple[Interval 
         why = ("a streaming run has no time interval (it processes what is new)", "filter on the rows' event time instead")
         return None, None, why
     if given is not None:
+        _check_given_interval(loaded, given)
         return given, given, NO_INTERVAL
     if spec.schedule is not None:
         cron, now = spec.schedule.parsed(), datetime.now(UTC)
@@ -415,6 +417,46 @@ def _interval(loaded: LoadedPipeline, given: Interval | None) -> tuple[Interval 
         return latest, latest, NO_INTERVAL
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     return None, Interval(today - timedelta(days=1), today), NO_INTERVAL
+
+
+def _check_given_interval(loaded: LoadedPipeline, given: Interval) -> None:
+    """An `--interval` a run would get wrong is refused: one that has not ended (what came so far
+    would be committed as the interval, and the scheduler would not run it again), and, for a
+    scheduled pipeline whose source paths are rendered from the interval (files per interval),
+    one that is not exactly one of the schedule's intervals (the path names one interval's files,
+    so a run over two read the first one's alone and replaced both intervals' rows with them)."""
+    if given.end > datetime.now(UTC):
+        raise BadInput(
+            Problem(
+                f"--interval {given.label()}: it has not ended yet, so its data may not all be there",
+                hint="run an interval once it has ended (the scheduler runs each as it ends)",
+            )
+        )
+    schedule = loaded.spec.schedule
+    by_path = [
+        name
+        for name, source in loaded.spec.sources.items()
+        if isinstance(getattr(source, "path", None), str) and "interval_" in str(getattr(source, "path", ""))
+    ]
+    if schedule is None or not by_path:
+        return
+    cron = schedule.parsed()
+    inside = list(itertools.islice(cron.intervals(given.start, given.end), 3))
+    if inside == [given]:
+        return
+    begin, end = given.local()
+    count = (
+        f"{len(inside)}{'+' if len(inside) == 3 else ''} of the schedule's intervals"
+        if inside
+        else "none of the schedule's intervals"
+    )
+    raise BadInput(
+        Problem(
+            f"--interval {given.label()} covers {count} ('{schedule.cron}' in {schedule.timezone}), and source "
+            f"'{by_path[0]}' reads the files of one interval, named by its path from the interval",
+            hint=f"run each interval: tributary backfill {loaded.spec.name} --from {begin.isoformat()} --to {end.isoformat()}",
+        )
+    )
 
 
 def _source_schemas(loaded: LoadedPipeline, project: Project, profile: Profile) -> tuple[LoadedPipeline, dict[str, str]]:

@@ -473,3 +473,42 @@ def test_a_profile_is_a_name_in_configs_not_a_path(cli, project, demo, name):
     """`--profile ../x` loaded x.yaml from beside the project (and an absolute path from anywhere)."""
     code, _, err = cli("plan", "demo", "--profile", name)
     assert code == 2 and f"profile '{name}' is a path" in err, err
+
+
+DAILY = """\
+name: daily
+schedule: {cron: "0 0 * * *", start: 2026-11-01}
+sources:
+  rows:
+    format: json
+    path: "data/days/{{ interval_start.strftime('%Y-%m-%d') }}"
+    schema: ts TIMESTAMP, n INT
+steps:
+  per_day:
+    sql: select {{ interval_start }} as day, count(*) as rows from {{ source('rows') }}
+outputs:
+  per_day: {mode: merge, keys: [day]}
+"""
+
+
+def test_an_interval_a_run_would_get_wrong_is_refused_before_it_runs(cli, project):
+    """A path rendered from the interval names one interval's files: a run over two days read the
+    first day's alone and replaced both days' rows with them (exit 0); an interval that has not
+    ended committed what had come so far as done; --full-refresh with --interval rebuilt every
+    output from that one interval's rows."""
+    write(project / "data" / "days" / "2026-11-01" / "a.json", '{"ts": "2026-11-01T10:00:00Z", "n": 1}\n')
+    write(project / "pipelines" / "daily.yaml", DAILY)
+    assert cli("validate", "daily", "--interval", "2026-11-01/2026-11-02")[0] == 0
+
+    code, _, err = cli("run", "daily", "--interval", "2026-11-01/2026-11-03")
+    assert code == 2 and "--interval 2026-11-01" in err and "2 of the schedule's intervals" in err, err
+    assert "source 'rows'" in err and "tributary backfill daily --from 2026-11-01" in err, err
+    code, _, err = cli("run", "daily", "--interval", "2099-01-01/2099-01-02")
+    assert code == 2 and "has not ended" in err, err
+    code, _, err = cli("run", "daily", "--interval", "2026-11-01/2026-11-02", "--full-refresh", "--yes")
+    assert code == 2 and "--full-refresh" in err and "--interval" in err, err
+    assert not (project / "warehouse" / "per_day").exists()
+
+    # a path that does not read the interval reads every file, and SQL keeps the interval's rows
+    code, _, err = cli("validate", "calls_per_interval", "--interval", "2026-11-02T08:00/2026-11-02T08:04")
+    assert code == 0, err

@@ -70,6 +70,15 @@ def run(
         rows = try_rows(limit, sample)
         if continuous and rows is not None:
             raise BadInput(Problem("--limit runs a try once, as one batch; --continuous keeps a stream running: give one"))
+        if full_refresh and interval is not None:
+            raise BadInput(
+                Problem(
+                    "--full-refresh rebuilds every output from nothing, and with --interval only that interval's rows "
+                    "would be in them (the other intervals' rows gone, still logged as committed)",
+                    hint="to run one interval again, run it without --full-refresh (its rows are replaced), "
+                    "or tributary backfill PIPELINE --from ... --to ... --rerun",
+                )
+            )
         engine_first(ctx, pipeline, profile, no_engine, asks=full_refresh and not yes)
         about = context(pipeline, profile, var, select, interval)
         compiled = about.compiled
