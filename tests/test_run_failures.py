@@ -156,3 +156,34 @@ outputs:
     assert code == 0, out + err
     assert delta_rows(project / "warehouse" / "per_name") == []
     assert "0 of 0 rows" in out  # the checks judged the empty rows
+
+
+def test_counting_a_json_or_csv_sources_rows_reads_them(spark, cli, project):
+    """`select count(*)` needs no column of the source, so the only one read was the corrupt-record
+    column, which Spark refuses (QUERY_ONLY_CORRUPT_RECORD_COLUMN, exit 1)."""
+    write(project / "data" / "counted" / "a.json", '{"ts": "2026-11-01T10:00:00Z", "n": 1}\n{"n": 2}\nnot json\n')
+    write(project / "data" / "counted_csv" / "a.csv", "ts,n\n2026-11-01T10:00:00Z,1\n2026-11-01T11:00:00Z,x\n")
+    write(
+        project / "pipelines" / "counted.yaml",
+        """\
+name: counted
+sources:
+  rows: {format: json, path: data/counted, schema: "ts TIMESTAMP, n INT"}
+  lines: {format: csv, path: data/counted_csv, schema: "ts TIMESTAMP, n INT"}
+steps:
+  total:
+    sql: |
+      select (select count(*) from {{ source('rows') }}) as json_rows, (select count(*) from {{ source('lines') }}) as csv_rows
+  times:
+    sql: select ts from {{ source('lines') }}
+outputs:
+  total: {mode: overwrite}
+  times: {mode: overwrite}
+""",
+    )
+    code, out, err = cli("run", "counted")
+    assert code == 0, out + err
+    assert delta_rows(project / "warehouse" / "total") == [{"json_rows": 2, "csv_rows": 1}]
+    # a record with a value that fits no column is quarantined, also for a query that does not read that column
+    assert len(delta_rows(project / "warehouse" / "times")) == 1
+    assert len(delta_rows(project / "warehouse" / "_tributary" / "quarantine")) == 2

@@ -318,6 +318,18 @@ def _overflowed(declared: Any) -> Any:
     return F.coalesce(*infinite) if infinite else F.lit(None).cast("string")
 
 
+def _reads_every_column(declared: Any) -> Any:
+    """True, written so that the good rows' filter reads every declared column (Spark's optimizer
+    does not fold it away). Spark's JSON and CSV readers parse only the columns a query reads: a
+    record whose value does not fit a column the query did not read was a good row to it, and in
+    the quarantine too (whose record reads every column); and a query that reads none
+    (`select count(*)`) read only the corrupt column, which Spark refuses
+    (QUERY_ONLY_CORRUPT_RECORD_COLUMN)."""
+    from pyspark.sql import functions as F
+
+    return F.size(F.array(*[F.col(f"`{c}`").isNull() for c in declared.fieldNames()])) > 0
+
+
 def _malformed(declared: Any) -> Any:
     from pyspark.sql import functions as F
 
@@ -329,7 +341,7 @@ def _split_corrupt(counted: DataFrame, raw: DataFrame, spec: FileSource, declare
     from pyspark.sql import functions as F
 
     corrupt, overflowed = F.col(CORRUPT_COLUMN), _overflowed(declared)
-    good = counted.where(~_malformed(declared)).drop(CORRUPT_COLUMN)
+    good = counted.where(~_malformed(declared) & _reads_every_column(declared)).drop(CORRUPT_COLUMN)
     numbered = spec.origin and LINE in raw.columns
     bad = raw.where(_malformed(declared)).select(
         F.col(FILE if numbered else "_metadata.file_path").alias("file"),
