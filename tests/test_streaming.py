@@ -227,6 +227,30 @@ def test_full_refresh_starts_the_stream_over_and_keeps_the_history(spark, cli, p
     assert sorted(map(str, DeltaTable(str(table), version=first_version).to_pyarrow_table().to_pylist())) == before
 
 
+def test_a_renamed_stream_is_refused_before_it_appends_every_row_again(spark, cli, project):
+    """A stream's checkpoint is kept under its pipeline's and output's names: renamed, the stream
+    started over and appended every row of its sources again into the same table (exit 0)."""
+    for path, text in _batch_files(4, files=2, rows=5):
+        write(project / path, text)
+    _pipeline(project)
+    assert cli("run", "clicks")[0] == 0
+    table = project / "warehouse" / "slow_pages"
+    before, version = sorted(map(str, delta_rows(table))), delta_version(table)
+    renamed_output = STREAM.format(mode="streaming", per_trigger=1).replace(
+        "  slow_pages:\n    mode: append", "  slow:\n    from: slow_pages\n    name: slow_pages\n    mode: append"
+    )
+    for text in (renamed_output, STREAM.format(mode="streaming", per_trigger=1).replace("name: clicks", "name: taps")):
+        write(project / "pipelines" / "clicks.yaml", text)
+        code, out, err = cli("run", "clicks")
+        assert code == 2, out + err
+        assert "already holds rows (last written by pipeline 'clicks', output 'slow_pages')" in err, err
+        assert "--full-refresh" in err and "pipelines/clicks.yaml:" in err, err
+        assert delta_version(table) == version
+    code, out, err = cli("run", "clicks", "--full-refresh", "--yes")
+    assert code == 0, out + err
+    assert sorted(map(str, delta_rows(table))) == before  # rebuilt once, under the new name
+
+
 def test_a_refresh_cut_short_is_finished_by_the_next_run(spark, cli, project):
     """A marker left by a refresh that died between emptying the tables and deleting the
     checkpoints: the next run finishes the refresh instead of resuming over emptied tables."""

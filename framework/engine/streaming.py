@@ -115,6 +115,8 @@ class StreamingRun:
         check_outputs(run, frames)
         if run.plan.full_refresh or staging_files.exists(self._refreshing()):
             self._start_over(frames)
+        else:
+            self._check_new_checkpoints()
         pin_source_columns(run, frames)
         try:
             self._start_chains(frames)
@@ -233,6 +235,43 @@ class StreamingRun:
             self.run.store.empty(output.table, columns, list(output.partition_by))
         staging_files.remove_tree(self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}"))
         fs.delete_file(path)
+
+    def _check_new_checkpoints(self) -> None:
+        """An append output without a checkpoint starts reading its sources from the beginning, so
+        into a table that already holds rows it would append them all again: the pipeline or the
+        output was renamed (its checkpoint is under the old name), or the checkpoint was deleted.
+        Refused before any query starts, naming who wrote the rows."""
+        run, problems = self.run, []
+        for output in run.plan.outputs:
+            if output.mode != "append" or self._has_checkpoint(output.name) or not self._holds_rows(output.table):
+                continue
+            app_id = next((a for a, _ in run.store.commits(output.table, 1) if a), None)
+            parts = app_id.split("/") if app_id else []
+            by = (
+                f" (last written by pipeline '{parts[1]}', output '{parts[2]}')"
+                if len(parts) >= 3 and parts[0] == "tributary"
+                else ""
+            )
+            problems.append(
+                run.problem(
+                    f"output '{output.name}': its table {output.table} already holds rows{by}, and this stream has no "
+                    "checkpoint for it, so it would read its sources from the start and append every row again",
+                    ("outputs", output.name),
+                    hint="a renamed pipeline or output starts a new stream: keep the old names, or start the stream over "
+                    "with --full-refresh (the table gets a new version without rows; its history stays)",
+                )
+            )
+        if problems:
+            raise BadInput(*problems)
+
+    def _has_checkpoint(self, name: str) -> bool:
+        folder = self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}/{name}")
+        return staging_files.exists(folder + ".generation") and staging_files.exists(folder)
+
+    def _holds_rows(self, table: str) -> bool:
+        if self.run.store.version(table) is None:
+            return False
+        return self.run.store.query(table, "SELECT 1 AS one FROM t LIMIT 1").num_rows > 0
 
     def _refreshing(self) -> str:
         return self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}.refreshing")
@@ -445,7 +484,7 @@ class StreamingRun:
         anew each run would let a batch replayed after a crash commit its side rows again."""
         folder = self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}/{name}")
         fs, path = staging_files.filesystem(folder + ".generation")
-        if staging_files.exists(folder + ".generation") and staging_files.exists(folder):
+        if self._has_checkpoint(name):
             with fs.open_input_stream(path) as handle:
                 return folder, handle.read().decode().strip()
         generation = uuid.uuid4().hex[:12]
