@@ -215,7 +215,7 @@ def source_file_problems(compiled: CompiledPipeline, profile: Profile) -> tuple[
     for them, and the scheduler retries it). A CSV file whose first line is a row of data, read
     with header: true, would lose that row (framework.io.csv_header)."""
     from framework.errors import not_a_file
-    from framework.io.csv_header import data_row_for_header
+    from framework.io.csv_header import data_row_for_header, header_out_of_order
     from framework.io.sample import special_files
 
     spec, warehouse = compiled.spec, Warehouse.of(compiled.project, profile)
@@ -233,6 +233,18 @@ def source_file_problems(compiled: CompiledPipeline, profile: Profile) -> tuple[
                         "not a file; Spark would list it with the files and wait on it for ever",
                         ("sources", name, "path"),
                         hint="move it out of the source's folder, or narrow 'path' to the data files (a glob)",
+                    )
+                )
+            misplaced = header_out_of_order(source, location) if isinstance(source, FileSource) else None
+            if misplaced is not None:
+                file, column, in_file, in_schema = misplaced
+                problems.append(
+                    compiled.loaded.problem(
+                        f"source '{name}': the header of {compiled.project.relative(Path(file))} names column "
+                        f"'{column}' in place {in_file}, and the schema in place {in_schema}: Spark reads CSV columns "
+                        "by position, so its values would land in another column",
+                        ("sources", name, "schema"),
+                        hint="declare the columns in the files' order, or write the files' columns in the schema's order",
                     )
                 )
             headless = data_row_for_header(source, location) if isinstance(source, FileSource) else None

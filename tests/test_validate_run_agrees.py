@@ -301,6 +301,18 @@ def test_a_header_named_otherwise_and_a_header_less_file_read_as_such_pass(cli, 
     assert code == 0, out + err
 
 
+def test_a_header_naming_the_columns_in_another_order_is_refused(cli, project):
+    """Spark reads a CSV file's columns by position: a header `dest,origin,...` under the schema's
+    `origin, dest, ...` put every origin in dest (validate passed, the run swapped them)."""
+    write(project / "data" / "flights" / "a.csv", "origin,dest,dep_delay,distance\nLAX,SFO,10,300\n")
+    write(project / "data" / "flights" / "b.csv", "dest,origin,dep_delay,distance\nSFO,LAX,-3,300\n")
+    flights(project)
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2, out + err
+    assert "b.csv names column 'dest' in place 1, and the schema in place 2" in err, err
+    assert "pipelines/flights.yaml:" in err and "by position" in err, err
+
+
 def test_the_run_refuses_a_data_row_taken_for_a_header_before_spark(project, spark):
     """The run's half, without the CLI's compile in front of it: the check before Spark starts."""
     from framework.errors import BadInput

@@ -72,6 +72,33 @@ def data_row_for_header(spec: FileSource, location: str) -> tuple[str, str] | No
     return None
 
 
+def header_out_of_order(spec: FileSource, location: str) -> tuple[str, str, int, int] | None:
+    """(file, a column, its place in the file's header, its place in the schema) when a header
+    names a declared column at another place: Spark reads a CSV file's columns by position, so the
+    values would land in the wrong columns (`amount,name,id` under `id INT, name STRING, amount
+    INT` stored amount 30 as the id). None when every header names its columns in the schema's
+    order or names them otherwise (read by position, as Spark does)."""
+    ddl = spec.ddl()
+    if not reads_header(spec) or ddl is None:
+        return None
+    schema = from_ddl(ddl)
+    if not schema.complete:
+        return None
+    options = {str(k).lower(): str(v) for k, v in spec.options.items()}
+    delimiter, quote = options.get("sep", options.get("delimiter", ",")), options.get("quote", '"')
+    if len(delimiter) != 1 or len(quote) != 1:
+        return None
+    places = {c.name.lower(): n for n, c in enumerate(schema.columns)}
+    for file in sorted(source_files(location))[:MAX_FILES]:
+        if file.endswith(_COMPRESSED):
+            continue
+        fields = next(csv.reader([_first_line(file)], delimiter=delimiter, quotechar=quote), [])
+        for n, field in enumerate(f.strip().lower() for f in fields):
+            if field in places and places[field] != n:
+                return file, schema.columns[places[field]].name, n + 1, places[field] + 1
+    return None
+
+
 def _check_of(spark_type: str | None) -> Callable[[str], bool] | None:
     base = (spark_type or "").upper().split("(")[0].strip()
     return next((check for types, check in _TYPED if base in types), None)
