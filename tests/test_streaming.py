@@ -251,6 +251,37 @@ def test_a_renamed_stream_is_refused_before_it_appends_every_row_again(spark, cl
     assert sorted(map(str, delta_rows(table))) == before  # rebuilt once, under the new name
 
 
+def test_a_changed_stateful_query_or_source_is_refused_until_the_stream_starts_over(spark, cli, project):
+    """Spark carries a stream's state on under whatever query resumes it: a window aggregation
+    widened from 10 to 20 minutes went on from the 10-minute windows' state (exit 0). A stateless
+    step may change (its query applies from then on); a stateful one, or an output's sources, not."""
+    for path, text in _batch_files(5, files=2, rows=5):
+        write(project / path, text)
+    stream = STREAM.format(mode="streaming", per_trigger=1)
+    windows = stream.replace(
+        "outputs:\n",
+        "  per_page:\n    sql: |\n      select page, window(ts, '10 minutes') as w, count(*) as n\n"
+        "      from {{ ref('both') }} group by page, window(ts, '10 minutes')\n"
+        "outputs:\n  per_page:\n    mode: append\n",
+    )
+    pipeline = project / "pipelines" / "clicks.yaml"
+    write(pipeline, windows)
+    code, out, err = cli("run", "clicks")
+    assert code == 0, out + err
+    code, out, err = cli("run", "clicks", "--var", "min_ms=20")  # a stateless step's change applies from now on
+    assert code == 0, out + err
+
+    write(pipeline, windows.replace("10 minutes", "20 minutes"))
+    code, out, err = cli("run", "clicks")
+    assert code == 2, out + err
+    assert "step 'per_page' keeps state in this stream" in err and "--full-refresh" in err, err
+    write(pipeline, windows.replace("union: [web, app]", "union: [web]"))
+    code, out, err = cli("run", "clicks")
+    assert code == 2 and "output 'per_page' reads the sources ['web'] now, and ['app', 'web']" in err, err
+    code, out, err = cli("run", "clicks", "--full-refresh", "--yes")
+    assert code == 0, out + err
+
+
 def test_a_refresh_cut_short_is_finished_by_the_next_run(spark, cli, project):
     """A marker left by a refresh that died between emptying the tables and deleting the
     checkpoints: the next run finishes the refresh instead of resuming over emptied tables."""
@@ -542,6 +573,11 @@ def test_contact_join_example_streams_the_same_pairs_as_batch(spark, cli, projec
     assert run_id, "a micro-batch's commit names the run that made it, as a batch run's does"
     assert run_id in cli("runs", "--pipeline", "contact_join")[1]
     pipeline = project / "pipelines" / "contact_join.yaml"
+    original = pipeline.read_text()
+    pipeline.write_text(original.replace("within: {before: 30s, after: 30s}", "within: {before: 60s, after: 60s}"))
+    code, _, err = cli("run", "contact_join")  # resumed, the join's state would hold 30 s of rows for a 60 s window
+    assert code == 2 and "step 'contacts' keeps state in this stream" in err, err
+    pipeline.write_text(original)
     pipeline.write_text(
         pipeline.read_text()
         .replace("mode: streaming", "mode: batch")

@@ -37,6 +37,7 @@ from framework.engine.output_checks import check_outputs
 from framework.engine.results import OutputResult, OutputStatus, Progress, StepStatus
 from framework.engine.source_pins import check_source_columns, pin_source_columns
 from framework.engine.state_figures import streaming_figures
+from framework.engine.state_pins import check_stateful_queries, pin_stateful_queries
 from framework.engine.stream_checks import BatchCheck, CheckedBatches, RefusedRows
 from framework.engine.task_progress import group_tasks, tracker_of
 from framework.errors import BadInput, Interrupted, RunFailed
@@ -112,12 +113,14 @@ class StreamingRun:
             kept.frames = frames
         self._check_streaming(frames)
         check_source_columns(run, frames)
+        check_stateful_queries(run)
         check_outputs(run, frames)
         if run.plan.full_refresh or staging_files.exists(self._refreshing()):
             self._start_over(frames)
         else:
             self._check_new_checkpoints()
         pin_source_columns(run, frames)
+        pin_stateful_queries(run)
         try:
             self._start_chains(frames)
             for output in run.plan.outputs:

@@ -1,0 +1,140 @@
+"""A stream resumes only with the stateful queries and the sources it started with.
+
+Spark keeps a stream's state (an aggregation's groups, a stream-stream join's buffers, DISTINCT's
+seen rows) in its checkpoint, shaped by the query that built it, and each query's offsets per
+source. Resumed after the query changed, Spark carries the old state on under the new query:
+a join's window widened from 30 s to 60 s found none of the matches the state had already let go
+(464 of 1,070 pairs lost, exit 0), and a window aggregation from 1 to 2 minutes counted half of
+what a fresh run counts. Resumed after a source was added to an output's query, Spark stops with
+its own message ("There are [1] sources in the checkpoint offsets and now there are [2]"), exit 1,
+after the other outputs' queries may have committed.
+
+So the first run pins, beside the checkpoints, each stateful step's definition (a SQL step whose
+query aggregates, joins or takes DISTINCT: its rendered query; a `join` step: its settings) and
+the sources each output reads; a later run compares before any query starts, and a difference is
+bad input at the step or output, with the way out (`--full-refresh` starts the stream over; the
+outputs keep their history). A stateless step may change: its new query applies to the rows read
+from then on. Steps that run per micro-batch (swa, group, tumbling, count-window joins) carry
+state of their own, and check it themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+from framework.errors import BadInput, Problem
+from framework.io import staging as staging_files
+from framework.io.locations import CHECKPOINTS_DIR
+from framework.operators import kind_of
+from framework.operators.registry import Streaming
+
+if TYPE_CHECKING:
+    from framework.engine.context import RunContext
+
+PINS_FILE = "_stateful_queries.json"
+HINT = (
+    "a stream resumes only with the queries and sources its state was built with: run again with "
+    "--full-refresh to start it over (the outputs keep their history), or give the step back its former definition"
+)
+
+
+def check_stateful_queries(run: RunContext) -> None:
+    """Bad input when a stateful step's definition, or an output's sources, changed since the
+    stream's first run (nothing pinned yet: nothing to compare)."""
+    pinned = _read(run)
+    if run.plan.full_refresh or pinned is None:
+        return
+    now = pins(run)
+    problems: list[Problem] = []
+    for step, definition in now["steps"].items():
+        before = pinned.get("steps", {}).get(step)
+        if before is not None and before != definition:
+            problems.append(
+                run.problem(
+                    f"step '{step}' keeps state in this stream (an aggregation, a join or DISTINCT), and its "
+                    "definition changed since the stream's checkpoints were written: Spark would carry on the state "
+                    "the former one built",
+                    ("steps", step),
+                    hint=HINT,
+                )
+            )
+    for output, sources in now["outputs"].items():
+        before = pinned.get("outputs", {}).get(output)
+        if before is not None and before != sources:
+            problems.append(
+                run.problem(
+                    f"output '{output}' reads the sources {sources} now, and {before} when its stream started: "
+                    "its checkpoint holds offsets for those",
+                    ("outputs", output),
+                    hint=HINT.replace("give the step back its former definition", "read the former sources"),
+                )
+            )
+    if problems:
+        raise BadInput(*problems)
+
+
+def pin_stateful_queries(run: RunContext) -> None:
+    """Keep the stateful steps' definitions and the outputs' sources beside the checkpoints (new
+    ones added, the ones pinned kept: they are what the state was built with)."""
+    pinned = _read(run) or {"steps": {}, "outputs": {}}
+    now = pins(run)
+    merged = {key: now[key] | pinned.get(key, {}) for key in ("steps", "outputs")}
+    if merged == pinned:
+        return
+    fs, path = staging_files.filesystem(_location(run))
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(path) as handle:
+        handle.write(json.dumps(merged, indent=1).encode())
+
+
+def pins(run: RunContext) -> dict[str, dict[str, Any]]:
+    """{"steps": {step: digest of its definition}, "outputs": {output: [sources it reads]}}."""
+    compiled = run.compiled
+    graph, steps = compiled.graph, compiled.spec.steps
+    found: dict[str, str] = {}
+    for name in graph.steps:
+        kind = graph.kinds[name]
+        if kind == "sql" and name in compiled.sql and _keeps_state(compiled.sql[name].text):
+            found[name] = _digest(" ".join(compiled.sql[name].text.split()))
+        elif kind == "join" and kind_of(steps[name]).streaming(steps[name]) is Streaming.NATIVE:
+            # a time join: Spark's stream-stream join (a count-window join runs per micro-batch, with its own checks)
+            found[name] = _digest(json.dumps(steps[name].model_dump(mode="json"), sort_keys=True))
+    outputs = {
+        output.name: sorted(node for node in graph.upstream(output.step) if graph.kinds[node] == "source")
+        for output in run.plan.outputs
+    }
+    return {"steps": found, "outputs": outputs}
+
+
+def _keeps_state(text: str) -> bool:
+    """Whether a step's query keeps state on a stream: it groups, aggregates, joins or takes DISTINCT."""
+    import sqlglot
+    from sqlglot import exp
+
+    from framework.sql_policy import for_sqlglot
+
+    try:
+        tree = sqlglot.parse_one(for_sqlglot(text), read="spark")
+    except sqlglot.errors.SqlglotError:
+        return True  # cannot tell: pinned, so a change is said
+    return any(tree.find(node) is not None for node in (exp.Group, exp.AggFunc, exp.Distinct, exp.Join))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _location(run: RunContext) -> str:
+    return run.internal(f"{CHECKPOINTS_DIR}/{run.pipeline}/{PINS_FILE}")
+
+
+def _read(run: RunContext) -> dict[str, dict[str, Any]] | None:
+    location = _location(run)
+    if not staging_files.exists(location):
+        return None
+    fs, path = staging_files.filesystem(location)
+    with fs.open_input_stream(path) as handle:
+        loaded: dict[str, dict[str, Any]] = json.loads(handle.read().decode())
+        return loaded
