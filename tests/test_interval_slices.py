@@ -103,6 +103,24 @@ def test_a_changed_interval_rerun_replaces_its_slice_in_one_commit_and_never_dup
     assert delta_version(project / "warehouse/per_flight") == before + 1
 
 
+def test_a_sliced_output_whose_step_changed_its_columns_is_refused_at_its_line(spark, project, cli):
+    """An interval-sliced output keeps the table's other slices, so it needs the table's columns as
+    append and merge do: 1.7D into a BIGINT column stored 1, and a new column ended in delta-rs's
+    SchemaMismatchError (exit 1, no line)."""
+    for day in DAYS[:2]:
+        flights(project, day, 2)
+    pipeline = project / "pipelines/flights.yaml"
+    write(pipeline, daily("flights", SLICED, path="data/flights_daily"))
+    assert cli("run", "flights", "--interval", day_interval(DAYS[0]))[0] == 0
+    before = delta_version(project / "warehouse/per_flight")
+    for change in ("carrier, dep_delay + 0.7D as dep_delay", "carrier, dep_delay, 1 as extra"):
+        write(pipeline, daily("flights", SLICED, path="data/flights_daily").replace("carrier, dep_delay", change, 1))
+        code, out, err = cli("run", "flights", "--interval", day_interval(DAYS[1]))
+        assert code == 2, out + err
+        assert "the step's columns do not match the table" in err and "pipelines/flights.yaml:" in err, err
+        assert delta_version(project / "warehouse/per_flight") == before
+
+
 def test_a_scheduled_output_without_a_mode_is_sliced_by_its_sources_event_time(spark, project, cli):
     """The default rule: a scheduled pipeline's output that names no mode replaces the interval's
     rows of the event-time column its sources name."""

@@ -29,7 +29,8 @@ def check_outputs(run: RunContext, frames: Frames) -> None:
                         hint=f"step '{output.step}' has columns: {', '.join(produced.columns)}",
                     )
                 )
-        if output.mode in ("append", "merge") and not run.plan.full_refresh:
+        # an interval-sliced overwrite replaces only its slice: the table's other rows keep its columns
+        if (output.mode in ("append", "merge") or output.slice_by is not None) and not run.plan.full_refresh:
             existing = run.store.schema(output.table)
             problem = _schema_problem(output.name, output.table, existing, produced.schema) if existing is not None else None
             if problem:
