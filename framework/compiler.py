@@ -310,10 +310,26 @@ def _slice_problems(loaded: LoadedPipeline) -> list[Problem]:
 
 
 def _append_warnings(loaded: LoadedPipeline) -> list[Problem]:
-    """A scheduled batch pipeline whose output appends: a rerun of an interval adds its rows again."""
+    """A batch pipeline whose output appends: a scheduled one's rerun of an interval adds its rows
+    again; an unscheduled one reading files appends every row its files hold at each run that
+    finds them changed (one new file: the old files' rows a second time)."""
     spec = loaded.spec
-    if spec.schedule is None or spec.mode != "batch":
+    if spec.mode != "batch":
         return []
+    if spec.schedule is None:
+        if not any(isinstance(source, FileSource) for source in spec.sources.values()):
+            return []
+        return [
+            loaded.problem(
+                f"output '{name}' appends every row the sources' files hold at each run that finds them changed: "
+                "a new file among them appends the others' rows a second time",
+                ("outputs", name, "mode"),
+                hint="for each file's rows once, make the pipeline a stream (mode: streaming); or replace the rows "
+                "(mode: overwrite), or merge them by keys (mode: merge, keys: [...])",
+            )
+            for name, output in spec.outputs.items()
+            if output.mode == "append"
+        ]
     return [
         loaded.problem(
             f"output '{name}' appends: a rerun of an interval (late data, a fixed bug) adds that interval's rows a second time",

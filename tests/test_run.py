@@ -94,8 +94,10 @@ def test_rerunning_the_same_append_run_does_not_duplicate(spark, cli, project):
     assert len(delta_rows(table)) == 5 and delta_version(table) == 0
 
     write(project / "incoming" / "b.json", _lines(_calls(3, start=5)))
-    assert cli("run", "calls_log")[0] == 0
+    code, _, err = cli("run", "calls_log")
+    assert code == 0
     assert len(delta_rows(table)) == 5 + 5 + 3  # a new batch run: the folder as it is now is appended
+    assert "output 'slow' appends every row the sources' files hold" in err and "mode: streaming" in err, err  # said
     assert cli("run", "calls_log", "--full-refresh")[0] == 0
     assert len(delta_rows(table)) == 8
 

@@ -21,6 +21,7 @@ from framework.cli.common import (
     engine_first,
     guard_spark,
     interactive,
+    print_warnings,
     safe,
     term,
     through_engine,
@@ -98,6 +99,7 @@ def run(
             f"{len(compiled.selected_outputs())} output(s)"
             + (f" · interval {safe(compiled.interval.label())}" if compiled.interval is not None else "")
         )
+        print_warnings(compiled.spec_warnings)  # what the spec's shape does that a user may not mean
         from framework.warm.class_archive import using_options
 
         with LiveProgress(out) as progress:
