@@ -282,6 +282,30 @@ def test_a_changed_stateful_query_or_source_is_refused_until_the_stream_starts_o
     assert code == 0, out + err
 
 
+def test_a_failed_stream_says_which_micro_batches_it_committed(spark, cli, project):
+    """A micro-batch committed before a later one failed stays (exactly once, the next run goes on
+    after it), but the summary and the run log said its output was not committed, 0 rows."""
+    write(project / "landing/web/part-000.json", _file([{"user": "u", "ts": "2026-11-02T08:00:00Z", "page": "/a", "ms": 20}]))
+    write(project / "landing/web/part-001.json", _file([{"user": "u", "ts": "2026-11-02T08:01:00Z", "page": "/a", "ms": 5000}]))
+    os.utime(project / "landing/web/part-000.json", (time.time() - 60, time.time() - 60))
+    (project / "landing/app").mkdir(parents=True)
+    write(
+        project / "pipelines" / "clicks.yaml",
+        STREAM.format(mode="streaming", per_trigger=1).replace(
+            "where ms >= ", "where assert_true(ms < 1000, 'too slow') is null and ms >= "
+        ),
+    )
+    code, out, err = cli("run", "clicks")
+    assert code == 1, out + err
+    assert "run failed: output 'slow_pages': streaming query failed" not in err or "too slow" in err, err
+    assert "[USER_RAISED_EXCEPTION] too slow" in err and "Project [" not in err, err  # Spark's error, not a plan line
+    assert len(delta_rows(project / "warehouse" / "slow_pages")) == 1
+    summary = out[out.index("slow_pages", out.index("rows written")) :].split("\n")[0]
+    assert "written" in summary and "not committed" not in summary, out
+    events = delta_rows(project / "warehouse" / "_tributary" / "events")
+    assert [(e["name"], e["status"], e["rows"]) for e in events if e["event"] == "output_end"] == [("slow_pages", "written", 1)]
+
+
 def test_a_refresh_cut_short_is_finished_by_the_next_run(spark, cli, project):
     """A marker left by a refresh that died between emptying the tables and deleting the
     checkpoints: the next run finishes the refresh instead of resuming over emptied tables."""

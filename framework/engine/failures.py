@@ -43,6 +43,11 @@ def spark_failure(run: RunContext, error: BaseException, step: str | None = None
     return where + message
 
 
+#: the line a Python traceback ends with: the exception raised and its message (not a line of a
+#: plan or a stack Spark appends after it)
+_RAISED = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Iteration|Warning)(: |$)")
+
+
 def spark_message(error: BaseException) -> str:
     """Spark's message, first line only, without its SQLSTATE code; for a group function that
     failed in a task, the runner's own line (step, key, the udfs/ line, the error)."""
@@ -54,11 +59,15 @@ def spark_message(error: BaseException) -> str:
     if failure:
         return failure.group(1).strip()
     if "Traceback (most recent call last)" in text:  # Python code in a task: the error it raised
-        raised = [
-            line for line in text.splitlines() if line.strip() and not line[0].isspace() and not line.startswith("Traceback")
-        ]
+        lines = [line for line in text.splitlines() if line.strip() and not line[0].isspace()]
+        raised = [line.strip() for line in lines if _RAISED.match(line)] or [
+            line.strip() for line in lines if not line.startswith("Traceback")
+        ]  # an exception of the analyst's own name
         if raised:
-            return "Python code in a task failed: " + raised[-1].strip()
+            name, _, said = raised[-1].partition(": ")
+            if name.startswith("pyspark.errors."):  # Spark's own error, met by a stream's sink (Python) as it wrote
+                return said.split(" SQLSTATE:")[0].strip()
+            return "Python code in a task failed: " + raised[-1]
     if hasattr(error, "java_exception"):  # Py4JJavaError: "org.apache...Exception: message"
         text = text.split(": ", 1)[-1]
     first = text.splitlines()[0] if text else type(error).__name__

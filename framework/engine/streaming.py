@@ -133,6 +133,10 @@ class StreamingRun:
         except KeyboardInterrupt as e:
             self._stop_queries()
             raise self._what_stays(e) from None
+        except Exception:  # a query failed: the micro-batches the others committed stay, and say so
+            self._stop_queries()
+            self._keep_committed("committed before the run failed")
+            raise
         finally:
             self._stop_queries()
         self._collect(executors)
@@ -147,23 +151,29 @@ class StreamingRun:
     def _what_stays(self, interrupt: KeyboardInterrupt) -> KeyboardInterrupt:
         """Ctrl-C: the micro-batches the outputs committed before it stay (each exactly once, and
         the next run goes on after them), so their results and the message say so."""
-        sinks = [(q.sink, q.result) for q in self.queries if q.result is not None] + list(self.fed.values())
-        kept = [(sink, result) for sink, result in sinks if sink.batches]
+        sinks, kept, said = self._keep_committed("committed before Ctrl-C")
         if not kept:
             return interrupt
-        said = []
-        for sink, result in kept:
-            result.status, result.rows = OutputStatus.WRITTEN, sink.rows
-            result.version, result.duration_s = sink.version, time.perf_counter() - self.began
-            batches = f"{sink.batches} micro-batch" + ("es" if sink.batches > 1 else "")
-            said.append(f"output '{result.name}' keeps the {batches} it committed ({sink.rows:,} rows, version {sink.version})")
-            self.run.reporter.update("output", result.name, OutputStatus.WRITTEN, f"{batches} committed before Ctrl-C")
         text = (
             ", ".join(said) + "; the next run goes on after " + ("it" if kept[0][0].batches == 1 and len(kept) == 1 else "them")
         )
         if len(kept) < len(sinks):
             text += "; the other outputs stay at their previous version"
         return Interrupted(text)
+
+    def _keep_committed(self, why: str) -> tuple[list[Any], list[Any], list[str]]:
+        """Mark each output that committed micro-batches in this run as written (rows, version):
+        they stay, exactly once, however the run ends. (every sink, those that committed, in words)"""
+        sinks = [(q.sink, q.result) for q in self.queries if q.result is not None] + list(self.fed.values())
+        kept = [(sink, result) for sink, result in sinks if sink.batches]
+        said = []
+        for sink, result in kept:
+            result.status, result.rows = OutputStatus.WRITTEN, sink.rows
+            result.version, result.duration_s = sink.version, time.perf_counter() - self.began
+            batches = f"{sink.batches} micro-batch" + ("es" if sink.batches > 1 else "")
+            said.append(f"output '{result.name}' keeps the {batches} it committed ({sink.rows:,} rows, version {sink.version})")
+            self.run.reporter.update("output", result.name, OutputStatus.WRITTEN, f"{batches} {why}")
+        return sinks, kept, said
 
     # -- checks --------------------------------------------------------------------------------
 
