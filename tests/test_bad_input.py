@@ -512,3 +512,12 @@ def test_an_interval_a_run_would_get_wrong_is_refused_before_it_runs(cli, projec
     # a path that does not read the interval reads every file, and SQL keeps the interval's rows
     code, _, err = cli("validate", "calls_per_interval", "--interval", "2026-11-02T08:00/2026-11-02T08:04")
     assert code == 0, err
+
+
+def test_two_pipelines_writing_one_table_are_warned_about_at_validate(cli, project, demo):
+    """A copied pipeline overwrote the other's table (validate passed, saying nothing)."""
+    write(project / "pipelines" / "copy.yaml", GOOD.replace("name: demo", "name: copy"))
+    code, out, err = cli("validate", "demo", "copy")
+    assert code == 0, out + err
+    assert "output 'stats' writes warehouse/stats, which pipeline(s) copy write too" in err, err
+    assert "output 'stats' writes warehouse/stats, which pipeline(s) demo write too" in err, err

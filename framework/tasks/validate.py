@@ -65,7 +65,37 @@ def validate(context: ProjectContext, paths: list[Path], unreadable_history: Cal
         except BadInput as e:
             one.problems = list(e.problems)
         checked.append(one)
+    _shared_tables(context, checked)
     return checked
+
+
+def _shared_tables(context: ProjectContext, checked: list[Checked]) -> None:
+    """A warning at each output whose table another pipeline validated here writes too: a copied
+    pipeline overwrote the other's table unnoticed, and `show` named one owner."""
+    from framework.io.locations import Warehouse
+    from framework.plan.planner import output_table
+
+    warehouse = Warehouse.of(context.project, context.profile)
+    writers: dict[str, list[tuple[Checked, str]]] = {}
+    for one in checked:
+        if one.compiled is not None:
+            for output in one.compiled.spec.outputs:
+                writers.setdefault(output_table(one.compiled, warehouse, output), []).append((one, output))
+    for table, found in writers.items():
+        pipelines = sorted({one.compiled.name for one, _ in found if one.compiled is not None})
+        if len(pipelines) < 2:
+            continue
+        for one, output in found:
+            assert one.compiled is not None
+            others = ", ".join(p for p in pipelines if p != one.compiled.name)
+            one.compiled.spec_warnings.append(
+                one.compiled.loaded.problem(
+                    f"output '{output}' writes {context.project.relative(Path(table))}, which pipeline(s) {others} write too: "
+                    "each run of one replaces or adds to what the other wrote",
+                    ("outputs", output),
+                    hint="give each pipeline's output a table of its own (name: or path:), unless they are meant to share it",
+                )
+            )
 
 
 def check_tests(context: ProjectContext, compiled: CompiledPipeline) -> None:
