@@ -121,6 +121,24 @@ def test_a_sliced_output_whose_step_changed_its_columns_is_refused_at_its_line(s
         assert delta_version(project / "warehouse/per_flight") == before
 
 
+def test_an_interval_committed_by_another_definition_is_stale(spark, project, cli):
+    """runs marked an interval stale when its inputs changed, not when the pipeline did: after the
+    SQL changed (sum to max, a filter), a backfill skipped the days done and the table mixed both
+    versions with nothing said."""
+    for day in DAYS[:2]:
+        flights(project, day, 2)
+    pipeline = project / "pipelines/flights.yaml"
+    write(pipeline, daily("flights", SLICED, path="data/flights_daily"))
+    for day in DAYS[:2]:
+        assert cli("run", "flights", "--interval", day_interval(day))[0] == 0
+    code, out, err = cli("runs", "--pipeline", "flights")
+    assert code == 0 and "stale" not in out, out + err
+    write(pipeline, daily("flights", SLICED, path="data/flights_daily").replace("carrier, dep_delay", "carrier, dep_delay * 2"))
+    code, out, err = cli("runs", "--pipeline", "flights")
+    assert code == 0, out + err
+    assert len([line for line in out.splitlines() if "stale" in line]) == 2, out
+
+
 def test_a_scheduled_output_without_a_mode_is_sliced_by_its_sources_event_time(spark, project, cli):
     """The default rule: a scheduled pipeline's output that names no mode replaces the interval's
     rows of the event-time column its sources name."""

@@ -124,8 +124,8 @@ def runs(
     """Run history per pipeline from the run log (<warehouse>/_tributary/events): one row per time
     interval (its runs are its attempts) or per run without one, newest first.
 
-    The input column says "stale" where a committed interval's input files or tables changed since its commit
-    (rerun those: tributary backfill P --from --to --rerun)."""
+    The input column says "stale" where a committed interval's input files or tables, or the pipeline's definition
+    (spec, SQL, vars, udfs/), changed since its commit (rerun those: tributary backfill P --from --to --rerun)."""
 
     def body() -> None:
         from framework.display import rows_table

@@ -33,7 +33,7 @@ from framework.engine.frames import Frames, static_frames
 from framework.engine.lock import RunLock
 from framework.engine.results import OutputStatus, RunResult, RunStatus, new_run_id
 from framework.engine.streaming import KeptFrames, run_streaming
-from framework.engine.transaction import run_key
+from framework.engine.transaction import definition_key, run_key
 from framework.errors import BadInput, RunFailed, TributaryError
 from framework.io.delta import DeltaStore, choose_store, local_store
 from framework.io.locations import (
@@ -242,6 +242,7 @@ def _start_details(run: RunContext) -> dict[str, object]:
         "source_schemas": run.compiled.source_schemas,  # Parquet sources typed from their footers, Delta from their logs
         **({"limit": run.plan.sample.rows} if run.plan.sample is not None else {}),
         **({"inputs_key": run.result.inputs_key} if run.result.inputs_key is not None else {}),
+        **({"definition_key": definition_key(run.compiled)} if run.compiled.interval is not None else {}),
     }
 
 

@@ -269,6 +269,19 @@ def _run_key(run: RunContext) -> str:
     return f"{compiled.interval.tag}-{digest[:20]}" if compiled.interval is not None else digest[:20]
 
 
+def definition_key(compiled: CompiledPipeline) -> str:
+    """A short hash of what a run computes, apart from its inputs: the spec, the rendered SQL, the
+    vars and the udfs/ it calls. A committed interval whose definition hashes otherwise now was
+    computed by another version of the pipeline (`tributary runs` says so)."""
+    fingerprint = {
+        "spec": compiled.spec.model_dump(mode="json", by_alias=True, exclude={"tests"}),
+        "sql": {k: v.text for k, v in sorted(compiled.sql.items())},
+        "vars": compiled.variables,
+        "udfs": udfs_code(compiled),
+    }
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
 def udfs_code(compiled: CompiledPipeline) -> str | None:
     """A digest of udfs/ when the pipeline calls one of its functions (a SQL function in a step's
     SQL or in the spec's expressions, or a group step's function); None when it calls none, so an

@@ -63,6 +63,7 @@ class RunRecord:
     state: list[str] = field(default_factory=list)  # window steps: state predicted → observed
     freshness: str | None = None  # its sources' freshness before it ran, when one was stale (scheduler)
     inputs_key: str | None = None  # a hash of its inputs' fingerprint (framework.engine.transaction.inputs_key)
+    definition_key: str | None = None  # a hash of what it computed (framework.engine.transaction.definition_key)
 
     @property
     def trigger(self) -> str | None:
@@ -174,6 +175,7 @@ def _assemble(rows: list[dict[str, Any]]) -> list[RunRecord]:
                 run.interval = Interval.from_dict(details["interval"])
             run.tables = dict(details.get("tables") or {})
             run.inputs_key = details.get("inputs_key")  # a batch run's inputs as it started
+            run.definition_key = details.get("definition_key")  # what it computed (spec, SQL, vars, udfs/)
         elif event == "run_end":
             run.status, run.duration_s, run.error = row["status"], row["duration_s"], row["error"]
             if details.get("exit_code") is not None:
@@ -220,10 +222,11 @@ def run_history(
 
 def stale_intervals(context: ProjectContext, runs: list[RunRecord], limit: int, runlog: RunLog) -> set[tuple[str, Interval]]:
     """(pipeline, interval) of the newest `limit` committed intervals per scheduled pipeline whose
-    inputs changed since their commit: the fingerprint of the files or tables the interval reads
-    now (its source paths rendered for it) differs from the one its last committing run recorded
+    inputs or definition changed since their commit: the fingerprint of the files or tables the
+    interval reads now (its source paths rendered for it), or the hash of what a run of it would
+    compute now (spec, SQL, vars, udfs/), differs from the one its last committing run recorded
     (a run that ended ok, or one killed after committing: `RunLog.done`). No JVM."""
-    from framework.engine.transaction import input_fingerprint, inputs_key
+    from framework.engine.transaction import definition_key, input_fingerprint, inputs_key
     from framework.errors import TributaryError
     from framework.io.delta import local_store
     from framework.plan import plan_for
@@ -243,10 +246,12 @@ def stale_intervals(context: ProjectContext, runs: list[RunRecord], limit: int, 
         newest = sorted(committed.get(pipeline.name, {}).items(), key=lambda item: item[0].start, reverse=True)[:limit]
         for interval, run in newest:
             try:
-                plan = plan_for(about.compile(interval=interval), context.profile)
+                compiled = about.compile(interval=interval)
+                plan = plan_for(compiled, context.profile)
             except TributaryError:  # the pipeline does not validate now: `validate` says why
                 break
-            if inputs_key(input_fingerprint(plan, store)) != run.inputs_key:
+            redefined = run.definition_key is not None and definition_key(compiled) != run.definition_key
+            if redefined or inputs_key(input_fingerprint(plan, store)) != run.inputs_key:
                 found.add((pipeline.name, interval))
     return found
 
