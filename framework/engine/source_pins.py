@@ -11,7 +11,7 @@ run compares: a difference is bad input naming the source and the column, with t
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput
 from framework.io import staging as staging_files
@@ -49,23 +49,29 @@ def pin_source_columns(run: RunContext, frames: Frames) -> None:
     now = _columns(frames)
     if all(name in pinned for name in now):
         return
-    fs, path = staging_files.filesystem(_location(run))
-    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    with fs.open_output_stream(path) as handle:
-        handle.write(json.dumps(pinned | now, indent=1).encode())
-
-
-def _location(run: RunContext) -> str:
-    return run.internal(f"{CHECKPOINTS_DIR}/{run.pipeline}/{PINS_FILE}")
+    write_pins(run, PINS_FILE, pinned | now)
 
 
 def _read(run: RunContext) -> dict[str, dict[str, str]] | None:
-    location = _location(run)
+    return read_pins(run, PINS_FILE)
+
+
+def read_pins(run: RunContext, name: str) -> Any:
+    """A JSON file kept beside the pipeline's checkpoints (None when there is none)."""
+    location = run.internal(f"{CHECKPOINTS_DIR}/{run.pipeline}/{name}")
     if not staging_files.exists(location):
         return None
     fs, path = staging_files.filesystem(location)
     with fs.open_input_stream(path) as handle:
         return json.loads(handle.read().decode())
+
+
+def write_pins(run: RunContext, name: str, pinned: Any) -> None:
+    """Keep `pinned` as a JSON file beside the pipeline's checkpoints (--full-refresh removes it)."""
+    fs, path = staging_files.filesystem(run.internal(f"{CHECKPOINTS_DIR}/{run.pipeline}/{name}"))
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(path) as handle:
+        handle.write(json.dumps(pinned, indent=1).encode())
 
 
 def _columns(frames: Frames) -> dict[str, dict[str, str]]:

@@ -24,9 +24,8 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from framework.engine.source_pins import read_pins, write_pins
 from framework.errors import BadInput, Problem
-from framework.io import staging as staging_files
-from framework.io.locations import CHECKPOINTS_DIR
 from framework.operators import kind_of
 from framework.operators.registry import Streaming
 
@@ -81,12 +80,8 @@ def pin_stateful_queries(run: RunContext) -> None:
     pinned = _read(run) or {"steps": {}, "outputs": {}}
     now = pins(run)
     merged = {key: now[key] | pinned.get(key, {}) for key in ("steps", "outputs")}
-    if merged == pinned:
-        return
-    fs, path = staging_files.filesystem(_location(run))
-    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    with fs.open_output_stream(path) as handle:
-        handle.write(json.dumps(merged, indent=1).encode())
+    if merged != pinned:
+        write_pins(run, PINS_FILE, merged)
 
 
 def pins(run: RunContext) -> dict[str, dict[str, Any]]:
@@ -126,15 +121,6 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def _location(run: RunContext) -> str:
-    return run.internal(f"{CHECKPOINTS_DIR}/{run.pipeline}/{PINS_FILE}")
-
-
 def _read(run: RunContext) -> dict[str, dict[str, Any]] | None:
-    location = _location(run)
-    if not staging_files.exists(location):
-        return None
-    fs, path = staging_files.filesystem(location)
-    with fs.open_input_stream(path) as handle:
-        loaded: dict[str, dict[str, Any]] = json.loads(handle.read().decode())
-        return loaded
+    pinned: dict[str, dict[str, Any]] | None = read_pins(run, PINS_FILE)
+    return pinned

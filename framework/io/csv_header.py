@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 
 from framework.io.sample import source_files
+from framework.schemas import Schema
 from framework.schemas.columns import from_ddl
 from framework.spec.models import FileSource
 
@@ -42,17 +43,10 @@ def data_row_for_header(spec: FileSource, location: str) -> tuple[str, str] | No
     """(file, its first line) when a local file's first line is a row of data that a header-
     reading CSV source would drop; None when each looks like a header, or nothing can be said
     (no declared schema, no typed column, compressed or remote files)."""
-    ddl = spec.ddl()
-    if not reads_header(spec) or ddl is None:
+    layout = _layout(spec)
+    if layout is None:
         return None
-    schema = from_ddl(ddl)
-    if not schema.complete:
-        return None
-    options = {str(k).lower(): str(v) for k, v in spec.options.items()}
-    delimiter = options.get("sep", options.get("delimiter", ","))
-    quote = options.get("quote", '"')
-    if len(delimiter) != 1 or len(quote) != 1:
-        return None
+    schema, delimiter, quote = layout
     names = {c.name.lower() for c in schema.columns}
     checks = [_check_of(c.type) for c in schema.columns]
     if not any(checks):
@@ -78,6 +72,24 @@ def header_out_of_order(spec: FileSource, location: str) -> tuple[str, str, int,
     values would land in the wrong columns (`amount,name,id` under `id INT, name STRING, amount
     INT` stored amount 30 as the id). None when every header names its columns in the schema's
     order or names them otherwise (read by position, as Spark does)."""
+    layout = _layout(spec)
+    if layout is None:
+        return None
+    schema, delimiter, quote = layout
+    places = {c.name.lower(): n for n, c in enumerate(schema.columns)}
+    for file in sorted(source_files(location))[:MAX_FILES]:
+        if file.endswith(_COMPRESSED):
+            continue
+        fields = next(csv.reader([_first_line(file)], delimiter=delimiter, quotechar=quote), [])
+        for n, field in enumerate(f.strip().lower() for f in fields):
+            if field in places and places[field] != n:
+                return file, schema.columns[places[field]].name, n + 1, places[field] + 1
+    return None
+
+
+def _layout(spec: FileSource) -> tuple[Schema, str, str] | None:
+    """(the declared columns, the delimiter, the quote) of a CSV source read with a header and a
+    complete declared schema; None when its files' first lines cannot be compared with it."""
     ddl = spec.ddl()
     if not reads_header(spec) or ddl is None:
         return None
@@ -88,15 +100,7 @@ def header_out_of_order(spec: FileSource, location: str) -> tuple[str, str, int,
     delimiter, quote = options.get("sep", options.get("delimiter", ",")), options.get("quote", '"')
     if len(delimiter) != 1 or len(quote) != 1:
         return None
-    places = {c.name.lower(): n for n, c in enumerate(schema.columns)}
-    for file in sorted(source_files(location))[:MAX_FILES]:
-        if file.endswith(_COMPRESSED):
-            continue
-        fields = next(csv.reader([_first_line(file)], delimiter=delimiter, quotechar=quote), [])
-        for n, field in enumerate(f.strip().lower() for f in fields):
-            if field in places and places[field] != n:
-                return file, schema.columns[places[field]].name, n + 1, places[field] + 1
-    return None
+    return schema, delimiter, quote
 
 
 def _check_of(spark_type: str | None) -> Callable[[str], bool] | None:
