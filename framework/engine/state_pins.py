@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from framework.engine.source_pins import read_pins, write_pins
 from framework.errors import BadInput, Problem
 from framework.operators import kind_of
-from framework.operators.registry import Streaming
 
 if TYPE_CHECKING:
     from framework.engine.context import RunContext
@@ -90,31 +89,18 @@ def pins(run: RunContext) -> dict[str, dict[str, Any]]:
     graph, steps = compiled.graph, compiled.spec.steps
     found: dict[str, str] = {}
     for name in graph.steps:
-        kind = graph.kinds[name]
-        if kind == "sql" and name in compiled.sql and _keeps_state(compiled.sql[name].text):
-            found[name] = _digest(" ".join(compiled.sql[name].text.split()))
-        elif kind == "join" and kind_of(steps[name]).streaming(steps[name]) is Streaming.NATIVE:
-            # a time join: Spark's stream-stream join (a count-window join runs per micro-batch, with its own checks)
-            found[name] = _digest(json.dumps(steps[name].model_dump(mode="json"), sort_keys=True))
+        step = steps[name]
+        query = compiled.sql[name].text if name in compiled.sql else None
+        if kind_of(step).keeps_spark_state(step, query):
+            definition = (
+                " ".join(query.split()) if query is not None else json.dumps(step.model_dump(mode="json"), sort_keys=True)
+            )
+            found[name] = _digest(definition)
     outputs = {
         output.name: sorted(node for node in graph.upstream(output.step) if graph.kinds[node] == "source")
         for output in run.plan.outputs
     }
     return {"steps": found, "outputs": outputs}
-
-
-def _keeps_state(text: str) -> bool:
-    """Whether a step's query keeps state on a stream: it groups, aggregates, joins or takes DISTINCT."""
-    import sqlglot
-    from sqlglot import exp
-
-    from framework.sql_policy import for_sqlglot
-
-    try:
-        tree = sqlglot.parse_one(for_sqlglot(text), read="spark")
-    except sqlglot.errors.SqlglotError:
-        return True  # cannot tell: pinned, so a change is said
-    return any(tree.find(node) is not None for node in (exp.Group, exp.AggFunc, exp.Distinct, exp.Join))
 
 
 def _digest(text: str) -> str:

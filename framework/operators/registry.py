@@ -154,6 +154,11 @@ class StepKind:
     #: that carries event time (None: none), and how far behind its inputs' watermark a row it emits
     #: later can be (seconds; None: no bound is known); None: a kind that does not run per micro-batch
     chain_time: ChainTime | None = None
+    #: on a stream Spark runs natively, whether Spark keeps the step's state in the checkpoint (a
+    #: stream-stream join's buffers, a query's groups): a function of the step and its rendered
+    #: query (None for a kind without one). Such a step cannot resume under another definition
+    #: (framework.engine.state_pins)
+    keeps_spark_state: Callable[[Any, str | None], bool] = lambda step, query: False
 
     @property
     def name(self) -> str:

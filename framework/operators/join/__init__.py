@@ -53,5 +53,6 @@ register(
         output_schema=join_columns,
         state_model=StateModel.JOIN_NODES,
         chain_time=_chain_time,
+        keeps_spark_state=lambda step, query: _streaming(step) is Streaming.NATIVE,
     )
 )

@@ -127,4 +127,23 @@ def sql_columns(step: SqlStep, context: ColumnContext) -> StepColumns:
     return StepColumns(analysis.schema, [sql.problem(f.message, f.line, f.hint) for f in analysis.findings])
 
 
-register(StepKind(SqlStep, build=build_sql, template=lambda step: step.sql, output_schema=sql_columns))
+def keeps_state(step: SqlStep, query: str | None) -> bool:
+    """Whether the query keeps state on a stream: it groups, aggregates, joins or takes DISTINCT
+    (a join with a static table too: which tables stream is Spark's to know, after planning)."""
+    import sqlglot
+    from sqlglot import exp
+
+    from framework.sql_policy import for_sqlglot
+
+    if query is None:
+        return False
+    try:
+        tree = sqlglot.parse_one(for_sqlglot(query), read="spark")
+    except sqlglot.errors.SqlglotError:
+        return True  # cannot tell: kept, so a change is said
+    return any(tree.find(node) is not None for node in (exp.Group, exp.AggFunc, exp.Distinct, exp.Join))
+
+
+register(
+    StepKind(SqlStep, build=build_sql, template=lambda step: step.sql, output_schema=sql_columns, keeps_spark_state=keeps_state)
+)
