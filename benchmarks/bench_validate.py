@@ -18,7 +18,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    pipelines = sorted(str(p.relative_to(REPO)) for p in (REPO / "pipelines").glob("*.yaml"))
+    from framework.project import Project
+
+    pipelines = [str(p.relative_to(REPO)) for p in Project(REPO).all_pipelines()]  # not their <name>.tests.yaml
     project = example_copy(Path(tempfile.mkdtemp(prefix="tributary-validate-")) / "project")
 
     def validate() -> None:
