@@ -76,3 +76,21 @@ def test_any_string_survives_lit_as_itself_in_spark(spark, value):
     """Whatever a var holds, `| lit` makes it a literal Spark reads back unchanged: no injection."""
     row = spark.sql(f"select {sql_literal(value)} as v, 1 as marker").first()
     assert row.v == value and row.marker == 1
+
+
+def test_comparing_lists_that_hold_big_lists_many_times_is_refused_before_c_compares_them():
+    """`l == m` of two lists holding 50 big lists each (equal, not the same) compares 50 million
+    items in C, where a render's time limit is not seen; comparisons still chain as Python's."""
+    import jinja2
+
+    from framework.spec.template_limits import LimitedSandbox, TemplateLimit, render_limited
+
+    env = LimitedSandbox(undefined=jinja2.StrictUndefined, autoescape=False)
+    many = (
+        "{% set a = [0] * 1000000 %}{% set b = a | list %}{% set l = [] %}{% set m = [] %}"
+        "{% for i in range(50) %}{% set _ = l.append(a) %}{% set _ = m.append(b) %}{% endfor %}{{ l == m }}"
+    )
+    with pytest.raises(TemplateLimit, match="comparing would build"):
+        render_limited(env.from_string(many))
+    small = "{{ 1 < 2 < 3 }} {{ 3 > 2 > 5 }} {{ 'a' in 'abc' }} {{ 2 not in [1, 3] }} {{ [1, 2] == [1, 2] }}"
+    assert render_limited(env.from_string(small)) == "True False True True True"

@@ -94,6 +94,16 @@ class _BoundedFormatter(SandboxedFormatter):
         return field
 
 
+_COMPARISONS: dict[str, Any] = {
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "gt": operator.gt,
+    "gteq": operator.ge,
+    "lt": operator.lt,
+    "lteq": operator.le,
+    "in": lambda a, b: a in b,
+    "notin": lambda a, b: a not in b,
+}
 _TEXTS = (str, bytes, bytearray)
 _SEQUENCES = (*_TEXTS, list, tuple)
 
@@ -196,6 +206,20 @@ class LimitedSandbox(SandboxedEnvironment):
             check_percent(left if isinstance(left, str) else left.decode("latin-1"), right)
         return self.binop_table[op](left, right)
 
+    def bounded_compare(self, left: Any, comparisons: tuple[tuple[str, Any], ...]) -> Any:
+        """`left op1 right1 op2 right2 ...` as Python chains it, each container compared checked
+        first: comparing two lists compares their items in C, where the time limit is not seen."""
+        result: Any = True
+        for op, right in comparisons:
+            for side in (left, right):
+                if isinstance(side, (list, tuple, dict, set, frozenset)):
+                    _check(deep_size(side), "comparing")
+            result = _COMPARISONS[op](left, right)
+            if not result:
+                return result
+            left = right
+        return result
+
     def bounded_concat(self, join: Any, values: tuple[Any, ...]) -> Any:
         """`a ~ b ~ ...`: one join in C of what each value prints, so checked before it."""
         _check(sum(deep_size(v) for v in values), "~")
@@ -233,7 +257,9 @@ class LimitedSandbox(SandboxedEnvironment):
 
 class BoundedConcat(jinja2.compiler.CodeGenerator):
     """`a ~ b ~ ...` compiles to one join of every piece, in C; here it goes through the
-    environment's `bounded_concat`, which checks what the pieces print first."""
+    environment's `bounded_concat`, which checks what the pieces print first. Comparisons
+    (`==`, `<`, `in`, ...) compile to Python's own, which compare two lists item by item in C;
+    here they go through `bounded_compare`."""
 
     concat_method = "bounded_concat"
 
@@ -247,6 +273,17 @@ class BoundedConcat(jinja2.compiler.CodeGenerator):
         for arg in node.nodes:
             self.visit(arg, frame)
             self.write(", ")
+        self.write("))")
+
+    @jinja2.compiler.optimizeconst
+    def visit_Compare(self, node: jinja2.nodes.Compare, frame: jinja2.compiler.Frame) -> None:
+        self.write("environment.bounded_compare(")
+        self.visit(node.expr, frame)
+        self.write(", (")
+        for operand in node.ops:
+            self.write(f"({operand.op!r}, ")
+            self.visit(operand.expr, frame)
+            self.write("), ")
         self.write("))")
 
 
