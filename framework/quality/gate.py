@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import RunFailed
@@ -58,7 +59,8 @@ class _Pending:
     cached: DataFrame | None  # the persisted rows, for the expectations GX validates itself
     base: DataFrame | None = None  # the rows before the checks were attached (recomputed if nothing else holds them)
     staged: StagedWrite | None = None  # the output write that holds exactly these rows (split off ones included)
-    recount: DataFrame | None = None  # the observed aggregates as a query, for a job that left the rows out
+    #: the observed aggregates as a query over the rows, built only for a job that left the rows out
+    recount: Callable[[], DataFrame] | None = None
 
     @property
     def drops(self) -> list[ExpectationSpec]:
@@ -114,7 +116,7 @@ class QualityGate:
         if aggregates:
             aggregates.append((F.count_if(F.col(MASK).isNull()) if drops else F.count(F.lit(1))).alias(ROWS))
             observation = Observation(f"tributary_quality_{scope}_{target}_{len(self._pending)}")
-            recount = tagged.agg(*aggregates)
+            recount = partial(tagged.agg, *aggregates)  # built when needed: analysing a plan costs
             tagged = tagged.observe(observation, *aggregates)
         tagged = tagged.drop(*hidden) if hidden else tagged
         self._pending.append(_Pending(target, scope, specs, observed, observation, tagged, cached, base, recount=recount))
@@ -177,7 +179,7 @@ class QualityGate:
                 pending.frame.write.format("noop").mode("overwrite").save()
             metrics = observed_metrics(pending.observation)
             if metrics is None and pending.recount is not None:  # Spark left the (empty) rows out of the job
-                metrics = pending.recount.collect()[0].asDict()
+                metrics = pending.recount().collect()[0].asDict()
             observed |= metrics or {}
         every_column = list(pending.base.columns) if pending.base is not None else []
         observed = pending.observed.unpacked(observed, rows=lambda: _checked_rows(pending, every_column))
