@@ -390,3 +390,20 @@ def test_a_udf_edited_to_the_same_size_within_a_second_is_imported_anew(tmp_path
     write(module, text.format("0.5"))
     os.utime(module, ns=(1_700_000_000_000_000_001, 1_700_000_000_000_000_001))  # the same second, one ns later
     assert load_functions(Project(tmp_path)).sql["scaled"].fn(10) == 5.0
+
+
+def test_importing_udfs_leaves_ctrl_c_as_it_was(tmp_path: Path):
+    """A udfs/ module that ignored SIGINT made Ctrl-C do nothing: the interrupted run committed."""
+    import signal
+
+    from framework.functions.loader import load_functions
+    from framework.project import Project
+
+    write(
+        tmp_path / "udfs" / "quiet.py",
+        "import signal\n\nfrom framework.functions import udf\n\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n\n\n@udf(returns='int')\ndef same(x):\n    return x\n",
+    )
+    handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    assert "same" in load_functions(Project(tmp_path)).sql
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers

@@ -504,6 +504,100 @@ def test_a_cancelled_run_stuck_in_a_regex_frees_the_engine_for_the_next_run(shar
     assert not _running(engine["pid"])  # its JVM (and the regex) went with it
 
 
+MEDDLER_UDFS = """\
+import signal
+
+from pyspark.sql import SparkSession
+
+from framework.functions import udf
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C off, for the run and every later one
+_spark = SparkSession.getActiveSession()
+if _spark is not None:
+    _spark.sparkContext._jsc.hadoopConfiguration().set("tributary.test.left", "meddler")
+    _spark._jvm.java.lang.System.setProperty("tributary.test.left", "meddler")
+    _spark.sparkContext.setLocalProperty("tributary.test.left", "meddler")
+
+
+@udf(returns="int")
+def same(id):
+    return id
+"""
+
+LOOKER_UDFS = """\
+from pyspark.sql import SparkSession
+
+from framework.functions import udf
+
+_spark = SparkSession.getActiveSession()
+HADOOP = "-" if _spark is None else str(_spark.sparkContext._jsc.hadoopConfiguration().get("tributary.test.left"))
+
+
+@udf(returns="string")
+def left_here(id):
+    from pyspark import TaskContext
+
+    return id.map(lambda _: f"{HADOOP}|{TaskContext.get().getLocalProperty('tributary.test.left')}")
+"""
+
+
+def test_a_run_leaves_the_engines_process_as_it_found_it_or_the_engine_ends(shared):
+    """Module code of one project changed what every later run shares: Ctrl-C ignored (the
+    interrupted run committed), Hadoop settings, system and job properties."""
+    root = shared.project.parent
+    meddler = _small_project(root / "meddler", MEDDLER_UDFS)
+    write(meddler / "pipelines/meddle.yaml", _b_pipeline("meddle", "same(id) as id"))
+    done = shared("run", "meddle", cwd=meddler)
+    assert done.returncode == 0, done.stderr
+    [engine] = shared.engines()
+
+    looker = _small_project(root / "looker")
+    write(looker / "udfs/looker.py", LOOKER_UDFS)
+    select = (
+        "id, left_here(id) as left_behind, reflect('java.lang.System', 'getProperty', 'tributary.test.left') as prop, "
+        "{{ var('label') | lit }} as label, reflect('java.lang.Thread', 'sleep', cast(1500 as bigint)) as napped"
+    )
+    write(looker / "pipelines/look.yaml", "vars: {label: first}\n" + _b_pipeline("look", select))
+    done = shared("run", "look", cwd=looker)
+    assert done.returncode == 0, done.stderr
+    before = _table(looker, "look_out", "id")
+    assert {(r["left_behind"], r["prop"]) for r in before} == {("None|None", "null")}
+
+    client = subprocess.Popen(
+        [sys.executable, "-m", "framework", "run", "look", "--var", "label=second"],
+        cwd=looker,
+        env=shared.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    shared.wait_until(lambda engines: engines and engines[0]["busy"] == "run look")
+    time.sleep(1.0)  # napping
+    os.killpg(client.pid, signal.SIGINT)
+    _, err = client.communicate(timeout=120)
+    assert client.returncode == 130, err
+    assert _table(looker, "look_out", "id") == before
+    assert shared.engines()[0]["pid"] == engine["pid"]
+
+    # a file shipped to the executors cannot be taken back: the engine ends after that run
+    write(
+        meddler / "udfs/shipper.py",
+        "from pyspark.sql import SparkSession\n\n_spark = SparkSession.getActiveSession()\n"
+        "if _spark is not None:\n    _spark.sparkContext.addFile(__file__)\n",
+    )
+    done = shared("run", "meddle", "--full-refresh", cwd=meddler)
+    assert done.returncode == 0, done.stderr
+    shared.wait_until(lambda engines: engines == [], timeout=60)
+    deadline = time.monotonic() + 60
+    while _running(engine["pid"]) and time.monotonic() < deadline:  # Spark stopping
+        time.sleep(0.5)
+    assert not _running(engine["pid"])
+    again = shared("run", "look", "--var", "label=third", cwd=looker)
+    assert again.returncode == 0 and "starting a warm Spark engine" in again.stderr, again.stderr
+    assert {r["label"] for r in _table(looker, "look_out", "id")} == {"third"}
+
+
 SLOW_DAILY = """\
 name: slow_daily
 schedule: {cron: "0 0 * * *", timezone: UTC}

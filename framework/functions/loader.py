@@ -8,12 +8,15 @@ per process until a file under udfs/ changes.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
+import signal
 import sys
 import traceback
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -106,7 +109,7 @@ def _import(project: Project, folder: Path, files: list[Path]) -> Functions:
     importlib.invalidate_caches()
     sys.path_importer_cache[str(folder)] = importlib.machinery.FileFinder(str(folder), (_FromSource, [".py"]))
     problems: list[Problem] = []
-    with collecting() as collected:
+    with collecting() as collected, _signal_handlers_kept():
         for file in files:
             if file.stem == "__init__":
                 continue
@@ -123,6 +126,21 @@ def _import(project: Project, folder: Path, files: list[Path]) -> Functions:
         raise BadInput(*problems)
     modules = tuple(m for m in sys.modules if m.startswith(PACKAGE + "."))
     return Functions(dict(collected.sql), dict(collected.group), modules, str(project.root.resolve()))
+
+
+@contextlib.contextmanager
+def _signal_handlers_kept() -> Iterator[None]:
+    """The modules imported inside leave Ctrl-C's and SIGTERM's handlers as they were: a module
+    that ignored SIGINT made Ctrl-C do nothing, and the interrupted run went on to commit (in
+    the warm engine: every later run of every project). Only the main thread may set them."""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            if handler is not None and signal.getsignal(signum) is not handler:
+                with contextlib.suppress(ValueError):  # not the main thread
+                    signal.signal(signum, handler)
 
 
 def _import_problem(project: Project, folder: Path, file: Path, error: BaseException) -> Problem:

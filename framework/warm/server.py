@@ -60,6 +60,7 @@ from framework.errors import interrupted_line
 from framework.profiles import Profile, SparkSettings
 from framework.warm.isolation import RunSession, catalog_objects
 from framework.warm.place import EnginePlace, java_options, source_digest
+from framework.warm.process_state import ProcessState
 from framework.warm.protocol import Channel
 
 #: how long a new engine waits for an old one of the same key to let go of the lock
@@ -174,6 +175,7 @@ class Engine:
         self._baseline_conf: dict[str, str] = dict(spark.conf.getAll)
         self._catalog = catalog_objects(spark)  # what the shared catalog holds between runs
         self.session: RunSession | None = None  # the run's, while it runs
+        self._process: ProcessState | None = None  # taken when serving begins (its signal handlers)
         self.draining: str | None = None  # a run whose cancelled tasks may still run
         self.jvm_stuck = False  # a task would not stop: the JVM is ended with the engine
         self._listener: socket.socket | None = None
@@ -188,6 +190,7 @@ class Engine:
         threading.Thread(target=self._terminator, name="tributary-engine-term", daemon=True).start()
         signal.signal(signal.SIGTERM, lambda *_: self._wake.set())
         signal.signal(signal.SIGINT, self._on_sigint)
+        self._process = ProcessState.of(self.spark)  # what each run leaves as it found it
         try:
             died = self._warm_up(self.warm_up) if self.warm_up is not None else None
             if died:
@@ -255,6 +258,8 @@ class Engine:
             self._reset_session()
         if self.draining is not None:  # a failed or cancelled run's tasks may go on: wait for them
             died = self._wait_for_leftover_tasks(request.label)
+        if died is None:
+            died = self._put_back(request.label)
         with self._lock:
             self.draining = None
             self.idle_since = time.time()
@@ -434,6 +439,20 @@ class Engine:
             if current.get(key) != value:
                 with contextlib.suppress(Exception):
                     spark.conf.set(key, value)
+
+    def _put_back(self, label: str) -> str | None:
+        """The process as the run found it (framework.warm.process_state); why the engine cannot
+        go on when the run changed what cannot be put back."""
+        if self._process is None:
+            return None
+        try:
+            kept = self._process.restore(self.spark)
+        except Exception as e:  # noqa: BLE001 - py4j: the JVM is gone
+            return self._jvm_gone() or f"it could not put back what {label} changed ({type(e).__name__}: {e})"
+        if kept:
+            print(f"{label} changed {', '.join(kept)}, which no run may leave for the next: the engine ends", flush=True)
+            return f"{label} changed {', '.join(kept)}"
+        return None
 
     # -- the socket ------------------------------------------------------------------------
 
