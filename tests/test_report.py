@@ -181,6 +181,24 @@ def test_a_var_the_pipeline_has_not_is_bad_input_not_a_page_without_its_graph(ra
     assert not page.exists()
 
 
+def test_out_never_replaces_a_table_file_or_a_file_of_another_kind(ran, tmp_path: Path):
+    """A report written over a table's commit file made the table unreadable; over a pipeline, the
+    pipeline was gone. Both exit 0 before."""
+    project, run_id = ran
+    commit = project / "warehouse" / "slow" / "_delta_log" / "00000000000000000000.json"
+    pipeline = project / "pipelines" / "calls.yaml"
+    kept = {path: path.read_bytes() for path in (commit, pipeline)}
+    for path, said in ((commit, "is inside the warehouse"), (pipeline, "is a file of another kind")):
+        code, _, err = tributary(project, "report", "--run", run_id, "--out", str(path))
+        assert code == 2 and said in err, err
+        assert path.read_bytes() == kept[path]
+    assert len(delta_rows(project / "warehouse" / "slow")) > 0
+    page = tmp_path / "again.html"  # a report is replaced by the next
+    for _ in range(2):
+        code, _, err = tributary(project, "report", "--run", run_id, "--out", str(page))
+        assert code == 0, err
+
+
 def test_no_runs_yet_exits_2_with_a_hint(tmp_path: Path):
     code, _, err = tributary(new_project(tmp_path), "report")
     assert code == 2 and "no runs yet" in err and "run a pipeline first" in err

@@ -161,23 +161,24 @@ def graph(
 
         if all_pipelines == (pipeline is not None):
             raise BadInput(Problem("graph draws one pipeline or, with --all, the project's: give one of them"))
+        about = context(None, profile, var) if all_pipelines else context(pipeline, profile, var, select)
         if all_pipelines:
             from framework.schedule.lineage import lineage
 
-            drawn = lineage(context(None, profile, var))
+            drawn = lineage(about)
             name, description = "pipelines", "The project's pipelines and the tables between them."
         else:
-            compiled = context(pipeline, profile, var, select).compiled
+            compiled = about.compiled
             drawn, name, description = compiled.graph, compiled.name, compiled.spec.description  # type: ignore[assignment]
         if not svg and not html:
             term.out.print(drawn.to_mermaid(), end="", markup=False)
             return
         picture = drawn.to_svg()
         if svg is not None:
-            write_file(svg, picture, "--svg")
+            write_file(svg, picture, "--svg", about.warehouse())
             say(svg)
         if html is not None:
-            write_file(html, graph_page(name, description, picture), "--html")
+            write_file(html, graph_page(name, description, picture), "--html", about.warehouse())
             say(html)
 
     guard(debug, body)

@@ -21,6 +21,7 @@ from rich.console import Console
 from framework.errors import BadInput, Problem, TributaryError, interrupted_line
 
 if TYPE_CHECKING:
+    from framework.io.locations import Warehouse
     from framework.project_context import ProjectContext
 
 T = TypeVar("T")
@@ -247,9 +248,12 @@ def written(path: Path) -> None:
     say(path)
 
 
-def write_file(path: Path, text: str, option: str) -> None:
-    """Write a file the user named with `option` (--svg, --out): into a folder that exists (a
-    mistyped folder is not made), never over a folder; a problem is bad input naming the option."""
+def write_file(path: Path, text: str, option: str, warehouse: Warehouse | None = None) -> None:
+    """Write a file the user named with `option` (--svg, --out, --html): into a folder that exists
+    (a mistyped folder is not made), never over a folder, never inside the warehouse (a report
+    written over a table's commit file made the table unreadable), and over an existing file only
+    when it is of the kind written here (`text`'s first line: `--out pipelines/x.yaml` replaced
+    the pipeline). A problem is bad input naming the option."""
     problem = None
     try:
         if not str(path) or path.name in ("", ".", ".."):
@@ -258,9 +262,20 @@ def write_file(path: Path, text: str, option: str) -> None:
             problem = "is a folder"
         elif not path.parent.is_dir():
             problem = f"is in a folder that does not exist ({path.parent})"
+        elif warehouse is not None and warehouse.is_local() and path.resolve().is_relative_to(Path(warehouse.root).resolve()):
+            problem = f"is inside the warehouse ({warehouse.root}), where only Tributary's tables and run log go"
+        elif path.exists() and not _same_kind(path, text):
+            problem = "is a file of another kind: only a file of the kind written here is replaced"
         else:
             path.write_text(text, encoding="utf-8")
             return
     except OSError as e:  # a name too long for the file system, a folder it may not write
         problem = f"cannot be written: {e.strerror}"
-    raise BadInput(Problem(f"{option} {path} {problem}", hint=f"give {option} the path of a file, in a folder that exists"))
+    raise BadInput(Problem(f"{option} {path} {problem}", hint=f"give {option} the path of a new file, in a folder that exists"))
+
+
+def _same_kind(path: Path, text: str) -> bool:
+    """The file begins as `text` does (its first line: `<!doctype html>`, `<svg ...`, `<?xml ...`)."""
+    first = text.lstrip()[:14].lower()
+    with path.open("rb") as handle:
+        return handle.read(64).decode("utf-8", "replace").lstrip().lower().startswith(first)

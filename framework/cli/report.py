@@ -38,7 +38,7 @@ def report(
         path = out_file or about.project.root / "reports" / f"{found.pipeline}-{found.run_id}.html"
         if out_file is None:
             path.parent.mkdir(parents=True, exist_ok=True)  # the default folder, made once
-        write_file(path, render_html(found), "--out")
+        write_file(path, render_html(found), "--out", about.warehouse())
         if found.chosen:  # no --run: which run, and why that one (on stderr: stdout is the file alone)
             note(f"{found.pipeline}: {found.chosen}")
         say(path)
