@@ -45,12 +45,13 @@ def enabled() -> bool:
 def jar() -> Path | None:
     """The compiled jar, built now if this source and Spark version have none yet; None when it
     cannot be built (no javac, or a compile error, which is logged)."""
-    return find_or_build((SOURCES / "build", Path(tempfile.gettempdir()) / "tributary-jvm"), shutil.which("javac"))
+    return find_or_build((SOURCES / "build", Path(tempfile.gettempdir()) / f"tributary-jvm-{os.getuid()}"), shutil.which("javac"))
 
 
 def find_or_build(folders: tuple[Path, ...], javac: str | None) -> Path | None:
     """The jar of this source and Spark version in the first folder that has it, else built into
-    the first writable folder."""
+    the first writable folder. A jar is taken only from a folder nobody else could have put it in
+    (`_safe`): it runs inside Spark's JVM, and the shared temporary folder is everyone's."""
     import pyspark
 
     digest = hashlib.sha256(pyspark.__version__.encode())
@@ -58,14 +59,16 @@ def find_or_build(folders: tuple[Path, ...], javac: str | None) -> Path | None:
         digest.update(source.read_bytes())
     name = f"tributary-jvm-{digest.hexdigest()[:12]}.jar"
     for folder in folders:
-        if (folder / name).is_file():
+        if (folder / name).is_file() and _safe(folder) and _safe(folder / name):
             return folder / name
     if javac is None:
         log.warning("javac not found: SWA folds in pandas (install a JDK for the faster JVM fold)")
         return None
     for folder in folders:
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not _safe(folder):
+                continue
             return _build(javac, folder / name, Path(pyspark.__file__).parent / "jars")
         except PermissionError:
             continue
@@ -73,6 +76,15 @@ def find_or_build(folders: tuple[Path, ...], javac: str | None) -> Path | None:
             log.warning("could not compile %s: %s", SOURCES, e.stderr.strip())
             return None
     return None
+
+
+def _safe(path: Path) -> bool:
+    """Owned by this user or by root, and writable by nobody else."""
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    return info.st_uid in (os.getuid(), 0) and not info.st_mode & 0o022
 
 
 def _build(javac: str, target: Path, spark_jars: Path) -> Path:
