@@ -62,7 +62,8 @@ class UnreadableTable(BadInput):
         super().__init__(
             Problem(
                 f"the Delta table at {location} cannot be read: {said}",
-                hint="its _delta_log is damaged or was written by a newer Delta version; restore the folder from a backup",
+                hint="its _delta_log, or a data file the log names, is damaged or missing, or a newer Delta version "
+                "wrote it; restore the folder from a backup (or rebuild it: `tributary run <pipeline> --full-refresh`)",
             )
         )
 

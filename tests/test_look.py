@@ -474,3 +474,24 @@ def test_the_quarantine_reads_per_run_without_a_hand_written_filter(cli, warehou
     assert "0 rows" in out and "runs with rows here: 20261102T090000-bbbbbb, 20261102T080000-aaaaaa" in out
     code, _, err = cli("show", "service_stats", "--run", "20261102T080000-aaaaaa")
     assert code == 2 and "--run" in err and "tributary history service_stats" in err
+
+
+def test_a_table_with_a_missing_or_damaged_data_file_is_bad_input_not_a_crash(cli, warehouse):
+    table = warehouse / "service_stats"
+    files = sorted(table.glob("*.parquet"))
+    current = [f for f in files if f.name in DeltaTable(str(table)).file_uris()[0]] or files
+    current[0].write_bytes(current[0].read_bytes()[:100])  # truncated
+    for args in (("show", "service_stats"), ("query", "select count(*) from service_stats")):
+        code, out, err = cli(*args)
+        assert code == 2, (args, out, err)
+        assert "cannot be read" in err and "Traceback" not in err + out
+    current[0].unlink()  # gone
+    code, out, err = cli("show", "service_stats")
+    assert code == 2 and "cannot be read" in err, err
+
+
+def test_a_query_nested_too_deeply_is_bad_input(cli, warehouse):
+    code, out, err = cli("query", "select " + "(" * 300 + "1" + ")" * 300 + " as x")
+    assert code == 2 and "nests too deeply" in err and "Traceback" not in err, err
+    code, out, err = cli("show", "service_stats", "--where", "(" * 3000 + "calls > 0" + ")" * 3000)
+    assert code == 2 and "max_expression_depth" not in err and "nest it less deeply" in err, err

@@ -77,17 +77,18 @@ def show_here(
     ref = catalog.resolve(name)
     table = delta_tables.open_table(ref, catalog.profile.storage_options, version, timestamp)
     title = f"{name} · {ref.about} · {delta_tables.describe_version(table)}"
-    if run is not None or latest:
-        found = per_run.run_rows(ref, table, run, latest, limit)
-        title += f" · {'the latest ' if latest else ''}run {found.run_id}" if found.run_id else " · no run has rows here"
-        if not found.total and found.other_runs:
-            title += f" · runs with rows here: {', '.join(found.other_runs)}"
-        return Rows(title, found.rows.slice(0, limit), found.rows.num_rows > limit, found.total, ref.location)
-    if where is not None:
-        answer = filter_rows(delta_tables.dataset(table, ref.location), where, limit, timeout_s, on_start)
-        return Rows(f"{title} · where {where}", answer.rows, answer.more, None, ref.location)
-    rows = delta_tables.rows(table, ref.location, limit + 1)
-    total = delta_tables.row_count(table)
+    with delta_tables.reading(lambda: ref.location):  # a data file missing or damaged: bad input
+        if run is not None or latest:
+            found = per_run.run_rows(ref, table, run, latest, limit)
+            title += f" · {'the latest ' if latest else ''}run {found.run_id}" if found.run_id else " · no run has rows here"
+            if not found.total and found.other_runs:
+                title += f" · runs with rows here: {', '.join(found.other_runs)}"
+            return Rows(title, found.rows.slice(0, limit), found.rows.num_rows > limit, found.total, ref.location)
+        if where is not None:
+            answer = filter_rows(delta_tables.dataset(table, ref.location), where, limit, timeout_s, on_start)
+            return Rows(f"{title} · where {where}", answer.rows, answer.more, None, ref.location)
+        rows = delta_tables.rows(table, ref.location, limit + 1)
+        total = delta_tables.row_count(table)
     return Rows(title, rows.slice(0, limit), rows.num_rows > limit, total, ref.location)
 
 
@@ -131,7 +132,8 @@ def query_here(
         opened.append(ref)
         return delta_tables.dataset(delta_tables.open_table(ref, catalog.profile.storage_options), ref.location)
 
-    answer = run_query(sql, limit, open_table, timeout_s, on_start)
+    with delta_tables.reading(lambda: ", ".join(r.location for r in opened) or "?"):
+        answer = run_query(sql, limit, open_table, timeout_s, on_start)
     tables = ", ".join(f"{r.name} ({r.about})" for r in opened) or "no tables"
     return Rows(f"query over {tables}", answer.rows, answer.more)
 

@@ -16,7 +16,9 @@ Tributary run id is its commit metadata `tributary.run_id` (delta-rs) or `userMe
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,6 +99,18 @@ def parse_timestamp(text: str) -> datetime:
             Problem(f"--timestamp '{text}' is not a date or time", hint="write ISO 8601, e.g. 2026-11-02 or 2026-11-02T08:00:00Z")
         ) from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+@contextlib.contextmanager
+def reading(location: Callable[[], str]) -> Iterator[None]:
+    """Reading a table's data files: one its log names but that is missing or damaged is bad
+    input naming the table (`location()`: its place, asked when it happens), not a crash."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except (OSError, pa.ArrowException) as e:  # ArrowInvalid: a truncated file; OSError: a missing one
+        raise UnreadableTable(location(), e) from None
 
 
 def rows(table: DeltaTable, location: str, limit: int | None = None) -> pa.Table:

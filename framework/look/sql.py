@@ -141,7 +141,7 @@ class Sandbox:
         try:
             statements = self.connection.extract_statements(sql)
         except duckdb.Error as e:
-            raise BadInput(Problem(f"{what}: {_message(e)}")) from None
+            raise BadInput(Problem(f"{what}: {_message(e)}", hint=_hint(e))) from None
         if len(statements) != 1:
             raise BadInput(Problem(f"{what} holds {len(statements)} statements", hint="give one SELECT"))
         statement = statements[0]
@@ -162,6 +162,8 @@ def referenced_tables(sql: str) -> list[tuple[str, ...]]:
         trees = [t for t in sqlglot.parse(sql, dialect="duckdb") if t is not None]
     except sqlglot.errors.SqlglotError:
         return []
+    except RecursionError:  # sqlglot reads nested parentheses recursively
+        raise BadInput(Problem("the query nests too deeply to be read", hint=DEPTH_HINT)) from None
     found: list[tuple[str, ...]] = []
     for tree in trees:
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
@@ -206,9 +208,14 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+DEPTH_HINT = "nest it less deeply: a few dozen levels of parentheses at most"
+
+
 def _message(error: BaseException) -> str:
-    """DuckDB's message without its class prefix, keeping the LINE/caret lines that point at the spot."""
+    """DuckDB's message without its class prefix, keeping the LINE/caret lines that point at the
+    spot, and without advice this sandbox refuses (SET max_expression_depth)."""
     lines = [line.rstrip() for line in str(error).strip().splitlines() if line.strip()]
+    lines = [line.split(' Use "SET max_expression_depth')[0] for line in lines]
     return "\n  ".join(lines) if lines else type(error).__name__
 
 
@@ -217,6 +224,8 @@ def _hint(error: BaseException) -> str | None:
 
     if isinstance(error, duckdb.PermissionException):
         return "queries here read the named tables only: no files, no extensions"
+    if "max_expression_depth" in str(error):
+        return DEPTH_HINT
     if isinstance(error, duckdb.CatalogException) and "Table with name" in str(error):
         return "name an output (e.g. service_stats or pipeline.output), a Tributary table (quality, quarantine) or a Delta folder in quotes"
     return None
