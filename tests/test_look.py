@@ -495,3 +495,17 @@ def test_a_query_nested_too_deeply_is_bad_input(cli, warehouse):
     assert code == 2 and "nests too deeply" in err and "Traceback" not in err, err
     code, out, err = cli("show", "service_stats", "--where", "(" * 3000 + "calls > 0" + ")" * 3000)
     assert code == 2 and "max_expression_depth" not in err and "nest it less deeply" in err, err
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(warehouse):
+    """`tributary query ... | head` exited 1, the code of a failed run."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "framework", "query", "select range as n from range(20000)", "--limit", "20000"]
+    reading = subprocess.Popen(command, cwd=warehouse.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert reading.stdout is not None and reading.stdout.readline().startswith(b"query over no tables")
+    reading.stdout.close()  # as `head -1` does
+    _, err = reading.communicate(timeout=120)
+    assert reading.returncode == 141, err
+    assert b"Traceback" not in err and b"run failed" not in err and b"Exception ignored" not in err, err

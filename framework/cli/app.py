@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import sys
 from typing import Any
 
 import typer
@@ -119,7 +120,17 @@ def tributary() -> None:
 
 def main() -> None:
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
-    app()
+    try:
+        app()
+    except SystemExit:
+        try:  # what is still buffered for a reader that went away (`| head`) fails here, at exit
+            sys.stdout.flush()
+        except BrokenPipeError:
+            from framework.cli.common import READER_GONE, reader_gone
+
+            reader_gone()
+            raise SystemExit(READER_GONE) from None
+        raise
 
 
 def _reflow_help(typer_app: typer.Typer) -> None:

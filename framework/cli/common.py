@@ -9,6 +9,7 @@ hold brackets or control characters, and neither may turn into terminal markup.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
 from collections.abc import Callable
@@ -27,6 +28,15 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader went away (`| head`): rich exits 1, a failed run's code; this ends as a
+        process SIGPIPE ends (framework.cli.common.READER_GONE)."""
+        self.quiet = True
+        reader_gone()
+        raise SystemExit(READER_GONE)
+
+
 class Terminal:
     """The consoles commands print on. The warm engine swaps them for its client's while it runs a
     command line (framework.cli.engine), so commands look them up here at each print."""
@@ -34,8 +44,8 @@ class Terminal:
     def __init__(self) -> None:
         # Off a terminal (CI logs, pipes) tables get room instead of 80 columns. No emoji codes:
         # a location at line 100 (`file.yaml:100:11`) would print as `file.yaml💯11`.
-        self.out = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 160)
-        self.err = Console(stderr=True, highlight=False, emoji=False, width=None if sys.stderr.isatty() else 160)
+        self.out: Console = _Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 160)
+        self.err: Console = Console(stderr=True, highlight=False, emoji=False, width=None if sys.stderr.isatty() else 160)
 
 
 term = Terminal()
@@ -170,6 +180,9 @@ def guard(debug: bool, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise typer.Exit(130) from None
     except typer.Exit:
         raise
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as a process SIGPIPE ends
+        reader_gone()
+        raise typer.Exit(READER_GONE) from None
     except Exception as e:  # noqa: BLE001 - the last line of defence
         if debug:
             err.print(shown(traceback.format_exc()), markup=False, highlight=False)
@@ -180,6 +193,20 @@ def guard(debug: bool, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
                 f"{type(e).__name__}: {shown(first)}\n  (run again with --debug for the traceback)", markup=False, soft_wrap=True
             )
         raise typer.Exit(1) from None
+
+
+#: the exit code of a command whose output's reader went away: 128 + SIGPIPE, as the shell says it
+READER_GONE = 141
+
+
+def reader_gone() -> None:
+    """Standard output's reader went away: what is still buffered for it goes nowhere (Python
+    would otherwise fail once more flushing it at exit)."""
+    import os
+
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def guard_spark(debug: bool, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
