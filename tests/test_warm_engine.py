@@ -598,6 +598,22 @@ def test_a_run_leaves_the_engines_process_as_it_found_it_or_the_engine_ends(shar
     assert {r["label"] for r in _table(looker, "look_out", "id")} == {"third"}
 
 
+def test_a_client_that_says_nothing_does_not_hold_the_engine_up(shared):
+    """The engine greeted one connection at a time, each with 10 s to speak: a silent one made
+    `engine status` say no engine ran and held every run back."""
+    import socket
+
+    [engine] = shared.engines()
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.connect(engine["socket"])
+    try:
+        began = time.monotonic()
+        [status] = shared.engines()
+        assert status["pid"] == engine["pid"] and time.monotonic() - began < 3
+    finally:
+        silent.close()
+
+
 SLOW_DAILY = """\
 name: slow_daily
 schedule: {cron: "0 0 * * *", timezone: UTC}

@@ -477,11 +477,16 @@ class Engine:
                 conn, _ = self._listener.accept()
             except OSError:
                 return
-            try:
-                self._greet(conn)
-            except Exception:  # noqa: BLE001 - one bad client must not stop the engine
-                traceback.print_exc()
-                conn.close()
+            # each its own thread: a client that connects and says nothing (suspended with Ctrl-Z)
+            # held the engine's only door for the 10 s of its greeting
+            threading.Thread(target=self._greet_safely, args=(conn,), name="tributary-engine-greet", daemon=True).start()
+
+    def _greet_safely(self, conn: socket.socket) -> None:
+        try:
+            self._greet(conn)
+        except Exception:  # noqa: BLE001 - one bad client must not stop the engine
+            traceback.print_exc()
+            conn.close()
 
     def _greet(self, conn: socket.socket) -> None:
         if not _same_user(conn):
