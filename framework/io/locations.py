@@ -108,7 +108,7 @@ def output_location(project: Project, warehouse: Warehouse, output: str, spec: A
         if real is not None:
             raise BadInput(
                 Problem(
-                    f"output '{output}' would write {table}, which a symbolic link takes to {real}, "
+                    f"output '{output}' is the table {table}, which a symbolic link takes to {real}, "
                     f"outside the warehouse ({warehouse.root})",
                     hint=_LINK_HINT + "; to write outside the warehouse on purpose, use path: under the profile's external_roots",
                 )
