@@ -521,6 +521,9 @@ if _spark is not None:
 
 @udf(returns="int")
 def same(id):
+    import json
+
+    json.tributary_left = "meddler"  # in the Python worker
     return id
 """
 
@@ -537,7 +540,10 @@ HADOOP = "-" if _spark is None else str(_spark.sparkContext._jsc.hadoopConfigura
 def left_here(id):
     from pyspark import TaskContext
 
-    return id.map(lambda _: f"{HADOOP}|{TaskContext.get().getLocalProperty('tributary.test.left')}")
+    import json
+
+    job = TaskContext.get().getLocalProperty("tributary.test.left")
+    return id.map(lambda _: f"{HADOOP}|{job}|{getattr(json, 'tributary_left', None)}")
 """
 
 
@@ -561,7 +567,7 @@ def test_a_run_leaves_the_engines_process_as_it_found_it_or_the_engine_ends(shar
     done = shared("run", "look", cwd=looker)
     assert done.returncode == 0, done.stderr
     before = _table(looker, "look_out", "id")
-    assert {(r["left_behind"], r["prop"]) for r in before} == {("None|None", "null")}
+    assert {(r["left_behind"], r["prop"]) for r in before} == {("None|None|None", "null")}
 
     client = subprocess.Popen(
         [sys.executable, "-m", "framework", "run", "look", "--var", "label=second"],

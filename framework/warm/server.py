@@ -150,6 +150,11 @@ class WarmUp:
     raised: bool = False
 
 
+#: The client folders one engine serves: each has Python workers of its own, which Spark keeps
+#: for the JVM's life; past this many the engine ends after the run, and the next starts afresh.
+WORKER_POOLS = 8
+
+
 class Engine:
     def __init__(
         self,
@@ -176,6 +181,7 @@ class Engine:
         self._catalog = catalog_objects(spark)  # what the shared catalog holds between runs
         self.session: RunSession | None = None  # the run's, while it runs
         self._process: ProcessState | None = None  # taken when serving begins (its signal handlers)
+        self._worker_folders: set[str] = set()  # each has a pool of Python workers (framework.warm.isolation)
         self.draining: str | None = None  # a run whose cancelled tasks may still run
         self.jvm_stuck = False  # a task would not stop: the JVM is ended with the engine
         self._listener: socket.socket | None = None
@@ -229,7 +235,8 @@ class Engine:
         code, died = 1, None
         try:
             try:
-                self.session = RunSession(self.spark, self._catalog)
+                self.session = RunSession(self.spark, self._catalog, request.cwd)
+                self._worker_folders.add(request.cwd)
                 code = self._run(request)
             finally:
                 with self._lock:
@@ -260,6 +267,8 @@ class Engine:
             died = self._wait_for_leftover_tasks(request.label)
         if died is None:
             died = self._put_back(request.label)
+        if died is None and len(self._worker_folders) >= WORKER_POOLS:  # each keeps its Python workers
+            died = f"it ran commands from {len(self._worker_folders)} folders, each with Python workers of its own"
         with self._lock:
             self.draining = None
             self.idle_since = time.time()
