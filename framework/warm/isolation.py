@@ -24,7 +24,6 @@ from typing import Any
 
 from framework.functions import loader
 
-
 #: The client's folder, as a variable of the run's Python workers. Spark keeps one pool of Python
 #: workers per set of worker environment variables, so each client folder (each project) gets
 #: workers of its own: what a project's udf changed in a worker's modules (`json`, pandas'
