@@ -122,6 +122,28 @@ def test_an_edited_udf_is_another_run_for_the_pipelines_that_call_it(spark, cli,
     assert code == 0 and "unchanged, already written by run" in out, out
 
 
+def test_an_edited_module_in_a_udfs_subfolder_is_another_run_too(spark, cli, project):
+    """Only udfs/*.py counted: a constant edited in udfs/lib/factor.py gave 'skipped: unchanged'
+    and kept the old results."""
+    write(project / "udfs" / "lib" / "__init__.py", "")
+    write(project / "udfs" / "lib" / "factor.py", "FACTOR = 0.1\n")
+    write(
+        project / "udfs" / "scale.py",
+        "from framework.functions import udf\nfrom udfs.lib.factor import FACTOR\n\n\n"
+        "@udf(returns='double')\ndef scaled(x):\n    return x * FACTOR\n",
+    )
+    write(project / "pipelines" / "calls_log.yaml", APPEND.replace("response_ms, ts", "scaled(response_ms) as scaled, ts"))
+    write(project / "incoming" / "a.json", _lines(_calls(3, start=1)))
+    table = project / "warehouse" / "slow"
+    assert cli("run", "calls_log", "--full-refresh", "--yes")[0] == 0
+    assert sorted(r["scaled"] for r in delta_rows(table)) == [1.0, 2.0, 3.0]
+
+    write(project / "udfs" / "lib" / "factor.py", "FACTOR = 0.5\n")
+    code, out, err = cli("run", "calls_log", "--full-refresh", "--yes")
+    assert code == 0, out + err
+    assert sorted(r["scaled"] for r in delta_rows(table)) == [5.0, 10.0, 15.0]
+
+
 def test_an_identical_rerun_commits_nothing_anywhere(spark, cli, project):
     """Overwrite outputs and the quarantine too: the same inputs, spec and vars again write no
     new Delta version, and the summary names the run whose commit holds the rows."""

@@ -35,6 +35,7 @@ from framework.engine.frames import Frames
 from framework.engine.results import OutputResult, OutputStatus, Progress
 from framework.engine.task_progress import task_progress
 from framework.errors import BadInput, Problem, RunFailed
+from framework.functions.loader import udfs_files
 from framework.io import staging as staging_files
 from framework.io.delta.base import Slice, WriteMode
 from framework.io.locations import QUARANTINE_TABLE, is_uri
@@ -293,8 +294,9 @@ def udfs_code(compiled: CompiledPipeline) -> str | None:
     if not (called or grouped):
         return None
     digest = hashlib.sha256()
-    for file in sorted(compiled.project.udfs_dir.glob("*.py")):  # one module may import another
-        digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    folder = compiled.project.udfs_dir
+    for file in udfs_files(folder):  # one module may import another, also from a subfolder
+        digest.update(file.relative_to(folder).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
     return digest.hexdigest()[:20]
 
 

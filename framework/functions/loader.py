@@ -74,12 +74,19 @@ def forget() -> None:
     _loaded.clear()
 
 
+def udfs_files(folder: Path) -> list[Path]:
+    """Every module of udfs/, in its subfolders too (a module imports `udfs.lib.x`), sorted."""
+    if not folder.is_dir():
+        return []
+    return sorted(f for f in folder.rglob("*.py") if "__pycache__" not in f.relative_to(folder).parts)
+
+
 def load_functions(project: Project) -> Functions:
     folder = project.udfs_dir
     files = sorted(folder.glob("*.py")) if folder.is_dir() else []
     if not files:
         return NONE
-    stamp = tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+    stamp = tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in udfs_files(folder))
     cached = _loaded.get(folder.resolve())
     if cached is not None and cached[0] == stamp and all(m in sys.modules for m in cached[1].modules):
         return cached[1]
@@ -107,7 +114,8 @@ def _import(project: Project, folder: Path, files: list[Path]) -> Functions:
     package.__package__ = PACKAGE
     sys.modules[PACKAGE] = package
     importlib.invalidate_caches()
-    sys.path_importer_cache[str(folder)] = importlib.machinery.FileFinder(str(folder), (_FromSource, [".py"]))
+    for place in [folder, *(f.parent for f in udfs_files(folder))]:  # subpackages compile from source too
+        sys.path_importer_cache[str(place)] = importlib.machinery.FileFinder(str(place), (_FromSource, [".py"]))
     problems: list[Problem] = []
     with collecting() as collected, _signal_handlers_kept():
         for file in files:
