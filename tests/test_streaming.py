@@ -282,6 +282,33 @@ def test_a_changed_stateful_query_or_source_is_refused_until_the_stream_starts_o
     assert code == 0, out + err
 
 
+
+def test_a_changed_window_step_is_refused_until_the_stream_starts_over(spark, cli, project):
+    """SWA holds each key's tuples of the windows still open between micro-batches: with `size`
+    changed from 3 to 4 the held tuples went on into size-4 windows after size-3 ones were
+    emitted (exit 0), windows no run of either size makes. `partitions:` may change (rescale)."""
+    for path, text in _batch_files(5, files=2, rows=5):
+        write(project / path, text)
+    swa = STREAM.format(mode="streaming", per_trigger=1).replace(
+        "outputs:\n",
+        "  sessions:\n    swa:\n      input: both\n      key: [user]\n      event_time: ts\n      size: 3\n"
+        "      timeout: 10m\n      aggregates: {total_ms: sum(ms)}\noutputs:\n  sessions:\n    mode: append\n",
+    )
+    pipeline = project / "pipelines" / "clicks.yaml"
+    write(pipeline, swa)
+    code, out, err = cli("run", "clicks")
+    assert code == 0, out + err
+    write(pipeline, swa.replace("      size: 3\n", "      size: 3\n      partitions: 3\n"))
+    code, out, err = cli("run", "clicks")
+    assert code == 0, out + err
+
+    write(pipeline, swa.replace("size: 3", "size: 4"))
+    code, out, err = cli("run", "clicks")
+    assert code == 2, out + err
+    assert "step 'sessions' holds rows in this stream" in err and "--full-refresh" in err, err
+    code, out, err = cli("run", "clicks", "--full-refresh", "--yes")
+    assert code == 0, out + err
+
 def test_a_failed_stream_says_which_micro_batches_it_committed(spark, cli, project):
     """A micro-batch committed before a later one failed stays (exactly once, the next run goes on
     after it), but the summary and the run log said its output was not committed, 0 rows."""

@@ -15,7 +15,10 @@ the sources each output reads; a later run compares before any query starts, and
 bad input at the step or output, with the way out (`--full-refresh` starts the stream over; the
 outputs keep their history). A stateless step may change: its new query applies to the rows read
 from then on. Steps that run per micro-batch (swa, group, tumbling, count-window joins) carry
-state of their own, and check it themselves.
+state of their own, the rows of their windows or groups still open: their settings are pinned too
+(an SWA `size` changed from 3 to 4 went on with the held tuples into size-4 windows, after
+size-3 ones were emitted: windows no run of either size makes), all but `partitions:` (a stream
+may rescale) and `truth:` (only measured against).
 """
 
 from __future__ import annotations
@@ -27,11 +30,14 @@ from typing import TYPE_CHECKING, Any
 from framework.engine.source_pins import read_pins, write_pins
 from framework.errors import BadInput, Problem
 from framework.operators import kind_of
+from framework.operators.registry import Streaming
 
 if TYPE_CHECKING:
     from framework.engine.context import RunContext
 
 PINS_FILE = "_stateful_queries.json"
+#: settings of a per-micro-batch step that may change between runs of its stream
+FREE = ("partitions", "truth")
 HINT = (
     "a stream resumes only with the queries and sources its state was built with: run again with "
     "--full-refresh to start it over (the outputs keep their history), or give the step back its former definition"
@@ -49,15 +55,7 @@ def check_stateful_queries(run: RunContext) -> None:
     for step, definition in now["steps"].items():
         before = pinned.get("steps", {}).get(step)
         if before is not None and before != definition:
-            problems.append(
-                run.problem(
-                    f"step '{step}' keeps state in this stream (an aggregation, a join or DISTINCT), and its "
-                    "definition changed since the stream's checkpoints were written: Spark would carry on the state "
-                    "the former one built",
-                    ("steps", step),
-                    hint=HINT,
-                )
-            )
+            problems.append(run.problem(_changed(run, step), ("steps", step), hint=HINT))
     for output, sources in now["outputs"].items():
         before = pinned.get("outputs", {}).get(output)
         if before is not None and before != sources:
@@ -91,16 +89,32 @@ def pins(run: RunContext) -> dict[str, dict[str, Any]]:
     for name in graph.steps:
         step = steps[name]
         query = compiled.sql[name].text if name in compiled.sql else None
-        if kind_of(step).keeps_spark_state(step, query):
+        kind = kind_of(step)
+        if kind.keeps_spark_state(step, query):
             definition = (
                 " ".join(query.split()) if query is not None else json.dumps(step.model_dump(mode="json"), sort_keys=True)
             )
             found[name] = _digest(definition)
+        elif kind.streaming(step) is Streaming.PER_MICRO_BATCH:
+            settings = kind.settings(step).model_dump(mode="json")
+            found[name] = _digest(json.dumps({k: v for k, v in settings.items() if k not in FREE}, sort_keys=True))
     outputs = {
         output.name: sorted(node for node in graph.upstream(output.step) if graph.kinds[node] == "source")
         for output in run.plan.outputs
     }
     return {"steps": found, "outputs": outputs}
+
+
+def _changed(run: RunContext, step: str) -> str:
+    if kind_of(run.compiled.spec.steps[step]).streaming(run.compiled.spec.steps[step]) is Streaming.PER_MICRO_BATCH:
+        return (
+            f"step '{step}' holds rows in this stream (those of its windows or groups still open), and its settings "
+            "changed since the stream's state was written: the rows it holds were gathered under the former ones"
+        )
+    return (
+        f"step '{step}' keeps state in this stream (an aggregation, a join or DISTINCT), and its definition changed "
+        "since the stream's checkpoints were written: Spark would carry on the state the former one built"
+    )
 
 
 def _digest(text: str) -> str:
