@@ -282,7 +282,6 @@ def test_a_changed_stateful_query_or_source_is_refused_until_the_stream_starts_o
     assert code == 0, out + err
 
 
-
 def test_a_changed_window_step_is_refused_until_the_stream_starts_over(spark, cli, project):
     """SWA holds each key's tuples of the windows still open between micro-batches: with `size`
     changed from 3 to 4 the held tuples went on into size-4 windows after size-3 ones were
@@ -308,6 +307,7 @@ def test_a_changed_window_step_is_refused_until_the_stream_starts_over(spark, cl
     assert "step 'sessions' holds rows in this stream" in err and "--full-refresh" in err, err
     code, out, err = cli("run", "clicks", "--full-refresh", "--yes")
     assert code == 0, out + err
+
 
 def test_a_failed_stream_says_which_micro_batches_it_committed(spark, cli, project):
     """A micro-batch committed before a later one failed stays (exactly once, the next run goes on
