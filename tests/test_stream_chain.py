@@ -221,3 +221,20 @@ def test_trading_stream_gives_batchs_answer_when_a_requests_files_land_apart(spa
     streamed = _trading_best(project, "trading_best_stream")
     assert cli("run", "trading_correlation")[0] == 0
     assert streamed == _trading_best(project, "trading_best") and len(streamed) == 9
+
+
+def test_a_udf_that_raises_behind_a_chain_is_said_with_its_error(spark, cli, project: Path):
+    """A step reading a chained step runs in its own query: its udf's error reached the run as
+    'An exception was raised by the Python Proxy. Return Message: Traceback (most recent call
+    last):', the error itself only in the log file."""
+    ticks = project / "data/samples/ticks"
+    assert cli("generate", "ticks", "--requests", "2", "--ticks", "300", "--out", str(ticks))[0] == 0
+    trading = project / "udfs/trading.py"
+    text = trading.read_text()
+    assert "    return np.arctanh(correlation.clip(-0.999999, 0.999999))" in text
+    trading.write_text(
+        text.replace("    return np.arctanh(correlation.clip(-0.999999, 0.999999))", "    raise ValueError('fisher broke')")
+    )
+    code, out, err = cli("run", "trading_correlation_streaming")
+    assert code == 1, out + err
+    assert "ValueError: fisher broke" in err and "Python Proxy" not in err, err

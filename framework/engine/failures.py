@@ -58,20 +58,31 @@ def spark_message(error: BaseException) -> str:
     failure = _TASK_FAILURE.search(text) if _TASK_FAILURE is not None else None
     if failure:
         return failure.group(1).strip()
-    if "Traceback (most recent call last)" in text:  # Python code in a task: the error it raised
-        lines = [line for line in text.splitlines() if line.strip() and not line[0].isspace()]
-        raised = [line.strip() for line in lines if _RAISED.match(line)] or [
-            line.strip() for line in lines if not line.startswith("Traceback")
-        ]  # an exception of the analyst's own name
-        if raised:
-            name, _, said = raised[-1].partition(": ")
-            if name.startswith("pyspark.errors."):  # Spark's own error, met by a stream's sink (Python) as it wrote
-                return said.split(" SQLSTATE:")[0].strip()
-            return "Python code in a task failed: " + raised[-1]
+    raised = raised_in_python(text)
+    if raised is not None:
+        return raised
     if hasattr(error, "java_exception"):  # Py4JJavaError: "org.apache...Exception: message"
         text = text.split(": ", 1)[-1]
     first = text.splitlines()[0] if text else type(error).__name__
     return first.split(" SQLSTATE:")[0].strip()
+
+
+def raised_in_python(text: str) -> str | None:
+    """The error Python code raised, from a text that holds its traceback (a udf in a task, a
+    stream's sink), in one line; None when the text holds no traceback."""
+    if "Traceback (most recent call last)" not in text:
+        return None
+    lines = [line for line in text.splitlines() if line.strip() and not line[0].isspace()]
+    raised = [line.strip() for line in lines if _RAISED.match(line)] or [
+        line.strip() for line in lines if not line.startswith("Traceback") and "Traceback (most recent" not in line
+    ]  # an exception of the analyst's own name
+    if not raised:
+        return None
+    name, _, said = raised[-1].partition(": ")
+    if name.startswith("pyspark.errors."):  # Spark's own error, met by a stream's sink (Python) as it wrote
+        return said.split(" SQLSTATE:")[0].strip()
+    failure = _TASK_FAILURE.search(text) if _TASK_FAILURE is not None else None
+    return failure.group(1).strip() if failure else "Python code in a task failed: " + raised[-1]
 
 
 #: what a run says when Spark's JVM ran out of memory or died: one line, never py4j's traceback

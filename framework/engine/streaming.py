@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from framework.engine.chain_outputs import OUTPUT_SIDE as _OUTPUT_SIDE
 from framework.engine.chain_outputs import ChainFeedsOutputs
 from framework.engine.context import RunContext
+from framework.engine.failures import raised_in_python
 from framework.engine.frames import Frames, StreamReading, build_frames, missing_columns
 from framework.engine.output_checks import check_outputs
 from framework.engine.results import OutputResult, OutputStatus, Progress, StepStatus
@@ -827,7 +828,8 @@ def _settle(q: _Query, timeout_s: float = 300.0) -> None:
 def _raise_if_failed(q: _Query) -> None:
     error = q.query.exception()
     if error is not None:
-        message = str(getattr(error, "desc", error)).strip().splitlines()[0]
+        text = str(getattr(error, "desc", error)).strip()
+        message = raised_in_python(text) or text.splitlines()[0]  # a udf's error, not "raised by the Python Proxy"
         raise RunFailed(f"output '{q.name}': streaming query failed: {message}")
 
 
