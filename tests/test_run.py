@@ -144,6 +144,29 @@ def test_an_edited_module_in_a_udfs_subfolder_is_another_run_too(spark, cli, pro
     assert sorted(r["scaled"] for r in delta_rows(table)) == [5.0, 10.0, 15.0]
 
 
+
+def test_a_merge_output_back_to_an_earlier_definition_is_merged_again(spark, cli, project):
+    """A merge run whose commit a later merge overwrote was taken as still applied: the SQL changed
+    to count twice and back gave 'skipped: unchanged' and kept the doubled counts."""
+    table = project / "warehouse" / "daily_head_stats"
+    sql = project / "sql" / "daily_head_stats.sql"
+    original = sql.read_text()
+
+    def invocations() -> int:
+        return sum(r["invocations"] for r in delta_rows(table))
+
+    assert cli("run", "service_calls")[0] == 0
+    counted = invocations()
+    sql.write_text(original.replace("count(*)                        as invocations", "count(*) * 2 as invocations"))
+    assert cli("run", "service_calls")[0] == 0
+    assert invocations() == 2 * counted
+    sql.write_text(original)
+    code, out, err = cli("run", "service_calls")
+    assert code == 0, out + err
+    assert invocations() == counted
+    code, out, err = cli("run", "service_calls")  # identical to the run just before: nothing to merge
+    assert code == 0 and "unchanged, already written by run" in out, out
+
 def test_an_identical_rerun_commits_nothing_anywhere(spark, cli, project):
     """Overwrite outputs and the quarantine too: the same inputs, spec and vars again write no
     new Delta version, and the summary names the run whose commit holds the rows."""

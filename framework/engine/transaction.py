@@ -164,7 +164,8 @@ def _already_written(run: RunContext, result: OutputResult, sliced: bool = False
         prefix = f"tributary/{run.pipeline}/{result.name}/{run.compiled.interval.tag}-"  # type: ignore[union-attr]
         writer = run.store.written_by_slice(result.table, result.app_id, prefix)
     else:
-        writer = run.store.written_by(result.table, result.app_id, latest_only=result.mode == "overwrite")
+        # an append's rows stay in the table; an overwrite's and a merge's values only while no later commit replaced them
+        writer = run.store.written_by(result.table, result.app_id, latest_only=result.mode in ("overwrite", "merge"))
     if writer is None:
         return False
     result.status, result.version, result.written_by = OutputStatus.SKIPPED, result.previous_version, writer

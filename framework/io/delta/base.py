@@ -268,10 +268,10 @@ class DeltaStore(ABC):
         return [(c.app_id, c.run_id) for c in self.history(table, limit)]
 
     def written_by(self, table: str, app_id: str, latest_only: bool) -> str | None:
-        """The run whose commit carries `app_id`: the table's latest commit only (an overwrite is
-        current only while nothing came after it), or any commit that no RESTORE undid since (an
-        append or merge stays applied). None when there is none; "an identical run" when its run
-        id is not found."""
+        """The run whose commit carries `app_id`: the table's latest commit only (an overwrite's or
+        a merge's values are current only while nothing came after them), or any commit that no
+        RESTORE undid since (an append's rows stay). None when there is none; "an identical run"
+        when its run id is not found."""
         if latest_only:
             newest = self.commits(table, 1)
             return (newest[0][1] or "an identical run") if newest and newest[0][0] == app_id else None
