@@ -450,9 +450,12 @@ def _interval(loaded: LoadedPipeline, given: Interval | None) -> tuple[Interval 
 def _check_given_interval(loaded: LoadedPipeline, given: Interval) -> None:
     """An `--interval` a run would get wrong is refused: one that has not ended (what came so far
     would be committed as the interval, and the scheduler would not run it again), and, for a
-    scheduled pipeline whose source paths are rendered from the interval (files per interval),
-    one that is not exactly one of the schedule's intervals (the path names one interval's files,
-    so a run over two read the first one's alone and replaced both intervals' rows with them)."""
+    scheduled pipeline, one that does not begin and end where the schedule's intervals do (08:01 to
+    08:03 of a 2-minute schedule replaced half of two intervals' slices, and the run log took it
+    for neither: rows counted twice and lost, and no rerun repaired them), or, where a source's
+    path is rendered from the interval (files per interval), one that is not exactly one of the
+    schedule's intervals (the path names one interval's files, so a run over two read the first
+    one's alone and replaced both intervals' rows with them)."""
     if given.end > datetime.now(UTC):
         raise BadInput(
             Problem(
@@ -461,27 +464,27 @@ def _check_given_interval(loaded: LoadedPipeline, given: Interval) -> None:
             )
         )
     schedule = loaded.spec.schedule
+    if schedule is None:
+        return
+    cron = schedule.parsed()
+    aligned = all(cron.next_fire(at - timedelta(microseconds=1)) == at for at in (given.start, given.end))
+    inside = list(itertools.islice(cron.intervals(given.start, given.end), 3))
     by_path = [
         name
         for name, source in loaded.spec.sources.items()
         if isinstance(getattr(source, "path", None), str) and "interval_" in str(getattr(source, "path", ""))
     ]
-    if schedule is None or not by_path:
-        return
-    cron = schedule.parsed()
-    inside = list(itertools.islice(cron.intervals(given.start, given.end), 3))
-    if inside == [given]:
+    if inside == [given] or (aligned and not by_path):
         return
     begin, end = given.local()
-    count = (
-        f"{len(inside)}{'+' if len(inside) == 3 else ''} of the schedule's intervals"
-        if inside
-        else "none of the schedule's intervals"
-    )
+    if not aligned:
+        said = "does not begin and end where the schedule's intervals do: a run commits whole intervals"
+    else:
+        count = f"{len(inside)}{'+' if len(inside) == 3 else ''} of the schedule's intervals"
+        said = f"covers {count}, and source '{by_path[0]}' reads the files of one interval, named by its path from the interval"
     raise BadInput(
         Problem(
-            f"--interval {given.label()} covers {count} ('{schedule.cron}' in {schedule.timezone}), and source "
-            f"'{by_path[0]}' reads the files of one interval, named by its path from the interval",
+            f"--interval {given.label()} {said} ('{schedule.cron}' in {schedule.timezone})",
             hint=f"run each interval: tributary backfill {loaded.spec.name} --from {begin.isoformat()} --to {end.isoformat()}",
         )
     )

@@ -512,6 +512,10 @@ def test_an_interval_a_run_would_get_wrong_is_refused_before_it_runs(cli, projec
     # a path that does not read the interval reads every file, and SQL keeps the interval's rows
     code, _, err = cli("validate", "calls_per_interval", "--interval", "2026-11-02T08:00/2026-11-02T08:04")
     assert code == 0, err
+    # an interval across two of the schedule's replaced half of each one's slice, and the run log took it for neither
+    code, _, err = cli("run", "calls_per_interval", "--interval", "2026-11-02T08:01/2026-11-02T08:03")
+    assert code == 2 and "does not begin and end where the schedule's intervals do" in err, err
+    assert not (project / "warehouse" / "calls_per_interval").exists()
 
 
 def test_two_pipelines_writing_one_table_are_warned_about_at_validate(cli, project, demo):
