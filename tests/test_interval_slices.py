@@ -171,6 +171,26 @@ def test_a_templated_source_path_reads_only_its_intervals_file_and_waits_for_a_m
     assert "waiting for data/flights_daily/flights_2013-01-06.csv" in out + err, out + err
 
 
+def test_an_interval_folder_without_files_is_waited_for_not_committed_empty(spark, project, cli):
+    """A day's folder whose file was not there (yet, or any more) committed 0 rows: its slice was
+    emptied, and a new interval was done for good, its files never read when they landed."""
+    for day in DAYS[:2]:
+        folder = project / f"data/by_day/day={day.isoformat()}"
+        folder.mkdir(parents=True)
+        flights(project, day, 2).rename(folder / "part-0.csv")
+    write(project / "pipelines/flights.yaml", daily("flights", SLICED, path="data/by_day/day={{ interval_start.date() }}"))
+    assert cli("run", "flights", "--interval", day_interval(DAYS[0]))[0] == 0
+    assert rows_of(project) == {DAYS[0]: 2}
+
+    (project / f"data/by_day/day={DAYS[0].isoformat()}/part-0.csv").unlink()
+    code, out, err = cli("run", "flights", "--interval", day_interval(DAYS[0]))
+    assert code == 1 and "waiting for data/by_day/day=2013-01-01" in out + err, out + err
+    assert rows_of(project) == {DAYS[0]: 2}
+    (project / "data/by_day/day=2013-01-03").mkdir()  # made before its files land
+    code, out, err = cli("run", "flights", "--interval", day_interval(DAYS[2]))
+    assert code == 1 and "waiting for" in out + err, out + err
+
+
 def test_an_unrendered_template_in_a_spec_field_is_bad_input_at_its_line(spark, project, cli):
     write(project / "data/flights_daily/flights_2013-01-01.csv", "time_hour,carrier,dep_delay\n")
     write(

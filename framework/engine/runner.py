@@ -34,7 +34,7 @@ from framework.engine.lock import RunLock
 from framework.engine.results import OutputStatus, RunResult, RunStatus, new_run_id
 from framework.engine.streaming import KeptFrames, run_streaming
 from framework.engine.transaction import definition_key, run_key
-from framework.errors import BadInput, RunFailed, TributaryError
+from framework.errors import BadInput, Problem, RunFailed, TributaryError
 from framework.io.delta import DeltaStore, choose_store, local_store
 from framework.io.locations import (
     EVENTS_TABLE,
@@ -45,7 +45,7 @@ from framework.io.locations import (
     Warehouse,
     is_uri,
 )
-from framework.io.sources import check_source_exists
+from framework.io.sources import check_source_exists, holds_no_files
 from framework.plan import RunPlan, plan_for, plan_run
 from framework.profiles import Profile
 from framework.quality.results import record as record_quality
@@ -195,6 +195,8 @@ def check_inputs_exist(plan: RunPlan, profile: Profile, per_interval: tuple[str,
             continue
         try:
             check_source_exists(source.name, source.location, source.spec, store)
+            if source.name in per_interval and holds_no_files(source.location):  # the folder made, its files not yet
+                raise BadInput(Problem(f"source '{source.name}': no files at {source.location}"))
         except BadInput as e:
             if source.name in per_interval:
                 waiting.append(f"{getattr(source.spec, 'path', None) or source.location} (source '{source.name}')")

@@ -7,6 +7,7 @@ too large for its DOUBLE or FLOAT column (JSON's 1e400 would otherwise become In
 from __future__ import annotations
 
 import glob
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,21 @@ def source_location(project: Project, warehouse: Warehouse, spec: AnySource) -> 
 def missing_files(location: str) -> bool:
     """A local file source's path (a file, a folder or a glob) matches nothing; a URI is not looked at."""
     return not is_uri(location) and not glob.glob(location)
+
+
+def holds_no_files(location: str) -> bool:
+    """A local folder (or a glob's folders) with no data file under it: Spark skips names starting
+    with '.' or '_' (markers, checksums). A URI is not looked at."""
+    if is_uri(location):
+        return False
+    for match in glob.glob(location):
+        if os.path.isfile(match):
+            return False
+        for _, folders, files in os.walk(match):
+            folders[:] = [f for f in folders if not f.startswith((".", "_"))]
+            if any(not f.startswith((".", "_")) for f in files):
+                return False
+    return True
 
 
 def check_source_exists(name: str, location: str, spec: AnySource, store: DeltaStore) -> None:
