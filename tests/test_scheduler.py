@@ -584,3 +584,64 @@ def test_a_stale_source_fails_its_interval_until_fresh_data_comes_and_a_warning_
     assert any("fresh" in line and "warning: source calls: 18 h" in line for line in say), say
     report = gather_run(ProjectContext.load(start=project), run_id=ok.run_id)
     assert any("source calls was past warn_after before this run" in note for note in report.notes), report.notes
+
+
+TWO_TABLES = """\
+name: two_tables
+schedule: {cron: "0 * * * *", timezone: UTC, retries: 0}
+sources:
+  ev: {format: json, path: data/ev, schema: "ts TIMESTAMP, n INT"}
+steps:
+  totals:
+    sql: >
+      select {{ interval_start }} as hour, sum(n) as total from {{ source('ev') }}
+      where ts >= {{ interval_start }} and ts < {{ interval_end }}
+  counts:
+    sql: >
+      select {{ interval_start }} as hour, count(*) as events from {{ source('ev') }}
+      where ts >= {{ interval_start }} and ts < {{ interval_end }}
+outputs:
+  totals: {interval: {column: hour}}
+  counts: {interval: {column: hour}}
+"""
+
+
+def test_an_interval_whose_rerun_was_killed_between_its_commits_is_run_again(spark, cli, project):
+    """Killed between its two commits, a rerun left one table with the rerun's values and the
+    other with the run before's; `backfill` said the interval was committed (an earlier run of it
+    ended ok), and only a run of the pipeline would have undone the partial commit."""
+    from deltalake import CommitProperties, write_deltalake
+
+    from framework.engine.events import EventLog
+    from framework.engine.results import RunStatus
+    from framework.io.delta import local_store
+    from framework.spec.intervals import Interval
+
+    write(project / "data/ev/a.json", '{"ts": "2026-11-02T08:10:00Z", "n": 3}\n{"ts": "2026-11-02T08:20:00Z", "n": 4}\n')
+    write(project / "pipelines/two_tables.yaml", TWO_TABLES)
+    hour = ("--from", "2026-11-02T08:00", "--to", "2026-11-02T09:00")
+    assert cli("backfill", "two_tables", *hour)[0] == 0
+    totals, counts = project / "warehouse/totals", project / "warehouse/counts"
+    assert [r["total"] for r in delta_rows(totals)] == [7]
+
+    killed = "20261102T090500-killed"  # as a rerun killed after its first commit leaves things
+    interval = Interval(datetime(2026, 11, 2, 8, tzinfo=UTC), datetime(2026, 11, 2, 9, tzinfo=UTC), "UTC")
+    events = EventLog(local_store({}), str(project / "warehouse/_tributary/events"), killed, "two_tables")
+    details = {
+        "interval": interval.as_dict(),
+        "outputs": ["totals", "counts"],
+        "tables": {"totals": str(totals), "counts": str(counts)},
+    }
+    events.record("run_start", status=RunStatus.RUNNING, details=details)
+    events.flush()
+    rows = delta_rows(totals)
+    import pyarrow as pa
+
+    wrong = pa.table({"hour": [rows[0]["hour"]], "total": pa.array([70], pa.int64())})
+    write_deltalake(
+        str(totals), wrong, mode="overwrite", commit_properties=CommitProperties(custom_metadata={"tributary.run_id": killed})
+    )
+
+    code, out, err = cli("backfill", "two_tables", *hour)
+    assert code == 0, out + err
+    assert [r["total"] for r in delta_rows(totals)] == [7] and [r["events"] for r in delta_rows(counts)] == [2]

@@ -8,7 +8,9 @@ attempt number, outcome, exit code, and the time on the scheduler's clock when i
 An interval is *done* when a run of it ended ok, or when a run of it has no end in the log (its
 process was killed) but every table it planned holds its commit, not undone by a RESTORE: it
 was killed after committing, before logging its end. A run killed between its commits is not
-done; its next run undoes the partial commit (framework.engine.recovery) and commits it whole.
+done, and its interval is not done while that run is its last, even after an earlier run of it
+ended ok (the tables disagree): its next run undoes the partial commit
+(framework.engine.recovery) and commits it whole.
 No side file is kept, so nothing here can disagree with the tables.
 
 A streaming run has no interval: a scheduled one is filed under the fire it answered, from its
@@ -143,8 +145,19 @@ class RunLog:
             if key is not None:
                 found[key].runs.append(run)
         for slot in found.values():
-            slot.done = any(self.done(run, streaming) for run in slot.runs)
+            slot.done = any(self.done(run, streaming) for run in slot.runs) and not (
+                not streaming and self.half_committed(slot.last)
+            )
         return dict(found)
+
+    def half_committed(self, run: RunRecord) -> bool:
+        """A run killed between its commits: some of its tables hold its commit, others do not.
+        Its interval is not done, whatever ran before it: the tables disagree until a run of it
+        undoes the partial commit (framework.engine.recovery) and commits it whole."""
+        if run.status != RunStatus.INCOMPLETE or not run.tables:
+            return False
+        held = [self.store.holds_run(table, run.run_id) for table in run.tables.values()]
+        return any(held) and not all(held)
 
     def done(self, run: RunRecord, streaming: bool = False) -> bool:
         """Whether the run committed its interval (see the module's docstring)."""
