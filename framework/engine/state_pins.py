@@ -54,8 +54,23 @@ def check_stateful_queries(run: RunContext) -> None:
     problems: list[Problem] = []
     for step, definition in now["steps"].items():
         before = pinned.get("steps", {}).get(step)
-        if before is not None and before != definition:
-            problems.append(run.problem(_changed(run, step), ("steps", step), hint=HINT))
+        if before is None or before == definition:
+            continue
+        if isinstance(definition, dict) and isinstance(before, dict):  # a per-micro-batch step's settings
+            changed = sorted(k for k in definition.keys() | before.keys() if definition.get(k) != before.get(k))
+            said = ", ".join(f"{k}: {_short(before.get(k))} → {_short(definition.get(k))}" for k in changed)
+            message = (
+                f"step '{step}' holds rows in this stream (those of its windows or groups still open), and its settings "
+                f"changed since the stream's state was written ({said}): the rows it holds were gathered under the former ones"
+            )
+            kind = kind_of(run.compiled.spec.steps[step]).name
+            problems.append(run.problem(message, ("steps", step, kind, changed[0]), hint=HINT))
+        else:
+            message = (
+                f"step '{step}' keeps state in this stream (an aggregation, a join or DISTINCT), and its definition "
+                "changed since the stream's checkpoints were written: Spark would carry on the state the former one built"
+            )
+            problems.append(run.problem(message, ("steps", step), hint=HINT))
     for output, sources in now["outputs"].items():
         before = pinned.get("outputs", {}).get(output)
         if before is not None and before != sources:
@@ -82,10 +97,11 @@ def pin_stateful_queries(run: RunContext) -> None:
 
 
 def pins(run: RunContext) -> dict[str, dict[str, Any]]:
-    """{"steps": {step: digest of its definition}, "outputs": {output: [sources it reads]}}."""
+    """{"steps": {step: digest of its definition, or a per-micro-batch step's settings}, "outputs":
+    {output: [sources it reads]}}."""
     compiled = run.compiled
     graph, steps = compiled.graph, compiled.spec.steps
-    found: dict[str, str] = {}
+    found: dict[str, Any] = {}
     for name in graph.steps:
         step = steps[name]
         query = compiled.sql[name].text if name in compiled.sql else None
@@ -95,9 +111,9 @@ def pins(run: RunContext) -> dict[str, dict[str, Any]]:
                 " ".join(query.split()) if query is not None else json.dumps(step.model_dump(mode="json"), sort_keys=True)
             )
             found[name] = _digest(definition)
-        elif kind.streaming(step) is Streaming.PER_MICRO_BATCH:
+        elif kind.streaming(step) is Streaming.PER_MICRO_BATCH:  # its settings as they are: a change is named
             settings = kind.settings(step).model_dump(mode="json")
-            found[name] = _digest(json.dumps({k: v for k, v in settings.items() if k not in FREE}, sort_keys=True))
+            found[name] = {k: v for k, v in settings.items() if k not in FREE}
     outputs = {
         output.name: sorted(node for node in graph.upstream(output.step) if graph.kinds[node] == "source")
         for output in run.plan.outputs
@@ -105,16 +121,9 @@ def pins(run: RunContext) -> dict[str, dict[str, Any]]:
     return {"steps": found, "outputs": outputs}
 
 
-def _changed(run: RunContext, step: str) -> str:
-    if kind_of(run.compiled.spec.steps[step]).streaming(run.compiled.spec.steps[step]) is Streaming.PER_MICRO_BATCH:
-        return (
-            f"step '{step}' holds rows in this stream (those of its windows or groups still open), and its settings "
-            "changed since the stream's state was written: the rows it holds were gathered under the former ones"
-        )
-    return (
-        f"step '{step}' keeps state in this stream (an aggregation, a join or DISTINCT), and its definition changed "
-        "since the stream's checkpoints were written: Spark would carry on the state the former one built"
-    )
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _digest(text: str) -> str:
