@@ -466,6 +466,16 @@ def _check_given_interval(loaded: LoadedPipeline, given: Interval) -> None:
     schedule = loaded.spec.schedule
     if schedule is None:
         return
+    start, stop = schedule.start_at(), schedule.end_at()
+    if (start is not None and given.start < start) or (stop is not None and given.end > stop):
+        raise BadInput(
+            loaded.problem(
+                f"--interval {given.label()} lies outside the schedule's "
+                + ("start: and end:" if start is not None and stop is not None else "start:" if start is not None else "end:"),
+                ("schedule",),
+                hint="no interval of this pipeline starts before its schedule's start: or ends after its end:",
+            )
+        )
     cron = schedule.parsed()
     aligned = all(cron.next_fire(at - timedelta(microseconds=1)) == at for at in (given.start, given.end))
     inside = list(itertools.islice(cron.intervals(given.start, given.end), 3))

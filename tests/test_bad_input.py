@@ -515,6 +515,9 @@ def test_an_interval_a_run_would_get_wrong_is_refused_before_it_runs(cli, projec
     # an interval across two of the schedule's replaced half of each one's slice, and the run log took it for neither
     code, _, err = cli("run", "calls_per_interval", "--interval", "2026-11-02T08:01/2026-11-02T08:03")
     assert code == 2 and "does not begin and end where the schedule's intervals do" in err, err
+    # the schedule's start: and end: bound every interval, by hand too
+    code, _, err = cli("run", "calls_per_interval", "--interval", "2026-11-02T07:58/2026-11-02T08:00")
+    assert code == 2 and "outside the schedule's start: and end:" in err, err
     assert not (project / "warehouse" / "calls_per_interval").exists()
 
 

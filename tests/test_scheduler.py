@@ -221,6 +221,10 @@ def test_a_var_goes_to_the_scheduled_pipelines_that_have_it_and_one_none_has_run
     assert [s.last.outcome for s in log.slots("floored").values()] == [OK]
     assert sorted(r["response_ms"] for r in delta_rows(project / "warehouse" / "rows")) == [20, 20, 25, 25]
 
+    # a backfill keeps within the schedule's start: and end: (it ran the hours before and after)
+    code, out, err = cli("backfill", "plain", "--from", "2026-11-02T06:00", "--to", "2026-11-02T12:00")
+    assert code == 0 and "1 interval(s)" in out and "1 already committed, 0 to run" in out, out + err
+
 
 def test_a_minutely_schedule_kept_up_with_is_served_however_far_back_its_start(spark, project, cli):
     cron = Cron("* * * * *")

@@ -142,6 +142,8 @@ def _planned(
             )
         )
     cron = spec.schedule.parsed()
+    start, stop = spec.schedule.start_at(), spec.schedule.end_at()  # no interval before start: nor after end:
+    begin, end = max(begin, start) if start is not None else begin, min(end, stop) if stop is not None else end
     try:
         intervals = take(cron.intervals(begin, end), MAX_INTERVALS, f"{begin.isoformat()} … {end.isoformat()}")
     except ValueError as e:
@@ -149,7 +151,8 @@ def _planned(
     if not intervals:
         raise BadInput(
             Problem(
-                f"no interval of '{spec.schedule.cron}' ({spec.schedule.timezone}) lies within {begin.isoformat()} … {end.isoformat()}",
+                f"no interval of '{spec.schedule.cron}' ({spec.schedule.timezone}) lies within {begin.isoformat()} … {end.isoformat()}"
+                + (" (the range within the schedule's start: and end:)" if start is not None or stop is not None else ""),
                 hint="widen the range: --from and --to are the first interval's start and the last one's end",
             )
         )
