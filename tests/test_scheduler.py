@@ -649,3 +649,31 @@ def test_an_interval_whose_rerun_was_killed_between_its_commits_is_run_again(spa
     code, out, err = cli("backfill", "two_tables", *hour)
     assert code == 0, out + err
     assert [r["total"] for r in delta_rows(totals)] == [7] and [r["events"] for r in delta_rows(counts)] == [2]
+
+
+def test_scheduler_once_stopped_by_a_signal_says_interrupted(project):
+    """SIGTERM or Ctrl-C of `scheduler --once` abandoned its run and ended with exit 1, a failed
+    run's code; `backfill` says 130 for the same, as `run` does."""
+    calls(project / "data/calls", "calls.json", [utc(2026, 11, 2, 8, 10)])
+    hour = '  cron: "0 * * * *"\n  start: 2026-11-02T08:00:00Z\n  end: 2026-11-02T09:00:00Z'
+    slow = pipeline("slow", hour, extra_sql="cast(reflect('java.lang.Thread', 'sleep', cast(30000 as bigint)) is null as int)")
+    write(project / "pipelines/slow.yaml", slow)
+    env = {**os.environ, "TRIBUTARY_ENGINE": "0", "PYSPARK_PYTHON": sys.executable}
+    once = subprocess.Popen(
+        [sys.executable, "-m", "framework", "scheduler", "slow", "--once"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    lock = project / "warehouse/_tributary/locks/slow.lock"
+    deadline = time.monotonic() + 240
+    while not lock.exists() and once.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3.0)  # in the sleeping stage
+    once.send_signal(signal.SIGTERM)
+    out, err = once.communicate(timeout=120)
+    assert once.returncode == 130, out + err
+    assert not (project / "warehouse/rows").exists()

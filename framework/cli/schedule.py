@@ -45,7 +45,11 @@ def scheduler(
         Optional[list[str]], typer.Argument(help="Pipelines to serve (default: every one with a schedule).")
     ] = None,
     once: Annotated[
-        bool, typer.Option("--once", help="Run what is due now, then exit (for a crontab line); exit 1 if a run failed.")
+        bool,
+        typer.Option(
+            "--once",
+            help="Run what is due now, then exit (for a crontab line); exit 1 if a run failed, 130 when Ctrl-C or SIGTERM stopped it.",
+        ),
     ] = False,
     profile: ProfileOpt = None,
     var: VarOpt = None,
@@ -63,7 +67,10 @@ def scheduler(
         if once:
             through_engine(ctx, about.profile, no_engine)
         serving = Scheduler(about, _log, pipelines or None)
-        if not serving.serve(once=once) and once:
+        all_ok = serving.serve(once=once)
+        if once and serving.stopping.is_set():  # Ctrl-C or SIGTERM: the run under way abandoned, as backfill says it
+            raise typer.Exit(130)
+        if not all_ok and once:
             raise typer.Exit(1)  # a run failed (its retries, if any, are due at a later start)
 
     guard_spark(debug, body)
