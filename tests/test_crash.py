@@ -108,5 +108,7 @@ def test_a_run_killed_between_output_commits_is_undone_by_the_next_run(spark, cl
     assert "RESTORE" in operations
     ends = {e["run_id"]: e["status"] for e in delta_rows(warehouse / "_tributary" / "events") if e["event"] == "run_end"}
     assert "interrupted" in ends.values()
+    staging = warehouse / "_tributary" / "staging"
+    assert not staging.exists() or not any(staging.iterdir()), "what the killed run staged stays for ever"
     if restored == "service_stats":  # not selected by the recovery run: exactly as before the killed run
         assert _snapshot(warehouse)["service_stats"][1] == before["service_stats"][1]

@@ -3,8 +3,8 @@
 A batch run commits its outputs one after another. If its process dies in between, some outputs
 hold its commit and others do not. The next run of the pipeline holds the run lock, so no such
 run is still going: it restores the outputs that run committed to their previous version and
-logs the run as interrupted. A killed run that committed every output (only its end was not
-logged) is logged as ok. Runs that share the lock with this one (a parallel backfill's,
+logs the run as interrupted, and removes what it staged (its files would stay for ever). A killed
+run that committed every output (only its end was not logged) is logged as ok. Runs that share the lock with this one (a parallel backfill's,
 `RunContext.siblings`) are alive or ended by themselves, not interrupted.
 """
 
@@ -15,7 +15,8 @@ import json
 from framework.engine.context import RunContext
 from framework.engine.events import EventLog
 from framework.engine.results import Progress, RunStatus
-from framework.io.locations import EVENTS_TABLE
+from framework.io import staging as staging_files
+from framework.io.locations import EVENTS_TABLE, STAGING_DIR
 from framework.plan.planner import output_table
 
 
@@ -41,3 +42,4 @@ def recover_interrupted_runs(run: RunContext) -> None:
         status = RunStatus.INTERRUPTED if partial or not committed else RunStatus.OK
         closing.record("run_end", status=status, error="the process ended before the run finished")
         closing.flush()
+        staging_files.remove_tree(run.internal(f"{STAGING_DIR}/{run_id}"))  # what it staged and never committed
