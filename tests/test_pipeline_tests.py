@@ -40,6 +40,17 @@ def test_malformed_tests_are_bad_input_at_their_line(cli, project: Path):
     assert code == 2, err
     assert "reads source 'image_calls', and the test gives no rows for it" in err, err
 
+    # a scenario's expectations are checked before its stream runs: each was a failed test (exit 1), or passed unchecked
+    streaming = project / "pipelines/trading_correlation_streaming.yaml"
+    scenario = streaming.read_text()
+    for key, said in (("watermark", "watermark: not a time"), ("held", "held: -3")):
+        write(streaming, scenario.replace("        quarantined: 0\n", f"        quarantined: 0\n        {said}\n", 1))
+        code, out, err = cli("validate", "trading_correlation_streaming")
+        assert code == 2 and "trading_correlation_streaming.yaml:79:9" in err and f"then.1.{key}" in err, out + err
+    write(streaming, scenario[: scenario.index("    then:\n")] + "    then: []\n")
+    code, out, err = cli("validate", "trading_correlation_streaming")
+    assert code == 2 and "then" in err, out + err
+
 
 def test_examples_pass_and_write_nothing(cli, project: Path, spark):
     """Every example's tests pass, in one session (batch tests and the streaming scenarios); the

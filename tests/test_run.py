@@ -144,7 +144,6 @@ def test_an_edited_module_in_a_udfs_subfolder_is_another_run_too(spark, cli, pro
     assert sorted(r["scaled"] for r in delta_rows(table)) == [5.0, 10.0, 15.0]
 
 
-
 def test_a_merge_output_back_to_an_earlier_definition_is_merged_again(spark, cli, project):
     """A merge run whose commit a later merge overwrote was taken as still applied: the SQL changed
     to count twice and back gave 'skipped: unchanged' and kept the doubled counts."""
@@ -166,6 +165,7 @@ def test_a_merge_output_back_to_an_earlier_definition_is_merged_again(spark, cli
     assert invocations() == counted
     code, out, err = cli("run", "service_calls")  # identical to the run just before: nothing to merge
     assert code == 0 and "unchanged, already written by run" in out, out
+
 
 def test_an_identical_rerun_commits_nothing_anywhere(spark, cli, project):
     """Overwrite outputs and the quarantine too: the same inputs, spec and vars again write no

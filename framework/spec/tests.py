@@ -13,9 +13,10 @@ timestamp is written as its ISO text and a number as a number.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from framework.spec.base import Name, SpecModel, problem_at
 
@@ -66,9 +67,21 @@ class Delivery(SpecModel):
     )
     held: int | None = Field(
         None,
+        ge=0,
         description="How many rows the step still holds when the run ends (waiting for the watermark, a count or a missing input).",
     )
     watermark: str | None = Field(None, description="The stream's watermark after this delivery (an ISO time).")
+
+    @field_validator("watermark")
+    @classmethod
+    def _an_iso_time(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(f"'{value}' is not a time: write it as ISO, e.g. 2026-11-02T08:00:00Z") from None
+        return value
+
     late: int | list[Row] | None = Field(
         None,
         description="The rows recorded as late so far (behind their source's watermark): how many, or the rows on the "
@@ -102,6 +115,7 @@ class UnitTest(SpecModel):
     )
     then: list[Delivery] | None = Field(
         None,
+        min_length=1,
         description="Streaming pipelines: deliveries in order; after each one the stream runs over what is new "
         "(a real micro-batch run) and the delivery's emitted, held, late and quarantined rows are checked.",
     )
