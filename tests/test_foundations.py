@@ -407,3 +407,19 @@ def test_importing_udfs_leaves_ctrl_c_as_it_was(tmp_path: Path):
     handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
     assert "same" in load_functions(Project(tmp_path)).sql
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+
+
+def test_a_udfs_module_that_ends_the_process_while_imported_is_bad_input(tmp_path: Path):
+    """os._exit(0) at import ended validate, run and test at once with exit 0, having done nothing."""
+    import subprocess
+    import sys
+
+    write(tmp_path / "udfs" / "leaving.py", "import os\n\nos._exit(0)\n")
+    write(
+        tmp_path / "pipelines" / "p.yaml",
+        "name: p\nsources:\n  x: {format: json, path: in, schema: 'id INT'}\n"
+        "steps:\n  s: {sql: 'select id from {{ source(\"x\") }}'}\noutputs:\n  s: {mode: overwrite}\n",
+    )
+    done = subprocess.run([sys.executable, "-m", "framework", "validate", "p"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "udfs/leaving.py:3" in done.stderr and "os._exit(0)" in done.stderr, done.stderr

@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
+import os
 import signal
 import sys
 import traceback
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from framework.errors import BadInput, Problem
 from framework.functions.builtins import spark_functions
@@ -117,7 +118,7 @@ def _import(project: Project, folder: Path, files: list[Path]) -> Functions:
     for place in [folder, *(f.parent for f in udfs_files(folder))]:  # subpackages compile from source too
         sys.path_importer_cache[str(place)] = importlib.machinery.FileFinder(str(place), (_FromSource, [".py"]))
     problems: list[Problem] = []
-    with collecting() as collected, _signal_handlers_kept():
+    with collecting() as collected, _signal_handlers_kept(), _no_exit():
         for file in files:
             if file.stem == "__init__":
                 continue
@@ -149,6 +150,23 @@ def _signal_handlers_kept() -> Iterator[None]:
             if handler is not None and signal.getsignal(signum) is not handler:
                 with contextlib.suppress(ValueError):  # not the main thread
                     signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def _no_exit() -> Iterator[None]:
+    """`os._exit()` in a module imported inside is an error of that import, as `sys.exit()` is:
+    it ended validate, run and test at once with its code (0: a CI saw them pass, having done
+    nothing)."""
+    real = os._exit
+
+    def refused(code: int) -> NoReturn:
+        raise SystemExit(f"os._exit({code}) while being imported")
+
+    os._exit = refused
+    try:
+        yield
+    finally:
+        os._exit = real
 
 
 def _import_problem(project: Project, folder: Path, file: Path, error: BaseException) -> Problem:
