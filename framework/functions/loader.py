@@ -159,8 +159,8 @@ def _no_exit() -> Iterator[None]:
     nothing)."""
     real = os._exit
 
-    def refused(code: int) -> NoReturn:
-        raise SystemExit(f"os._exit({code}) while being imported")
+    def refused(status: int) -> NoReturn:
+        raise SystemExit(f"os._exit({status}) while being imported")
 
     os._exit = refused
     try:
