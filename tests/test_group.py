@@ -286,6 +286,13 @@ def explode_on_b(events, state, args):
 def wrong_columns(events, state, args):
     return {"count": len(events)}
 
+@group_function(returns="n bigint")
+def exits_on_b(events, state, args):
+    if events["k"].iloc[0] == "b":
+        import sys
+        sys.exit(3)
+    return {"n": len(events)}
+
 @udf(returns="double")
 def plus_one(x):
     return x + 1.0
@@ -600,6 +607,7 @@ def test_validate_names_a_missing_group_function_and_a_udfs_module_that_cannot_b
     ("function", "expected"),
     [
         ("explode_on_b", 'step \'grouped\', key {"k":"b"}: udfs/mine.py:13 in explode_on_b: ValueError: no b please'),
+        ("exits_on_b", 'step \'grouped\', key {"k":"b"}: udfs/mine.py:24 in exits_on_b: SystemExit: 3'),
         (
             "wrong_columns",
             "wrong_columns returned columns ['count'], the step declares ['n'] (missing ['n']; not declared ['count'])",

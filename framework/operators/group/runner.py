@@ -296,7 +296,7 @@ class GroupRunner:
 
         try:
             returned = self.fn(events, state, self.args)
-        except Exception as error:  # noqa: BLE001 - the analyst's code may raise anything
+        except (Exception, SystemExit) as error:  # noqa: BLE001 - the analyst's code may raise anything, sys.exit() too
             raise GroupFailure(self._failure(key_text, error)) from None
         if returned is None:
             return None
