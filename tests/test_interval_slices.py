@@ -377,3 +377,19 @@ def test_a_parallel_run_that_ends_while_another_reads_the_log_is_not_taken_for_i
     events = delta_rows(project / "warehouse/_tributary/events")
     run_ends = [(e["run_id"], e["status"], e["error"]) for e in events if e["event"] == "run_end"]
     assert sorted(run_ends, key=repr) == sorted([(ended[0].run_id, "ok", None), (this.run_id, "ok", None)], key=repr), run_ends
+
+
+def test_a_date_slice_of_a_day_whose_midnight_the_clocks_skip_is_a_whole_day():
+    """Santiago, 6 September 2026: 00:00 becomes 01:00. The day 5 September ran from 00:00-04 to
+    01:00-03, a whole local day, and its run failed as 'not whole days' (exit 2, retried for ever)."""
+    from pyspark.sql.types import DateType, StructField, StructType
+
+    from framework.io.delta.base import Slice
+
+    schema = StructType([StructField("day", DateType())])
+    zone = ZoneInfo("America/Santiago")
+    day = Slice("day", datetime(2026, 9, 5, tzinfo=zone), datetime(2026, 9, 6, 1, tzinfo=zone), "America/Santiago")
+    assert day.bounds(schema) == ("DATE", "2026-09-05", "2026-09-06")
+    half = Slice("day", datetime(2026, 9, 5, 2, 30, tzinfo=zone), datetime(2026, 9, 6, 2, 30, tzinfo=zone), "America/Santiago")
+    with pytest.raises(ValueError, match="is not whole days"):
+        half.bounds(schema)

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo
 
@@ -98,13 +98,20 @@ def _applied(history: list[Commit], match: Callable[[Commit], bool]) -> Commit |
     return None
 
 
+def _first_instant(at: datetime, zone: ZoneInfo) -> datetime:
+    """The first instant of `at`'s local date: its midnight, or, where the clocks skip midnight
+    (Santiago on 6 September 2026: 00:00 becomes 01:00), the time the day begins at."""
+    midnight = datetime.combine(at.date(), time(0), tzinfo=zone)
+    return midnight.astimezone(UTC).astimezone(zone)
+
+
 @dataclass(frozen=True)
 class Slice:
     """The rows of one interval in an interval-sliced output: `column` within [start, end).
 
     A TIMESTAMP column is compared with the interval's instants (UTC), a TIMESTAMP_NTZ column with
     its wall-clock times in the schedule's timezone, a DATE column with its local dates (then the
-    interval must start and end at midnight)."""
+    interval must start and end where local days do: at midnight, or where the clocks skip it)."""
 
     column: str
     start: datetime  # UTC
@@ -121,7 +128,7 @@ class Slice:
         zone = ZoneInfo(self.timezone)
         start, end = self.start.astimezone(zone), self.end.astimezone(zone)
         if isinstance(field.dataType, DateType):
-            if any((t.hour, t.minute, t.second, t.microsecond) != (0, 0, 0, 0) for t in (start, end)):
+            if any(t != _first_instant(t, zone) for t in (start, end)):
                 raise ValueError(
                     f"'{self.column}' is a DATE, and this interval ({start.isoformat()} / {end.isoformat()}) is not whole days"
                 )
