@@ -138,6 +138,13 @@ def test_an_interval_committed_by_another_definition_is_stale(spark, project, cl
     assert code == 0, out + err
     assert len([line for line in out.splitlines() if "stale" in line]) == 2, out
 
+    # `runs -n 1` shows the interval run last (the first day, run again), and checks that one
+    write(pipeline, daily("flights", SLICED, path="data/flights_daily"))
+    assert cli("run", "flights", "--interval", day_interval(DAYS[0]))[0] == 0
+    write(pipeline, daily("flights", SLICED, path="data/flights_daily").replace("carrier, dep_delay", "carrier, dep_delay * 2"))
+    code, out, err = cli("runs", "--pipeline", "flights", "-n", "1")
+    assert code == 0 and "2013-01-01" in out and "stale" in out, out + err
+
 
 def test_a_scheduled_output_without_a_mode_is_sliced_by_its_sources_event_time(spark, project, cli):
     """The default rule: a scheduled pipeline's output that names no mode replaces the interval's

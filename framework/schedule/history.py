@@ -234,7 +234,7 @@ def run_history(
 
 
 def stale_intervals(context: ProjectContext, runs: list[RunRecord], limit: int, runlog: RunLog) -> set[tuple[str, Interval]]:
-    """(pipeline, interval) of the newest `limit` committed intervals per scheduled pipeline whose
+    """(pipeline, interval) of the `limit` committed intervals run last per scheduled pipeline whose
     inputs or definition changed since their commit: the fingerprint of the files or tables the
     interval reads now (its source paths rendered for it), or the hash of what a run of it would
     compute now (spec, SQL, vars, udfs/), differs from the one its last committing run recorded
@@ -246,7 +246,10 @@ def stale_intervals(context: ProjectContext, runs: list[RunRecord], limit: int, 
     from framework.schedule.pipelines import scheduled_pipelines
 
     committed: dict[str, dict[Interval, RunRecord]] = defaultdict(dict)
+    attempts: dict[tuple[str, Interval], list[RunRecord]] = defaultdict(list)
     for run in runs:  # oldest first: the last ok run of each interval wins
+        if run.interval is not None:
+            attempts[(run.pipeline, run.interval)].append(run)
         if run.interval is not None and run.inputs_key and runlog.done(run):
             committed[run.pipeline][run.interval] = run
     if not committed:
@@ -256,7 +259,11 @@ def stale_intervals(context: ProjectContext, runs: list[RunRecord], limit: int, 
     pipelines, _ = scheduled_pipelines(context.project, sorted(committed))
     for pipeline in pipelines:
         about = context.for_pipeline(pipeline.path)
-        newest = sorted(committed.get(pipeline.name, {}).items(), key=lambda item: item[0].start, reverse=True)[:limit]
+        # the rows `runs` shows: the intervals run most recently (history_rows), not the latest ones
+        shown = sorted(
+            committed.get(pipeline.name, {}).items(), key=lambda item: _newest(attempts[(pipeline.name, item[0])]), reverse=True
+        )
+        newest = shown[:limit]
         for interval, run in newest:
             try:
                 compiled = about.compile(interval=interval)
