@@ -52,6 +52,8 @@ class Functions:
         by its import path, which executors cannot import."""
         if not self.modules or _used_on.get(spark) is self:
             return
+        if workers_per_project:  # the warm engine: this project's Python workers, not another's
+            spark.sparkContext.environment[WORKERS_OF] = self.root
         from pyspark import cloudpickle
         from pyspark.sql.functions import pandas_udf
 
@@ -62,6 +64,14 @@ class Functions:
             spark.udf.register(function.name, pandas_udf(function.fn, function.returns))  # type: ignore[call-overload]
         _used_on[spark] = self
 
+
+#: The project whose udfs/ a run's Python workers run, as a variable of theirs (the warm engine).
+#: Spark keeps one pool of Python workers per set of worker environment variables, so each
+#: project gets workers of its own: what a project's function changes in a worker's modules
+#: (`json`, pandas' options, the decimal context) is not what another project's function finds.
+#: Projects without udfs/ share the engine's warm workers (only Tributary's own code runs there).
+WORKERS_OF = "TRIBUTARY_WORKERS_OF"
+workers_per_project = False  # set by the warm engine (framework.warm.server)
 
 NONE = Functions()
 #: the functions last registered on each session: another run over the same session (each delivery

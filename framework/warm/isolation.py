@@ -24,26 +24,17 @@ from typing import Any
 
 from framework.functions import loader
 
-#: The client's folder, as a variable of the run's Python workers. Spark keeps one pool of Python
-#: workers per set of worker environment variables, so each client folder (each project) gets
-#: workers of its own: what a project's udf changed in a worker's modules (`json`, pandas'
-#: options, the decimal context) is not what another project's udf finds there.
-WORKER_FOLDER = "TRIBUTARY_WORKER_FOLDER"
-
 
 class RunSession:
     """The session one run uses (`spark`), and how to put the engine back after it."""
 
-    def __init__(self, root: Any, between_runs: dict[str, set[str]], folder: str | None = None):
+    def __init__(self, root: Any, between_runs: dict[str, set[str]]):
         """`between_runs`: what the shared catalog holds when no run runs (catalog_objects, read
-        once when the engine starts: each run leaves it so), what close() keeps. `folder`: the
-        client's working directory, whose Python workers the run's udfs run in (WORKER_FOLDER)."""
+        once when the engine starts: each run leaves it so), what close() keeps."""
         self.root = root
         self.group = f"tributary-engine-{uuid.uuid4().hex[:12]}"
         self._catalog = between_runs
         self.spark = root.newSession()
-        if folder is not None:
-            self.spark.sparkContext.environment[WORKER_FOLDER] = folder
         _make_active(self.spark)
         with contextlib.suppress(Exception):  # its jobs: cancelled (and their threads interrupted) together
             self.spark.sparkContext.setJobGroup(self.group, "tributary warm engine run", interruptOnCancel=True)
@@ -67,7 +58,7 @@ class RunSession:
             spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
             spark.sparkContext.setLocalProperty("spark.job.description", None)
             spark.sparkContext.setLocalProperty("spark.job.interruptOnCancel", None)
-        spark.sparkContext.environment.pop(WORKER_FOLDER, None)
+        spark.sparkContext.environment.pop(loader.WORKERS_OF, None)  # set by Functions.use
         _drop_newcatalog_objects(self.root, self._catalog)
         with contextlib.suppress(Exception):
             self.root.catalog.clearCache()

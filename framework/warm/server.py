@@ -57,6 +57,8 @@ import framework
 import framework.warm
 from framework.engine import ctrl_c, leftover_tasks
 from framework.errors import interrupted_line
+from framework.functions import loader
+from framework.functions.loader import WORKERS_OF
 from framework.profiles import Profile, SparkSettings
 from framework.warm.isolation import RunSession, catalog_objects
 from framework.warm.place import EnginePlace, java_options, source_digest
@@ -150,7 +152,7 @@ class WarmUp:
     raised: bool = False
 
 
-#: The client folders one engine serves: each has Python workers of its own, which Spark keeps
+#: The projects with udfs/ one engine serves: each has Python workers of its own, which Spark keeps
 #: for the JVM's life; past this many the engine ends after the run, and the next starts afresh.
 WORKER_POOLS = 8
 
@@ -181,7 +183,7 @@ class Engine:
         self._catalog = catalog_objects(spark)  # what the shared catalog holds between runs
         self.session: RunSession | None = None  # the run's, while it runs
         self._process: ProcessState | None = None  # taken when serving begins (its signal handlers)
-        self._worker_folders: set[str] = set()  # each has a pool of Python workers (framework.warm.isolation)
+        self._worker_folders: set[str] = set()  # projects with udfs/: each has Python workers of its own (loader.WORKERS_OF)
         self.draining: str | None = None  # a run whose cancelled tasks may still run
         self.jvm_stuck = False  # a task would not stop: the JVM is ended with the engine
         self._listener: socket.socket | None = None
@@ -235,12 +237,14 @@ class Engine:
         code, died = 1, None
         try:
             try:
-                self.session = RunSession(self.spark, self._catalog, request.cwd)
-                self._worker_folders.add(request.cwd)
+                self.session = RunSession(self.spark, self._catalog)
                 code = self._run(request)
             finally:
                 with self._lock:
                     request.done = True
+                workers = self.spark.sparkContext.environment.get(WORKERS_OF)  # its project's Python workers
+                if workers:
+                    self._worker_folders.add(workers)
                 _settle()
                 ctrl_c.deferred.clear()
             died = self._jvm_gone()
@@ -268,7 +272,7 @@ class Engine:
         if died is None:
             died = self._put_back(request.label)
         if died is None and len(self._worker_folders) >= WORKER_POOLS:  # each keeps its Python workers
-            died = f"it ran commands from {len(self._worker_folders)} folders, each with Python workers of its own"
+            died = f"it ran the udfs/ of {len(self._worker_folders)} projects, each with Python workers of its own"
         with self._lock:
             self.draining = None
             self.idle_since = time.time()
@@ -625,6 +629,7 @@ def serve(settings: dict[str, Any], run_command: RunCommand) -> int:
             dump = class_archive.dump_command(spark._jvm, class_list, archive)
     preload.join()
     framework.warm.serving = True
+    loader.workers_per_project = True  # each project's udfs/ in Python workers of its own
     ctrl_c.install_interrupt_point()
     warm_up = bool(settings.get("warm_up"))  # started by `tributary engine start`
     engine = Engine(place, spark, float(settings["idle_minutes"]) * 60, run_command, spark_settings, warm_up)
