@@ -140,7 +140,8 @@ def backfill(
         failed = done.failed
         say(f"backfill: {len(done.done) - len(failed)} interval(s) ok, {len(failed)} failed")
         if done.stopped:
-            term.err.print("[red]stopped[/]: the intervals not run are run by the next backfill")
+            again = "the same backfill with --rerun" if rerun else "the next backfill"
+            term.err.print(f"[red]stopped[/]: the intervals not run are run by {again}", soft_wrap=True)
             raise typer.Exit(130)
         if failed:
             raise RunFailed(f"{len(failed)} interval(s) failed, first {failed[0].due.label()}: {failed[0].error}")

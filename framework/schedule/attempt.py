@@ -314,7 +314,7 @@ class Attempts:
             elif reason == "stop" and (done.outcome != OK or pipeline.streaming):
                 done.outcome, done.error = (
                     ABANDONED,
-                    f"abandoned: the scheduler was stopped; {done.error or 'its queries were stopped'}",
+                    f"abandoned: stopped (SIGTERM or Ctrl-C); {done.error or 'its queries were stopped'}",
                 )
             if spark is None and not _alive(session, self.profile):
                 self.sessions.close()  # its JVM died: the next run starts a new one
