@@ -139,10 +139,12 @@ def test_a_rows_file_outside_the_project_too_large_or_not_text_is_bad_input(cli,
     assert "{file: tests/service_calls_all_calls.csv}" in text
     (project / "pipelines/tests/big.csv").write_bytes(b"a\n" + b"1\n" * (6 * 2**20))
     (project / "pipelines/tests/binary.csv").write_bytes(b"\xff\xfe\x00bad")
+    os.mkfifo(project / "pipelines/tests/pipe.csv")
     for path, said in (
         ("../../../../../../etc/passwd", "rows file outside the project"),
         ("tests/big.csv", "rows file too large"),
         ("tests/binary.csv", "not UTF-8 text"),
+        ("tests/pipe.csv", "is not a regular file"),  # was "not found": it is there
     ):
         write(tests, text.replace("{file: tests/service_calls_all_calls.csv}", f"{{file: {path}}}", 1))
         code, out, err = cli("validate", "service_calls")

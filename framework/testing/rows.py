@@ -38,6 +38,8 @@ def read_rows_file(path: Path, shown: str) -> list[dict[str, Any]]:
     """The rows of a CSV file (its header names the columns; every value is text, typed later) or a
     JSON file (an array of objects, or one object per line)."""
     if not path.is_file():
+        if path.exists():  # a folder, a named pipe, a device
+            raise BadInput(Problem(f"rows file {shown} is not a regular file", hint="give a CSV or JSON file"))
         raise BadInput(Problem(f"rows file not found: {shown}", hint="a path relative to the file holding the tests"))
     if path.stat().st_size > MAX_ROWS_FILE:
         hint = "a test gives a few rows; keep its file small (a run reads the real data)"
