@@ -528,3 +528,15 @@ def test_two_pipelines_writing_one_table_are_warned_about_at_validate(cli, proje
     assert code == 0, out + err
     assert "output 'stats' writes warehouse/stats, which pipeline(s) copy write too" in err, err
     assert "output 'stats' writes warehouse/stats, which pipeline(s) demo write too" in err, err
+
+
+def test_a_yaml_merge_key_merges_the_mapping_it_names():
+    """`<<: *row` (rows of a test sharing most values) was read as a key named '<<': "'static_calls'
+    has no column '<<'"."""
+    from framework.errors import BadInput
+    from framework.spec.yaml_source import load_yaml
+
+    text = "a: &row {x: 1, y: 2}\nb: {<<: *row, y: 3}\nc:\n  <<: [*row, {z: 9}]\n  x: 5\n"
+    assert load_yaml(text, "f.yaml").data == {"a": {"x": 1, "y": 2}, "b": {"x": 1, "y": 3}, "c": {"x": 5, "y": 2, "z": 9}}
+    with pytest.raises(BadInput, match="'<<' merges a mapping"):
+        load_yaml("a: &v 1\nb: {<<: *v}\n", "f.yaml")

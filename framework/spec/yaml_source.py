@@ -181,7 +181,11 @@ class _Builder:
 
     def _mapping(self, node: yaml.MappingNode, path: PathKey) -> dict[Any, Any]:
         doc, result = self.doc, {}
+        merged: dict[Any, Any] = {}  # `<<: *name`: its keys, where the mapping does not give them itself
         for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                merged = {**self._merged(key_node, value_node, path), **merged}
+                continue
             # Keys are names: `on:` is the key "on", not YAML 1.1's boolean true.
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self._problem(key_node, "a key must be a plain value")
@@ -198,7 +202,17 @@ class _Builder:
                 block = value_node.style in ("|", ">")
                 doc.value_lines[(*path, key)] = value_node.start_mark.line + 1 + (1 if block else 0)
             result[key] = self.construct(value_node, (*path, key))
-        return result
+        return {**merged, **result}
+
+    def _merged(self, key_node: yaml.Node, value_node: yaml.Node, path: PathKey) -> dict[Any, Any]:
+        """The keys a YAML merge key (`<<: *name`, or `<<: [*a, *b]`: the first one's win) adds."""
+        nodes = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        if not all(isinstance(n, yaml.MappingNode) for n in nodes):
+            raise self._problem(key_node, "'<<' merges a mapping into this one", "write <<: *name, where &name marks a mapping")
+        found: dict[Any, Any] = {}
+        for merged in reversed(nodes):
+            found.update(self.construct(merged, path))
+        return found
 
     def _scalar(self, node: yaml.Node) -> Any:
         if node.tag == "tag:yaml.org,2002:str":
