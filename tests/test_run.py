@@ -464,3 +464,17 @@ def test_ctrl_c_in_a_stream_says_which_micro_batches_stay_committed_and_the_next
     code, _, err = cli("run", "napping_stream")  # goes on after the committed micro-batch
     assert code == 0, err
     assert sorted(r["n"] for r in delta_rows(table)) == [*range(5), *range(10, 16)]
+
+
+def test_a_udf_that_raises_is_named_with_its_file_and_line(spark, cli, project):
+    """A @udf's error said 'Python code in a task failed: ValueError: boom', naming neither the
+    function nor where it is."""
+    write(
+        project / "udfs" / "scale.py",
+        "from framework.functions import udf\n\n\n@udf(returns='double')\ndef scaled(x):\n    raise ValueError('boom')\n",
+    )
+    write(project / "pipelines" / "calls_log.yaml", APPEND.replace("response_ms, ts", "scaled(response_ms) as scaled, ts"))
+    write(project / "incoming" / "a.json", _lines(_calls(3, start=1)))
+    code, out, err = cli("run", "calls_log")
+    assert code == 1, out + err
+    assert "ValueError: boom" in err and "udfs/scale.py:6 in scaled" in err, err

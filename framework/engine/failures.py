@@ -82,7 +82,15 @@ def raised_in_python(text: str) -> str | None:
     if name.startswith("pyspark.errors."):  # Spark's own error, met by a stream's sink (Python) as it wrote
         return said.split(" SQLSTATE:")[0].strip()
     failure = _TASK_FAILURE.search(text) if _TASK_FAILURE is not None else None
-    return failure.group(1).strip() if failure else "Python code in a task failed: " + raised[-1]
+    if failure:
+        return failure.group(1).strip()
+    frames = _UDFS_FRAME.findall(text)  # the project's own code: where in udfs/ it raised
+    where = f" ({frames[-1][0]}:{frames[-1][1]} in {frames[-1][2]})" if frames else ""
+    return "Python code in a task failed: " + raised[-1] + where
+
+
+#: a traceback's frame in a module of the project's udfs/ (shipped by value, it keeps its file's path)
+_UDFS_FRAME = re.compile(r'File "[^"]*/(udfs/[^"]+)", line (\d+), in (\w+)')
 
 
 #: what a run says when Spark's JVM ran out of memory or died: one line, never py4j's traceback
