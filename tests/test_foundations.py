@@ -423,3 +423,16 @@ def test_a_udfs_module_that_ends_the_process_while_imported_is_bad_input(tmp_pat
     done = subprocess.run([sys.executable, "-m", "framework", "validate", "p"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "udfs/leaving.py:3" in done.stderr and "os._exit(0)" in done.stderr, done.stderr
+
+
+def test_a_udfs_module_that_never_finishes_importing_is_bad_input(tmp_path: Path, monkeypatch):
+    """A module that slept or looped at import made validate, run and test wait for ever."""
+    from framework.errors import BadInput
+    from framework.functions import loader
+    from framework.project import Project
+
+    monkeypatch.setattr(loader, "IMPORT_SECONDS", 1.0)
+    write(tmp_path / "udfs" / "slow.py", "import time\n\ntime.sleep(30)\n")
+    with pytest.raises(BadInput) as raised:
+        loader.load_functions(Project(tmp_path))
+    assert "udfs/slow.py:3" in str(raised.value) and "still importing after 1 s" in str(raised.value), str(raised.value)

@@ -28,11 +28,15 @@ from framework.functions.builtins import spark_functions
 from framework.functions.ddl import DdlError, check_type, columns
 from framework.functions.registry import GroupFunction, SqlFunction, collecting
 from framework.project import Project
+from framework.spec.template_limits import deadline
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 PACKAGE = "udfs"
+#: a udfs/ module still importing after this long is an error of its own (validate, run and test
+#: waited for ever on one that slept or looped at import)
+IMPORT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,8 @@ def _import(project: Project, folder: Path, files: list[Path]) -> Functions:
             if file.stem == "__init__":
                 continue
             try:
-                importlib.import_module(f"{PACKAGE}.{file.stem}")
+                with deadline(IMPORT_SECONDS, lambda: TimeoutError(f"still importing after {IMPORT_SECONDS:g} s")):
+                    importlib.import_module(f"{PACKAGE}.{file.stem}")
             except BaseException as error:  # the analyst's code may raise anything
                 if isinstance(error, KeyboardInterrupt):
                     raise

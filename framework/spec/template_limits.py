@@ -21,7 +21,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import update_wrapper
 from typing import Any
@@ -404,15 +404,18 @@ def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> Any
 
 
 @contextmanager
-def deadline(seconds: float = RENDER_SECONDS) -> Iterator[None]:
-    """Stop a render that runs longer than `seconds` (loops that build nothing, or too much). On a
-    thread other than the main one, where signals cannot be used, only the size limits apply."""
+def deadline(seconds: float = RENDER_SECONDS, error: Callable[[], Exception] | None = None) -> Iterator[None]:
+    """Stop a render that runs longer than `seconds` (loops that build nothing, or too much), with
+    `error()` if given. On a thread other than the main one, where signals cannot be used, only
+    the size limits apply."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     began = time.monotonic()
 
     def expired(signum: int, frame: Any) -> None:
+        if error is not None:
+            raise error()
         raise TemplateLimit(f"the template took more than {seconds:g} s to render (a loop too long?)")
 
     previous = signal.signal(signal.SIGALRM, expired)
