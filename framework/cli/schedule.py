@@ -48,7 +48,7 @@ def scheduler(
         bool,
         typer.Option(
             "--once",
-            help="Run what is due now, then exit (for a crontab line); exit 1 if a run failed, 130 when Ctrl-C or SIGTERM stopped it.",
+            help="Run what is due now, then exit (for a crontab line); exit 1 if a run failed, 2 if a pipeline could not be scheduled, 130 when Ctrl-C or SIGTERM stopped it.",
         ),
     ] = False,
     profile: ProfileOpt = None,
@@ -70,6 +70,8 @@ def scheduler(
         all_ok = serving.serve(once=once)
         if once and serving.stopping.is_set():  # Ctrl-C or SIGTERM: the run under way abandoned, as backfill says it
             raise typer.Exit(130)
+        if once and serving.left_out:  # a pipeline with a wrong schedule ran nothing: bad input, said above
+            raise typer.Exit(2)
         if not all_ok and once:
             raise typer.Exit(1)  # a run failed (its retries, if any, are due at a later start)
 

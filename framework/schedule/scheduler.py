@@ -126,7 +126,7 @@ class Scheduler:
         found, problems = scheduled_pipelines(self.context.project, self.pipelines)
         if first:
             self._check_vars(found)
-        self._announce(found, first)
+        self._announce(found, first and not problems)
         outlooks: dict[str, Outlook] = {}
         slots: dict[str, Any] = {}
 
@@ -174,6 +174,12 @@ class Scheduler:
     def _next_due(self, outlooks: dict[str, Outlook], now: datetime) -> Due | None:
         ready = [d for o in outlooks.values() for d in o.due if self._busy.get(d.pipeline.name, now) <= now]
         return min(ready, key=lambda d: (d.at, d.fire), default=None)
+
+    @property
+    def left_out(self) -> bool:
+        """Whether a pipeline was not scheduled (its schedule or spec is wrong): `--once` says so
+        with exit 2, for the crontab line's owner to see."""
+        return bool(self._reported)
 
     def _announce(self, found: list[ScheduledPipeline], first: bool) -> None:
         if first and not found:
