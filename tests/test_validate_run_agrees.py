@@ -313,6 +313,31 @@ def test_a_header_naming_the_columns_in_another_order_is_refused(cli, project):
     assert "pipelines/flights.yaml:" in err and "by position" in err, err
 
 
+def test_compressed_files_and_files_after_the_64th_are_looked_at_too(cli, project):
+    """A .csv.gz was never looked at (its header `dest,origin,...` swapped the columns, a header-less
+    one lost its first row), nor was any file after the first 64 by name."""
+    import gzip
+    import os
+
+    folder = project / "data" / "flights"
+    write(folder / "a.csv", "origin,dest,dep_delay,distance\nLAX,SFO,10,300\n")
+    (folder / "b.csv.gz").write_bytes(gzip.compress(b"dest,origin,dep_delay,distance\nSFO,LAX,-3,300\n"))
+    flights(project)
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2 and "b.csv.gz names column 'dest' in place 1" in err, out + err
+    (folder / "b.csv.gz").write_bytes(gzip.compress(b"SFO,LAX,-3,300\nLAX,SFO,10,300\n"))
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2 and "SFO,LAX,-3,300" in err, out + err
+
+    (folder / "b.csv.gz").unlink()
+    for i in range(70):
+        write(folder / f"f{i:03d}.csv", "origin,dest,dep_delay,distance\nLAX,SFO,10,300\n")
+        os.utime(folder / f"f{i:03d}.csv", (1_700_000_000 + i, 1_700_000_000 + i))
+    write(folder / "z.csv", "dest,origin,dep_delay,distance\nSFO,LAX,-3,300\n")  # the newest, named last
+    code, out, err = cli("validate", "pipelines/flights.yaml")
+    assert code == 2 and "z.csv names column 'dest'" in err, out + err
+
+
 def test_the_run_refuses_a_data_row_taken_for_a_header_before_spark(project, spark):
     """The run's half, without the CLI's compile in front of it: the check before Spark starts."""
     from framework.errors import BadInput
