@@ -29,7 +29,7 @@ from framework.spec.models import FileSource
 #: 50 ms for 1,000 local files)
 MAX_FILES = 1000
 #: compressions whose first line Python reads here; others Spark reads are not looked at
-_OPENERS: dict[str, Callable[[str], Any]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+_OPENERS: dict[str, Callable[..., Any]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 _COMPRESSED = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz", ".zip")
 
 _INTEGER = re.compile(r"[+-]?\d+")
