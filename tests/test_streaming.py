@@ -309,6 +309,26 @@ def test_a_changed_window_step_is_refused_until_the_stream_starts_over(spark, cl
     assert code == 0, out + err
 
 
+def test_a_file_copied_in_with_an_old_time_is_read_by_the_stream(spark, cli, project):
+    """Spark's file source skips a file more than a week older than the newest it has read: one
+    copied in with its old time (cp -p, rsync -t) was never read, with nothing said."""
+    (project / "landing/app").mkdir(parents=True)
+    now = time.time()
+    for n in range(2):
+        path = write(
+            project / f"landing/web/part-00{n}.json",
+            _file([{"user": f"u{n}", "ts": "2026-11-02T08:00:00Z", "page": "/a", "ms": 20}]),
+        )
+        os.utime(path, (now - 60 + n, now - 60 + n))
+    write(project / "pipelines" / "clicks.yaml", STREAM.format(mode="streaming", per_trigger=1))
+    assert cli("run", "clicks")[0] == 0
+    old = write(project / "landing/web/old.json", _file([{"user": "old", "ts": "2026-11-02T08:00:30Z", "page": "/a", "ms": 20}]))
+    os.utime(old, (now - 30 * 86400, now - 30 * 86400))
+    code, out, err = cli("run", "clicks")
+    assert code == 0, out + err
+    assert sorted(r["user"] for r in delta_rows(project / "warehouse" / "slow_pages")) == ["old", "u0", "u1"]
+
+
 def test_a_failed_stream_says_which_micro_batches_it_committed(spark, cli, project):
     """A micro-batch committed before a later one failed stays (exactly once, the next run goes on
     after it), but the summary and the run log said its output was not committed, 0 rows."""

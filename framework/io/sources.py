@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from framework.errors import BadInput, Problem
 from framework.io import sample
 from framework.io.delta.base import DeltaStore
+from framework.io.file_streams import stream_reading
 from framework.io.locations import Warehouse, is_uri, resolve_location
 from framework.io.origin import FILE, LINE, file_lines, parsed_records, stream_lines, with_row_position
 from framework.io.text_source import read_text
@@ -273,9 +274,7 @@ def _file_stream(spark: SparkSession, name: str, spec: FileSource, location: str
     from pyspark.sql import functions as F
 
     batch_options = _reader_options(spec)
-    stream_options = dict(batch_options)
-    if spec.max_files_per_trigger:
-        stream_options["maxFilesPerTrigger"] = str(spec.max_files_per_trigger)
+    stream_options = {**batch_options, **stream_reading(spec, batch_options)}
 
     def records(reader: Any, files: Any, options: dict[str, str]) -> DataFrame:
         if spec.format == "parquet":

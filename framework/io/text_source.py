@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from framework.io.file_streams import stream_reading
 from framework.io.origin import FILE, LINE, file_lines, lines, whole_files
 from framework.spec.models import TextSource
 
@@ -30,9 +31,7 @@ def read_text(
     the source's folder when `location` lists some of its files."""
     if stream:
         assert isinstance(location, str)  # a stream reads a folder; re-reads of its files are batch reads
-        reader = whole_files(spark.readStream)
-        if spec.max_files_per_trigger:
-            reader = reader.option("maxFilesPerTrigger", str(spec.max_files_per_trigger))
+        reader = whole_files(spark.readStream).options(**stream_reading(spec, {}))
         numbered = lines(reader.load(location))
     else:
         numbered = file_lines(spark.read if base is None else spark.read.option("basePath", base), location)
