@@ -309,6 +309,11 @@ outputs:
     assert code == 0, err
     assert delta_rows(project / "warehouse" / "counts") == [{"v0": 2, "now": 7}]
 
+    reader = project / "pipelines" / "reader.yaml"  # a version not written yet: said in Tributary's words
+    reader.write_text(reader.read_text().replace("version: 0", "version: 5"))
+    code, _, err = cli("run", "reader")
+    assert code == 2 and "version 5 of" in err and "does not exist: its latest is 1" in err, err
+
 
 def test_an_unknown_column_is_reported_at_the_template(spark, cli, project):
     write(

@@ -51,8 +51,17 @@ def delta_log_schema(source: str, location: str, version: int | None = None, tim
         if not DeltaTable.is_deltatable(location):
             return None
         table = DeltaTable(location)
+        if version is not None and version > table.version():
+            raise BadInput(
+                Problem(
+                    f"source '{source}': version {version} of {location} does not exist: its latest is {table.version()}",
+                    hint=f"pin a version from 0 to {table.version()} (tributary history lists them), or leave version: out",
+                )
+            )
         if version is not None or timestamp is not None:
             table.load_as_version(version if version is not None else timestamp)
+    except BadInput:
+        raise
     except Exception as e:  # noqa: BLE001 - delta-rs raises plain exceptions (a missing version, a file, a damaged log)
         said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__  # not delta-rs' backtrace
         raise BadInput(Problem(f"source '{source}': cannot read the Delta table at {location}: {said}")) from None
