@@ -82,7 +82,7 @@ def test_overwrite_in_range_fails_unless_ignore_changes(spark, tmp_path: Path):
     write_deltalake(table, rows([1, 2]))
     write_deltalake(table, rows([7]), mode="overwrite")
 
-    with pytest.raises(StreamingQueryException, match=r"version 1 removes data \(WRITE\).*ignore_changes=true") as error:
+    with pytest.raises(StreamingQueryException, match=r"version 1 removes data \(WRITE\).*ignore_changes: true") as error:
         stream(spark, table, tmp_path / "checkpoint")
     assert str(table) in str(error.value)
 

@@ -329,6 +329,27 @@ def test_a_file_copied_in_with_an_old_time_is_read_by_the_stream(spark, cli, pro
     assert sorted(r["user"] for r in delta_rows(project / "warehouse" / "slow_pages")) == ["old", "u0", "u1"]
 
 
+def test_a_stream_of_a_table_that_gets_overwritten_says_what_to_do_and_can_do_it(spark, cli, project):
+    """The stream failed for good ('Set option ignore_changes=true', a key no source had, after
+    the name of an internal class), and --full-refresh failed the same way."""
+    write(project / "feed/a.json", '{"id": 1}\n')
+    writer = "name: writer\nsources:\n  f: {format: json, path: feed, schema: 'id INT'}\n"
+    writer += "steps:\n  ids: {sql: 'select id from {{ source(\"f\") }}'}\noutputs:\n  ids: {mode: overwrite}\n"
+    write(project / "pipelines/writer.yaml", writer)
+    reader = "name: reader\nmode: streaming\nsources:\n  t: {format: delta, table: ids}\n"
+    reader += "steps:\n  copied: {sql: 'select id from {{ source(\"t\") }}'}\noutputs:\n  copied: {mode: append}\n"
+    write(project / "pipelines/reader.yaml", reader)
+    assert cli("run", "writer")[0] == 0 and cli("run", "reader")[0] == 0
+    write(project / "feed/b.json", '{"id": 2}\n')
+    assert cli("run", "writer")[0] == 0  # an overwrite: it removes rows the stream passed on
+    code, out, err = cli("run", "reader")
+    assert code == 1 and "ignore_changes: true" in err and "DeltaStreamError" not in err, out + err
+    write(project / "pipelines/reader.yaml", reader.replace("table: ids}", "table: ids, ignore_changes: true}"))
+    code, out, err = cli("run", "reader")
+    assert code == 0, out + err
+    assert sorted(r["id"] for r in delta_rows(project / "warehouse/copied")) == [1, 1, 2]  # the rewritten row again
+
+
 def test_a_failed_stream_says_which_micro_batches_it_committed(spark, cli, project):
     """A micro-batch committed before a later one failed stays (exactly once, the next run goes on
     after it), but the summary and the run log said its output was not committed, 0 rows."""

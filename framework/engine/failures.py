@@ -81,6 +81,8 @@ def raised_in_python(text: str) -> str | None:
     name, _, said = raised[-1].partition(": ")
     if name.startswith("pyspark.errors."):  # Spark's own error, met by a stream's sink (Python) as it wrote
         return said.split(" SQLSTATE:")[0].strip()
+    if name.startswith("framework."):  # Tributary's own code in a task (a stream's reader): its words alone
+        return said.strip()
     failure = _TASK_FAILURE.search(text) if _TASK_FAILURE is not None else None
     if failure:
         return failure.group(1).strip()

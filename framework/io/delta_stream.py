@@ -185,7 +185,8 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 raise DeltaStreamError(
                     f"Delta table {self.path} version {version} removes data"
                     f"{f' ({operation})' if operation else ''}: a stream of it only follows appends. "
-                    "Set option ignore_changes=true to stream only the files it adds, or restart from a new checkpoint."
+                    "Set ignore_changes: true on the source to stream the rows such commits add (rows they rewrite "
+                    "come again), or read the table in a batch pipeline."
                 )
             add = action.get("add")
             if add and add.get("dataChange", True):

@@ -229,7 +229,8 @@ def read_source_stream(spark: SparkSession, name: str, spec: AnySource, location
         from framework.io.delta_stream import register_delta_stream
 
         reader = register_delta_stream(spark)
-        frame = SourceFrame(name, spark.readStream.format(reader).option("path", location).load())
+        stream = spark.readStream.format(reader).option("path", location)
+        frame = SourceFrame(name, stream.option("ignore_changes", str(spec.ignore_changes).lower()).load())
     else:
         ddl = spec.ddl()
         if ddl is None:

@@ -106,6 +106,11 @@ class DeltaSource(_EventTimed):
         False,
         description="This pipeline also writes the table: read it on purpose (e.g. its previous version, for an incremental build).",
     )
+    ignore_changes: bool = Field(
+        False,
+        description="Streaming: a commit that removes rows (an overwrite, a merge, a delete) no longer stops the stream; "
+        "the rows it adds are streamed, so rows it rewrote come again.",
+    )
 
     @model_validator(mode="after")
     def _one_location(self) -> DeltaSource:
