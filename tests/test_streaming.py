@@ -620,6 +620,40 @@ def test_late_rows_are_recorded_and_malformed_records_quarantined(spark, cli, pr
     assert "late rows: 1 from web" in out and "quarantined 1 from web" in out
 
 
+CHECKED_STREAM = """\
+name: checked
+mode: streaming
+sources:
+  raw: {format: json, path: landing/raw, schema: "id BIGINT, ts TIMESTAMP, v INT", event_time: ts, watermark: 1 minute}
+steps:
+  a:
+    sql: select * from {{ source('raw') }}
+    expectations:
+      - expect_column_values_to_be_between: {column: v, min_value: 0}
+        severity: drop
+outputs:
+  checked_out: {from: a, mode: append}
+"""
+
+
+def test_a_row_behind_the_watermark_that_a_stateless_step_passes_on_is_not_also_late(spark, cli, project):
+    """A step that keeps no state passes every row on: rows behind the watermark were written to
+    the output (or quarantined) and recorded in late_rows too: 3 rows in, 5 rows out."""
+    write(project / "pipelines/checked.yaml", CHECKED_STREAM)
+    write(project / "landing/raw/a.json", '{"id": 1, "ts": "2026-01-01 00:10:00", "v": 1}\n')
+    assert cli("run", "checked")[0] == 0
+    write(
+        project / "landing/raw/b.json",
+        '{"id": 4, "ts": "2026-01-01 01:00:00", "v": 4}\n{"id": 5, "ts": "2026-01-01 00:00:00", "v": 5}\n'
+        '{"id": 6, "ts": "2026-01-01 00:00:01", "v": -1}\n',
+    )
+    code, out, err = cli("run", "checked")
+    assert code == 0, out + err
+    assert sorted(r["id"] for r in delta_rows(project / "warehouse" / "checked_out")) == [1, 4, 5]
+    late = project / "warehouse" / "_tributary" / "late_rows"
+    assert not late.exists() or delta_rows(late) == [], delta_rows(late)
+
+
 def test_continuous_mode_picks_up_new_files_and_stops_cleanly_on_sigterm(spark, project):
     _pipeline(project, per_trigger=5)
     pipeline = project / "pipelines" / "clicks.yaml"

@@ -581,7 +581,12 @@ class StreamingRun:
         for name, source in frames.sources.items():
             planned = plan.source(name)
             spec = planned.spec
-            has_late = spec.watermark is not None and spec.event_time is not None and name not in self_audited
+            has_late = (
+                spec.watermark is not None
+                and spec.event_time is not None
+                and name not in self_audited
+                and self._drops_late_rows(name)
+            )
             if source.read_files is not None:
                 owner = self._file_owner(name)
                 if owner is None or not (source.bad_rows is not None or has_late):
@@ -614,6 +619,22 @@ class StreamingRun:
                 )
                 late = self._sink(f"_late_{name}", run.internal(LATE_ROWS_TABLE), "append", prepare=monitor)
                 self._start(source.raw, late.name, late, None)  # type: ignore[arg-type]
+
+    def _drops_late_rows(self, source: str) -> bool:
+        """Whether a step reading `source` leaves out rows behind the watermark: one that keeps
+        state (Spark's aggregations and joins) or runs per micro-batch. Steps that keep no state
+        pass every row on, so a row behind the watermark is in an output, not late: recorded as
+        late too, it was counted twice (rows out + quarantined + late > rows in)."""
+        compiled, plan = self.run.compiled, self.run.plan
+        for step in compiled.graph.steps:
+            if source not in plan.upstream_sources(step):
+                continue
+            spec = compiled.spec.steps[step]
+            kind = kind_of(spec)
+            query = compiled.sql[step].text if step in compiled.sql else None
+            if kind.streaming(spec) is Streaming.PER_MICRO_BATCH or kind.keeps_spark_state(spec, query):
+                return True
+        return False
 
     def _file_owner(self, source: str) -> str | None:
         """The first query that reads `source`'s files itself: a chain's query, or an output's
