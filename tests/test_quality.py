@@ -94,6 +94,16 @@ ROWS = [
             11,
             "only swa and tumbling steps with truth: have integration figures",
         ),
+        (  # Spark runs it with java.util.regex: the run failed with a PatternSyntaxException, exit 1
+            "      - expect_column_values_to_match_regex: {column: customer, regex: '([a-z'}\n        severity: drop\n",
+            11,
+            "regex '([a-z' is not a regular expression Java reads",
+        ),
+        (
+            "      - expect_column_values_to_be_between: {column: amount, min_value: 10, max_value: 0}\n",
+            11,
+            "min_value 10 is more than max_value 0",
+        ),
     ],
 )
 def test_a_bad_expectation_is_named_with_file_and_line_at_validate_time(cli, project, expectations, line, expected):
@@ -392,7 +402,10 @@ def test_an_expectation_gx_cannot_evaluate_is_an_error_not_a_silent_failure(spar
     from framework.spec.expectations import ExpectationSpec
 
     frame = spark.createDataFrame([("a",), ("b",)], "name STRING")
-    spec = ExpectationSpec.model_validate({"expect_column_values_to_match_regex": {"column": "name", "regex": "(["}})
+    # (a regex Java refuses is refused before: framework.spec.expectation_catalog)
+    spec = ExpectationSpec.model_validate(
+        {"expect_column_values_to_be_between": {"column": "name", "min_value": 0, "max_value": 9}}
+    )
     (result,) = check(frame, "t", "step", [spec])
     assert result.success is False and result.error and result.blocks_run
 

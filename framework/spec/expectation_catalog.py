@@ -86,6 +86,29 @@ def expectation_problems(name: str, kwargs: dict[str, Any]) -> list[str]:
     missing = [a for a, spec in args.items() if spec["required"] and a not in kwargs]
     if missing:
         problems.append(f"{name}: missing argument(s) {', '.join(missing)}")
+    return problems + _value_problems(name, kwargs)
+
+
+def _value_problems(name: str, kwargs: dict[str, Any]) -> list[str]:
+    """Arguments of the right type that no run could use: a regex Java refuses (Spark runs it with
+    java.util.regex: the run failed with a PatternSyntaxException, exit 1), a range from a higher
+    bound to a lower one (every row failed)."""
+    from framework.spec.java_regex import java_groups
+
+    problems = []
+    for arg in ("regex", "regex_list"):
+        value = kwargs.get(arg)
+        for pattern in value if isinstance(value, list) else [value]:
+            if isinstance(pattern, str):
+                try:
+                    java_groups(pattern)
+                except ValueError as e:
+                    said = str(e).removeprefix("pattern is not a regular expression: ")
+                    problems.append(f"{name}: {arg} {pattern!r} is not a regular expression Java reads: {said}")
+    low, high = kwargs.get("min_value"), kwargs.get("max_value")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high))
+    if numbers and low > high:  # type: ignore[operator]
+        problems.append(f"{name}: min_value {low} is more than max_value {high}: no value lies between them")
     return problems
 
 
