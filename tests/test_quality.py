@@ -104,6 +104,11 @@ ROWS = [
             11,
             "min_value 10 is more than max_value 0",
         ),
+        (  # with drop, the run failed with an internal KeyError
+            "      - expect_column_values_to_be_between: {column: customer, min_value: 0, max_value: 9}\n        severity: drop\n",
+            11,
+            "compares numbers, dates or times; 'customer' is string",
+        ),
     ],
 )
 def test_a_bad_expectation_is_named_with_file_and_line_at_validate_time(cli, project, expectations, line, expected):

@@ -6,7 +6,8 @@ missing from a complete schema is one (the run refuses it too, for every expecta
 statistics (mean, median, quantiles, sum, standard deviation, z-scores) need numbers, and Spark
 refuses them on booleans, dates, timestamps, binary and nested types (a string column may still
 hold numbers Spark casts, so it passes); lengths, regular expressions and LIKE patterns need text,
-and Spark refuses them on arrays, maps and structs.
+and Spark refuses them on arrays, maps and structs; Great Expectations refuses values between
+bounds on strings.
 """
 
 from __future__ import annotations
@@ -76,6 +77,14 @@ def expectation_column_problems(loaded: Any, at: tuple[str, str], expectations: 
                         f"{what}: {expectation.name} needs a numeric column; '{column}' is {shown(type_)}",
                         where,
                         hint="check a numeric column, or cast this one in a SQL step",
+                    )
+                )
+            elif expectation.name == "expect_column_values_to_be_between" and is_text(type_):
+                problems.append(  # Great Expectations refuses it on Spark's strings (with drop: a KeyError)
+                    loaded.problem(
+                        f"{what}: {expectation.name} compares numbers, dates or times; '{column}' is {shown(type_)}",
+                        where,
+                        hint="cast it in a SQL step (e.g. cast(x as int)), or check its text with a regex",
                     )
                 )
             elif expectation.name in TEXT and is_complex(type_):
