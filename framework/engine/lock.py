@@ -60,12 +60,15 @@ class RunLock:
                 self._thread.start()
                 return
             holder = self._holder()
+            if holder is None and not self.path.exists():
+                continue  # released since: take it
             if not self._is_stale(holder):
                 raise self._busy(holder)
             with self._taking_over() as alone:
                 if not alone:  # another process is replacing the stale lock: it holds it next
                     raise self._busy(holder)
-                if self._holder() == holder and self._is_stale(holder):
+                # still that stale lock (never a file gone meanwhile: another may have just made its own)
+                if self.path.exists() and self._holder() == holder and self._is_stale(holder):
                     self.path.unlink(missing_ok=True)  # stale: its run crashed
         raise self._busy(self._holder())
 
@@ -152,5 +155,5 @@ class RunLock:
             return True
         try:
             return time.time() - self.path.stat().st_mtime > STALE_AFTER_S
-        except OSError:
-            return True
+        except OSError:  # gone: released, not stale (taking it is trying again)
+            return False
