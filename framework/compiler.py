@@ -45,6 +45,7 @@ from framework.spec.expectations import INTEGRATION_COLUMNS, MAX_DROP_EXPECTATIO
 from framework.spec.intervals import Interval
 from framework.spec.loader import LoadedPipeline, load_pipeline
 from framework.spec.models import DeltaSource, FileSource, Pipeline
+from framework.spec.slow_patterns import slow_pattern_warnings
 from framework.spec.source_paths import render_source_paths
 from framework.spec.steps import StepSpec, template_file
 from framework.sql_policy import SPARK_HINTS, bare_function_refusals
@@ -202,7 +203,7 @@ def compile_pipeline(
         notes,
         interval,
         interval_sources,
-        _append_warnings(loaded),
+        _append_warnings(loaded) + slow_pattern_warnings(loaded),
     )
 
 

@@ -119,6 +119,44 @@ def test_a_bad_expectation_is_named_with_file_and_line_at_validate_time(cli, pro
     assert expected in out + err
 
 
+def test_a_regex_that_repeats_a_repetition_is_a_warning_at_its_line(cli, project):
+    """Java's regex has no time limit: `(\\w+\\s?)*$` over a long value that almost matches takes
+    exponential time, and the run never ends. validate says where, and the run still goes."""
+    slow = "      - expect_column_values_to_match_regex: {column: customer, regex: '^(\\w+\\s?)*$'}\n        severity: warn\n"
+    safe = (
+        "      - expect_column_values_to_match_regex: {column: customer, regex: '^([a-z]+\\.)+[a-z]+$'}\n        severity: warn\n"
+    )
+    _orders(project, ROWS)
+    _pipeline(project, slow + safe)
+    code, out, err = cli("validate", "orders")
+    assert code == 0, out + err
+    assert "orders.yaml:11:" in out + err and "repeats a repetition" in out + err
+    assert "orders.yaml:13:" not in out + err  # each round ends at its dot: one way to match
+
+
+@pytest.mark.parametrize(
+    "pattern, slow",
+    [
+        (r"(a+)+$", True),
+        (r"(\d+\.?)*$", True),
+        (r"(?:a*)*", True),
+        (r"(.*,)*x", True),
+        (r"(a|b+)+", True),
+        (r"^\d{1,3}(\.\d{1,3}){3}$", False),
+        (r"^[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,}$", False),
+        (r"(\.[a-z]+)+", False),
+        (r"([^,]*,)*", False),
+        (r"(a+b+)+", False),
+        (r"(a++)+", False),
+        (r"(?>a+)+", False),
+    ],
+)
+def test_which_patterns_repeat_a_repetition(pattern, slow):
+    from framework.spec.java_regex import repeats_a_repetition
+
+    assert repeats_a_repetition(pattern) is slow
+
+
 def test_an_integration_threshold_names_an_unknown_figure(cli, project):
     pipeline = project / "pipelines" / "service_instances.yaml"
     pipeline.write_text(pipeline.read_text().replace("column: completeness_100", "column: completeness_1"))

@@ -187,3 +187,136 @@ def _escape(p: str, i: int, in_class: bool) -> tuple[str, int]:
     if d.isalpha() and d not in _COMMON:
         raise ValueError(f"pattern has \\{d}, an escape Java does not know: write the character itself, or \\\\{d}")
     return p[i : i + 2], i + 2
+
+
+def repeats_a_repetition(pattern: str) -> bool:
+    """Whether `pattern` repeats, without bound, a part that itself repeats without bound and
+    can split the same text between its rounds in more than one way (`(a+)+`, `(\\d+\\.?)*`).
+    On a long value that almost matches, java.util.regex tries every split: exponential time,
+    and Java's regex has no time limit, so one such value stops a run for good.
+
+    The test is the usual one (nested unbounded repetition, "star height" above one), with one
+    refinement so that common safe patterns pass: the inner repetition is unambiguous when its
+    round holds a character that must appear and that the inner repetition cannot match
+    (`([a-z]+\\.)+`: each round ends at its dot). Possessive (`a++`) and atomic (`(?>…)`) parts
+    never backtrack and are not counted. Overlapping alternatives (`(a|aa)+`) are not seen."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = _parser.parse(_translate(pattern))
+    except (ValueError, re.error, RecursionError):
+        return False  # java_groups says what is wrong with it
+    return _repeats_ambiguously(list(tree))
+
+
+def _repeats_ambiguously(items: list) -> bool:  # type: ignore[type-arg]
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    for op, av in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT) and av[1] == c.MAXREPEAT and _ambiguous_round(list(av[2])):
+            return True
+        if any(_repeats_ambiguously(list(part)) for part in _parts(op, av)):
+            return True
+    return False
+
+
+def _parts(op: object, av: object) -> list:  # type: ignore[type-arg]
+    """The sequences an element holds: a repetition's body, a group's, each branch, a lookaround's
+    (not an atomic group's nor a possessive repetition's: they never backtrack)."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+        return [av[2]]  # type: ignore[index]
+    if op is c.SUBPATTERN:
+        return [av[3]]  # type: ignore[index]
+    if op is c.BRANCH:
+        return list(av[1])  # type: ignore[index]
+    if op in (c.ASSERT, c.ASSERT_NOT):
+        return [av[1]]  # type: ignore[index]
+    return []
+
+
+def _ambiguous_round(body: list) -> bool:  # type: ignore[type-arg]
+    """Whether one round of an unbounded repetition holds an unbounded repetition that nothing
+    the round must match sets apart."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    round_ = _flattened(body)
+    for i, (op, av) in enumerate(round_):
+        if op not in (c.MAX_REPEAT, c.MIN_REPEAT) and _holds_unbounded(round_[i : i + 1]):
+            return True  # a repetition inside a branch, a lookaround or another repetition
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT) and av[1] == c.MAXREPEAT:
+            inner = list(av[2])
+            required = [ch for j, item in enumerate(round_) if j != i for ch in _required_character(item)]
+            if not any(not _may_match(inner, ch) for ch in required):
+                return True
+    return False
+
+
+def _flattened(items: list) -> list:  # type: ignore[type-arg]
+    """A sequence with its plain groups opened: `(a+)` and `a+` are one element either way."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    out = []
+    for op, av in items:
+        if op is c.SUBPATTERN:
+            out += _flattened(list(av[3]))
+        else:
+            out.append((op, av))
+    return out
+
+
+def _holds_unbounded(items: list) -> bool:  # type: ignore[type-arg]
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    for op, av in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT) and av[1] == c.MAXREPEAT:
+            return True
+        if any(_holds_unbounded(list(part)) for part in _parts(op, av)):
+            return True
+    return False
+
+
+def _required_character(item: tuple) -> list[int]:  # type: ignore[type-arg]
+    """The character an element must match, when it is one character (`.`, `x`, `x+`)."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    op, av = item
+    if op is c.LITERAL:
+        return [av]
+    if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[0] >= 1 and len(av[2]) == 1:
+        return _required_character(av[2][0])
+    return []
+
+
+_CATEGORIES = {"CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s", "CATEGORY_NOT_SPACE": r"\S"}
+_CATEGORIES |= {"CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W"}
+
+
+def _may_match(body: list, ch: int) -> bool:  # type: ignore[type-arg]
+    """Whether a repetition's body may match the character `ch` (yes when unsure)."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    if len(body) != 1:
+        return True
+    op, av = body[0]
+    if op is c.LITERAL:
+        return bool(av == ch)
+    if op is c.NOT_LITERAL:
+        return bool(av != ch)
+    if op is not c.IN:
+        return True
+    negated = bool(av) and av[0][0] is c.NEGATE
+    hit = False
+    for member, value in av[1:] if negated else av:
+        if member is c.LITERAL:
+            hit = hit or value == ch
+        elif member is c.RANGE:
+            hit = hit or value[0] <= ch <= value[1]
+        elif member is c.CATEGORY and str(value) in _CATEGORIES:
+            hit = hit or re.match(_CATEGORIES[str(value)], chr(ch)) is not None
+        else:
+            return True
+    return hit != negated
