@@ -104,6 +104,16 @@ ROWS = [
             11,
             "min_value 10 is more than max_value 0",
         ),
+        (  # every row would be quarantined
+            "      - expect_column_values_to_be_in_set: {column: customer, value_set: []}\n        severity: drop\n",
+            11,
+            "value_set is empty, so every value fails it",
+        ),
+        (  # no value compares with NaN
+            "      - expect_column_values_to_be_between: {column: amount, min_value: .nan}\n",
+            11,
+            "min_value is NaN (not a number)",
+        ),
         (  # with drop, the run failed with an internal KeyError
             "      - expect_column_values_to_be_between: {column: customer, min_value: 0, max_value: 9}\n        severity: drop\n",
             11,

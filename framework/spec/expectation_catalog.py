@@ -9,6 +9,7 @@ framework.quality.catalog writes from the installed library (and a test keeps eq
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,8 @@ def expectation_problems(name: str, kwargs: dict[str, Any]) -> list[str]:
 def _value_problems(name: str, kwargs: dict[str, Any]) -> list[str]:
     """Arguments of the right type that no run could use: a regex Java refuses (Spark runs it with
     java.util.regex: the run failed with a PatternSyntaxException, exit 1), a range from a higher
-    bound to a lower one (every row failed)."""
+    bound to a lower one (every row failed), a NaN bound or an empty value_set (every row failed, or
+    none could)."""
     from framework.spec.java_regex import java_groups
 
     problems = []
@@ -105,6 +107,13 @@ def _value_problems(name: str, kwargs: dict[str, Any]) -> list[str]:
                 except ValueError as e:
                     said = str(e).removeprefix("pattern is not a regular expression: ")
                     problems.append(f"{name}: {arg} {pattern!r} is not a regular expression Java reads: {said}")
+    for arg, value in kwargs.items():
+        if isinstance(value, float) and math.isnan(value):
+            problems.append(f"{name}: {arg} is NaN (not a number): no value compares with it, so the check means nothing")
+    value_set = kwargs.get("value_set")
+    if isinstance(value_set, list) and not value_set:
+        outcome = "no value can fail it" if "_not_" in name else "every value fails it"
+        problems.append(f"{name}: value_set is empty, so {outcome}")
     low, high = kwargs.get("min_value"), kwargs.get("max_value")
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high))
     if numbers and low > high:  # type: ignore[operator]
