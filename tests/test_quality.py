@@ -303,6 +303,20 @@ def test_planning_the_observed_checks_runs_no_spark_job(spark):
     assert planned.fallback == [10, 11, 12]  # median, row_condition, distinct count: GX validates those itself
 
 
+def test_a_long_value_is_cut_in_the_reason_and_kept_whole_in_the_record(cli, project):
+    """A 1 MB value was copied into the quarantine's reason as well as its record."""
+    long = "x" * 5000
+    _orders(project, [{"id": 1, "customer": long, "amount": 1.0}, {"id": 2, "customer": "ann", "amount": 2.0}])
+    _pipeline(
+        project, "      - expect_column_value_lengths_to_be_between: {column: customer, max_value: 10}\n        severity: drop\n"
+    )
+    code, out, err = cli("run", "orders")
+    assert code == 0, out + err
+    (row,) = [r for r in delta_rows(project / "warehouse" / "_tributary" / "quarantine") if r["source"] == "orders"]
+    assert json.loads(row["record"])["customer"] == long
+    assert f"customer={'x' * 200}… (5000 characters)" in row["reason"] and len(row["reason"]) < 400
+
+
 def test_drop_quarantines_failing_rows_and_the_rest_go_on(spark, cli, project):
     _orders(project, ROWS)
     _pipeline(project)

@@ -287,10 +287,22 @@ def reason_from_mask(specs: list[ExpectationSpec], mask: Column) -> Column:
 
     reasons = []
     for k, spec in enumerate(specs):
-        shown = [F.concat(F.lit(f"{c}="), F.coalesce(F.col(f"`{c}`").cast("string"), F.lit("null"))) for c in spec.columns()]
+        shown = [F.concat(F.lit(f"{c}="), _shown_value(F.col(f"`{c}`").cast("string"))) for c in spec.columns()]
         text = F.concat_ws(" ", F.lit(f"{spec.label}:"), *shown) if shown else F.lit(spec.label)
         reasons.append(F.when(mask.bitwiseAND(F.lit(1 << k).cast("long")) != 0, text))
     return F.when(mask.isNotNull(), F.concat_ws("; ", *reasons))
+
+
+#: A value longer than this is cut in a quarantine reason: the row's `record` holds it whole.
+SHOWN_CHARS = 200
+
+
+def _shown_value(text: Column) -> Column:
+    """A value as the reason shows it: null as `null`, a long one cut with its length said."""
+    from pyspark.sql import functions as F
+
+    long = F.concat(F.substring(text, 1, SHOWN_CHARS), F.lit("… ("), F.length(text).cast("string"), F.lit(" characters)"))
+    return F.when(text.isNull(), F.lit("null")).when(F.length(text) > SHOWN_CHARS, long).otherwise(text)
 
 
 def expectations_from_mask(specs: list[ExpectationSpec], mask: Column) -> Column:
