@@ -315,6 +315,34 @@ outputs:
     assert code == 2 and "version 5 of" in err and "does not exist: its latest is 1" in err, err
 
 
+def test_a_pinned_delta_version_whose_files_were_vacuumed_is_bad_input(spark, cli, project):
+    """VACUUM removes the files of versions older than its retention: a source pinned to one
+    failed the run with Spark's PATH_NOT_FOUND (exit 1, retried for ever by a schedule)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    table = project / "warehouse" / "prices"
+    write_deltalake(str(table), pa.table({"v": [1, 2]}))
+    write_deltalake(str(table), pa.table({"v": [3]}), mode="overwrite")
+    DeltaTable(str(table)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    write(
+        project / "pipelines" / "reader.yaml",
+        """\
+name: reader
+sources:
+  first: {format: delta, table: prices, version: 0}
+steps:
+  counts:
+    sql: select count(*) as n from {{ source('first') }}
+outputs:
+  counts: {}
+""",
+    )
+    code, out, err = cli("run", "reader")
+    assert code == 2, out + err
+    assert "version 0 of" in err and "VACUUM" in err and "Traceback" not in err, err
+
+
 def test_an_unknown_column_is_reported_at_the_template(spark, cli, project):
     write(
         project / "sql" / "service_stats.sql",

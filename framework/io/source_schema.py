@@ -58,14 +58,33 @@ def delta_log_schema(source: str, location: str, version: int | None = None, tim
                     hint=f"pin a version from 0 to {table.version()} (tributary history lists them), or leave version: out",
                 )
             )
+        latest = table.version()
         if version is not None or timestamp is not None:
             table.load_as_version(version if version is not None else timestamp)
+            _check_files_kept(source, location, table, latest)
     except BadInput:
         raise
     except Exception as e:  # noqa: BLE001 - delta-rs raises plain exceptions (a missing version, a file, a damaged log)
         said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__  # not delta-rs' backtrace
         raise BadInput(Problem(f"source '{source}': cannot read the Delta table at {location}: {said}")) from None
     return arrow_ddl(source, pa.schema(table.schema().to_arrow()))
+
+
+def _check_files_kept(source: str, location: str, table: Any, latest: int) -> None:
+    """A past version whose data files VACUUM removed cannot be read (Spark: PATH_NOT_FOUND, a
+    failed run that a schedule retries for ever): said here, as bad input. Local tables only."""
+    uris = table.file_uris()
+    local = [u.removeprefix("file://") for u in uris if "://" not in u or u.startswith("file://")]
+    gone = [path for path in local if not os.path.exists(path)]
+    if gone:
+        raise BadInput(
+            Problem(
+                f"source '{source}': version {table.version()} of {location} needs {len(gone):,} data file(s) that are gone "
+                f"(e.g. {os.path.basename(gone[0])}): VACUUM removed them, as it does for versions older than its retention",
+                hint=f"pin a version whose files VACUUM kept (tributary history lists them; the latest is {latest}), "
+                "or leave version: out",
+            )
+        )
 
 
 def arrow_ddl(source: str, schema: pa.Schema) -> str:
