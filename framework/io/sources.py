@@ -367,7 +367,9 @@ def _split_corrupt(counted: DataFrame, raw: DataFrame, spec: FileSource, declare
         F.when(corrupt.isNotNull(), F.lit(f"malformed {spec.format} record: does not parse or does not fit the declared schema"))
         .otherwise(
             F.concat(
-                F.lit(f"malformed {spec.format} record: the number in column "), overflowed, F.lit(" is too large for its type")
+                F.lit(f"malformed {spec.format} record: the number in column "),
+                overflowed,
+                F.lit(" is infinite: too large for its type, or written as Infinity"),
             )
         )
         .alias("reason"),
