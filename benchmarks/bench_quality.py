@@ -28,6 +28,16 @@ run; the load average is printed with them (the machine is shared). Also prints 
 breakdown (functions of framework.engine and QualityGate.check_rows wrapped from the outside,
 nothing in the framework changed) and B's Spark jobs per phase and call site (job groups +
 Spark's status store).
+--floor (service shape): two more rounds in the rotation, the floor of checks made while the rows are
+written, by hand with no Tributary and no Great Expectations, over the same planned step frame:
+E. the step's rows written as Parquet (what A's staging does, without the commit);
+D. the same write with the 8 checks as one Observation of the write, the 3 drop checks as a split
+   write (the refused rows in a folder of their own, unsorted, as Tributary writes it), those rows
+   then written as the quarantine's file, and the compound key counted from its column hashes read
+   back from the written files (one job, sorted in the driver).
+The floor's cost is D - E: what the checks cost a pass that also writes the rows it checked. Its
+ratio over C says whether the 1.5 x target lies above that floor; (B - A) / (D - E) says how close
+Tributary's suite is to it.
 --reference: the step's rows sent to Spark's noop sink, with the checks observed, and persist + count.
 --profile [PHASE]: cProfile of one more B run's phase (check_rows unless named: plan, stage, ...). --per-expectation: each expectation alone
 through Tributary's suite runner (framework.quality.suite.check) over the cached step rows.
@@ -278,6 +288,45 @@ def write_pipeline(root: Path, name: str, data: Path, expectations: str, sql: st
     return path
 
 
+def hand_written_floor(spark, step_frame, where: Path, checks: bool) -> tuple[float, dict | None]:
+    """E (checks=False) or D (checks=True) of --floor: see the module's docstring."""
+    import numpy as np
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from framework.io.delta.base import unsorted_split
+
+    began = time.perf_counter()
+    out = str(where / "out")
+    if not checks:
+        step_frame.write.mode("overwrite").parquet(out)
+        return time.perf_counter() - began, None
+    response = F.col("response_ms")
+    refused = F.col("head_service").isNull() | F.col("client_ip").isNull() | ~F.coalesce(response.between(0, 60000), F.lit(True))
+    observation = Observation("floor")
+    kinds = ["page", "image", "style", "script"]
+    observed = step_frame.withColumn("__drop", F.when(refused, F.lit(1))).observe(
+        observation,
+        F.count(F.lit(1)).alias("rows"),
+        F.count_if(F.col("head_service").isNull()).alias("head_service_null"),
+        F.count_if(F.col("client_ip").isNull()).alias("client_ip_null"),
+        F.count_if(~F.coalesce(response.between(0, 60000), F.lit(True))).alias("response_ms_out_of_range"),
+        F.count_if(~F.coalesce(F.col("kind").isin(kinds), F.lit(True))).alias("kind_not_in_set"),
+        F.count_if(~F.coalesce(F.col("client_ip").rlike(r"^\d{1,3}(\.\d{1,3}){3}$"), F.lit(True))).alias("client_ip_bad"),
+        F.avg(response).alias("response_ms_mean"),
+    )
+    with unsorted_split(spark):
+        observed.write.mode("overwrite").partitionBy("__drop").parquet(out)
+    found = dict(observation.get)
+    kept = spark.read.parquet(out).where(F.col("__drop").isNull())
+    hashes = kept.select(F.xxhash64("instance_id", "requested_service").alias("h")).toArrow().column(0).to_numpy()
+    ordered = np.sort(hashes)
+    found["duplicate_key_hashes"] = int((ordered[1:] == ordered[:-1]).sum())
+    quarantine = spark.read.parquet(out).where(F.col("__drop").isNotNull())
+    quarantine.write.mode("overwrite").parquet(str(where / "quarantine"))
+    return time.perf_counter() - began, found
+
+
 def load() -> str:
     one, five, _ = os.getloadavg()
     return f"load {one:.1f} (5 min {five:.1f})"
@@ -390,6 +439,7 @@ def main() -> None:
     parser.add_argument("--corrupt", type=int, default=None, help="corrupted tuples (default rows / 10,000)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--reference", action="store_true", help="time the step alone: noop sink, observed checks, persist")
+    parser.add_argument("--floor", action="store_true", help="service shape: also time the hand-written floor, D and E")
     parser.add_argument(
         "--profile",
         nargs="?",
@@ -472,16 +522,22 @@ def measure_shape(spark, shape: Shape, root: Path, data: Path, tmp: Path, args) 
         row = spark.sql(shape.hand_checks).collect()[0]
         return time.perf_counter() - began, row
 
-    totals: dict[str, list[float]] = {"A": [], "B": [], "C": []}
+    floor = args.floor and shape.name == "service"
+    totals: dict[str, list[float]] = {"A": [], "B": [], "C": [], "D": [], "E": []}
     phase_runs: dict[str, list[Phases]] = {"A": [], "B": []}
     loads: list[str] = []
-    last_b, hand_result = None, None
-    order = ["A", "B", "C"]
+    last_b, hand_result, floor_result = None, None, None
+    order = ["A", "B", "C", "D", "E"] if floor else ["A", "B", "C"]
     warmup = args.warmup
     for i in range(args.repeat + warmup):  # the first rounds warm up (GX context, Python workers, JIT): not counted
-        for label in order[i % 3 :] + order[: i % 3]:
+        for label in order[i % len(order) :] + order[: i % len(order)]:
             if label == "C":
                 seconds, hand_result = run_c()
+            elif label in ("D", "E"):
+                where = tmp / f"wh-{shape.name}-{label.lower()}{i}"
+                seconds, checked_by_hand = hand_written_floor(spark, step_frame, where, checks=label == "D")
+                floor_result = checked_by_hand or floor_result
+                shutil.rmtree(where, ignore_errors=True)
             else:
                 compiled = plain if label == "A" else checked
                 where = tmp / f"wh-{shape.name}-{label.lower()}{i}"
@@ -562,6 +618,12 @@ def measure_shape(spark, shape: Shape, root: Path, data: Path, tmp: Path, args) 
         (f"C  {shape.expectations} checks by hand, one SQL pass (cached rows)", totals["C"]),
     ):
         print(f"    {label:<50} {median_of(values):7.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
+    if floor:
+        for label, values in (
+            ("E  floor: the step's rows written, by hand", totals["E"]),
+            ("D  floor: the same write with the 8 checks, by hand", totals["D"]),
+        ):
+            print(f"    {label:<50} {median_of(values):7.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
     print(f"    {'cost of the suite = B - A':<50} {cost:7.2f}")
     per_round = [(bv - av) / cv for av, bv, cv in zip(totals["A"], totals["B"], totals["C"], strict=True) if cv]
     print(f"    cost / C per round (B - A of that round over its C): {', '.join(f'{v:.2f}' for v in per_round)}")
@@ -609,6 +671,12 @@ def measure_shape(spark, shape: Shape, root: Path, data: Path, tmp: Path, args) 
     verdict_sql = "met" if vs_sql <= TARGET_VS_SQL else "MISSED"
     print(f"  ratio cost / A (the step's own run):          {vs_step:5.2f}  (target <= {TARGET_VS_STEP}: {verdict_step})")
     print(f"  ratio cost / C (same checks by hand, one pass): {vs_sql:5.2f}  (target <= {TARGET_VS_SQL}: {verdict_sql})")
+    if floor:
+        floor_cost = median_of(totals["D"]) - median_of(totals["E"])
+        print(f"  floor (by hand): {floor_result}")
+        print(f"  floor's cost D - E:                            {floor_cost:5.2f} s")
+        print(f"  ratio floor / C (the target's 1.5 against it): {floor_cost / c:5.2f}")
+        print(f"  ratio cost / floor (Tributary's suite over it): {cost / floor_cost:5.2f}")
     record(shape.figures[0], vs_step)
     record(shape.figures[1], vs_sql)
     return (
