@@ -677,6 +677,7 @@ def measure_shape(spark, shape: Shape, root: Path, data: Path, tmp: Path, args) 
         print(f"  floor's cost D - E:                            {floor_cost:5.2f} s")
         print(f"  ratio floor / C (the target's 1.5 against it): {floor_cost / c:5.2f}")
         print(f"  ratio cost / floor (Tributary's suite over it): {cost / floor_cost:5.2f}")
+        record("quality.floor_vs_sql", floor_cost / c)
     record(shape.figures[0], vs_step)
     record(shape.figures[1], vs_sql)
     return (
