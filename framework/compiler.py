@@ -417,9 +417,39 @@ def _check_columns(
                         )
                     )
         problems += expectation_column_problems(loaded, ("outputs", name), output.expectations, schema)
+        problems += _date_slice_problems(loaded, name, schema)
     if problems:
         raise BadInput(*problems)
     return schemas, notes
+
+
+def _date_slice_problems(loaded: LoadedPipeline, name: str, schema: Schema) -> list[Problem]:
+    """An output sliced by a DATE column holds whole local days per interval, so its schedule's
+    intervals must begin and end where days do. With `30 2 * * *` every run failed as "not whole
+    days" (exit 2), and the scheduler tried again each day; said here, before any run."""
+    from framework.io.delta.base import whole_days
+
+    schedule, column = loaded.spec.schedule, loaded.spec.sliced_by(name)
+    found = schema.find(column) if schedule is not None and column else None
+    if schedule is None or found is None or (found.type or "").upper() != "DATE":
+        return []
+    cron = schedule.parsed()
+    latest = cron.latest_complete(datetime.now(UTC))
+    for interval in itertools.islice(cron.intervals(latest.start, latest.start + timedelta(days=400)), 3):
+        if not whole_days(interval.start, interval.end, schedule.timezone):
+            begin, end = interval.local()
+            at = ("outputs", name, "interval") if loaded.spec.outputs[name].interval is not None else ("schedule", "cron")
+            return [
+                loaded.problem(
+                    f"output '{name}' is sliced on '{found.name}', a DATE, and its schedule ('{schedule.cron}' in "
+                    f"{schedule.timezone}) runs intervals that are not whole days ({begin.isoformat()} / {end.isoformat()}): "
+                    "such a run cannot replace whole days of the output",
+                    at,
+                    hint="schedule at midnight (e.g. cron: '0 0 * * *'), or slice by a TIMESTAMP column "
+                    "(interval: {column: <a TIMESTAMP column>})",
+                )
+            ]
+    return []
 
 
 def _interval(loaded: LoadedPipeline, given: Interval | None) -> tuple[Interval | None, Interval | None, tuple[str, str]]:

@@ -70,6 +70,21 @@ def rows_of(project: Path, table: str = "per_flight") -> dict[date, int]:
     return found
 
 
+def test_a_date_slice_of_a_schedule_that_never_runs_whole_days_is_bad_input_at_validate(project, cli):
+    """'30 2 * * *' with an output sliced on a DATE column: validate passed, and every run failed as
+    'not whole days' (exit 2), which the scheduler tried again each day."""
+    flights(project, DAYS[0], 3)
+    write(
+        project / "pipelines/flights.yaml", daily("flights", SLICED, path="data/flights_daily").replace("0 0 * * *", "30 2 * * *")
+    )
+    code, out, err = cli("validate", "flights")
+    assert code == 2, out + err
+    assert "flights.yaml:20:" in out + err and "not whole days" in out + err and "'30 2 * * *' in America/New_York" in out + err
+    write(project / "pipelines/flights.yaml", daily("flights", SLICED, path="data/flights_daily"))  # at midnight: fine
+    code, out, err = cli("validate", "flights")
+    assert code == 0, out + err
+
+
 def test_a_changed_interval_rerun_replaces_its_slice_in_one_commit_and_never_duplicates(spark, project, cli):
     """The bug: one row added to 2013-01-05's file, that interval run again: the day had 6 rows, not 4."""
     for day in DAYS[:6]:

@@ -105,6 +105,13 @@ def _first_instant(at: datetime, zone: ZoneInfo) -> datetime:
     return midnight.astimezone(UTC).astimezone(zone)
 
 
+def whole_days(start: datetime, end: datetime, timezone: str) -> bool:
+    """Whether [start, end) begins and ends where local days begin in `timezone` (what a DATE
+    slice needs)."""
+    zone = ZoneInfo(timezone)
+    return all(t == _first_instant(t, zone) for t in (start.astimezone(zone), end.astimezone(zone)))
+
+
 @dataclass(frozen=True)
 class Slice:
     """The rows of one interval in an interval-sliced output: `column` within [start, end).
@@ -128,7 +135,7 @@ class Slice:
         zone = ZoneInfo(self.timezone)
         start, end = self.start.astimezone(zone), self.end.astimezone(zone)
         if isinstance(field.dataType, DateType):
-            if any(t != _first_instant(t, zone) for t in (start, end)):
+            if not whole_days(self.start, self.end, self.timezone):
                 raise ValueError(
                     f"'{self.column}' is a DATE, and this interval ({start.isoformat()} / {end.isoformat()}) is not whole days"
                 )
