@@ -52,6 +52,24 @@ def test_malformed_tests_are_bad_input_at_their_line(cli, project: Path):
     assert code == 2 and "then" in err, out + err
 
 
+def test_a_given_value_that_does_not_fit_its_column_is_bad_input_at_its_line(cli, project: Path, spark):
+    """Spark casts a given value only where the checked step reads it: 'slow' for an INT failed the
+    test in Spark's words (exit 1, no line) when the step read the column, and was null when not."""
+    tests = project / SERVICE_TESTS
+    text = tests.read_text()
+    write(
+        tests,
+        text.replace("requested_service: /style.css, response_ms: 12}", "requested_service: /style.css, response_ms: slow}", 1),
+    )
+    code, out, err = cli("test", "service_calls", "--no-engine")
+    assert code == 2, out + err
+    assert (
+        "service_calls.tests.yaml:8:" in err
+        and "given row 1 of 'static_calls': response_ms 'slow' does not fit its type INT" in err
+    )
+    assert "CAST_INVALID_INPUT" not in out + err
+
+
 def test_examples_pass_and_write_nothing(cli, project: Path, spark):
     """Every example's tests pass, in one session (batch tests and the streaming scenarios); the
     warehouse is as it was (a table in it keeps its version, nothing is added) and nothing is

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, TributaryError
 from framework.project_context import ProjectContext
-from framework.testing.rows import Difference, column_types, comparable, compare, frame_of
+from framework.spec.tests import RowsFile
+from framework.testing.rows import Difference, column_types, comparable, compare, frame_of, misfit
 from framework.testing.suite import DeclaredTest, checked_node, needed_nodes
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def run_test(context: ProjectContext, compiled_all: CompiledPipeline, test: Decl
     run = _run_context(about, compiled, step, output, set(given), spark)
     try:
         with run.cleanup:
-            frames = _frames(run, compiled, given, spark)
+            frames = _frames(run, compiled, test, given, spark)
             actual = frames.output_frame(run.plan.output(output)) if output else frames.frames[step]
             from framework.quality.gate import MASK
 
@@ -145,7 +146,9 @@ def _test_plan(about: ProjectContext, compiled: CompiledPipeline, step: str, out
     return replace(plan, mode=RunMode.BATCH, sources=sources, steps=steps, outputs=outputs, order=tuple(needed))
 
 
-def _frames(run: RunContext, compiled: CompiledPipeline, given: dict[str, list[dict[str, Any]]], spark: SparkSession) -> Any:
+def _frames(
+    run: RunContext, compiled: CompiledPipeline, test: DeclaredTest, given: dict[str, list[dict[str, Any]]], spark: SparkSession
+) -> Any:
     from framework.engine.frames import BatchReading, build_frames
     from framework.io.sources import EVENT_TIME, SourceFrame, with_event_time
 
@@ -159,10 +162,30 @@ def _frames(run: RunContext, compiled: CompiledPipeline, given: dict[str, list[d
             derived = spec is not None and spec.event_time is not None and not any(EVENT_TIME in r for r in rows)
             if derived:  # the source's event time is an expression over its columns: computed as a run does
                 columns = [(n, t) for n, t in columns if n != EVENT_TIME]
+            _check_given_values(spark, test, source.name, rows, columns)
             frame = SourceFrame(source.name, frame_of(spark, rows, columns))
             return with_event_time(frame, spec) if derived else frame
 
     return build_frames(run, GivenReading())
+
+
+def _check_given_values(
+    spark: SparkSession, test: DeclaredTest, name: str, rows: list[dict[str, Any]], columns: list[tuple[str, str]]
+) -> None:
+    """A given value its column's type cannot hold is a malformed test, said at its line."""
+    found = misfit(spark, rows, columns)
+    if found is None:
+        return
+    index, key, type_ = found
+    inline = not isinstance(test.spec.given[name], RowsFile)
+    at = ("given", name, index, key) if inline else ("given", name, "file")
+    raise BadInput(
+        test.problem(
+            f"given row {index + 1} of '{name}': {key} {rows[index][key]!r} does not fit its type {type_}",
+            *at,
+            hint=f"write a {type_} value for {key} (a TIMESTAMP as 2026-11-02 08:00:00, a DATE as 2026-11-02), or null",
+        )
+    )
 
 
 def _refused(run: RunContext, frames: Any, step: str, output: str | None) -> DataFrame:

@@ -4,7 +4,7 @@ A test's rows are typed by the columns they fill, as a run types them: every val
 as text and is cast there to the column's type (a source's declared schema, a step's known or
 inferred columns, the checked step's actual columns), so `2026-11-02 08:00:00` reads as a
 timestamp in the session's timezone exactly as a JSON source's text would, and a value the type
-cannot hold stops the test with Spark's own words. A column whose type no one knows before Spark
+cannot hold is a malformed test at its line (`misfit`, cast by Spark's own rules). A column whose type no one knows before Spark
 starts is typed from its values (whole numbers, numbers, true/false, dates, text).
 
 Rows are compared as Python values after both sides went through Spark the same way; doubles are
@@ -90,6 +90,34 @@ def frame_of(spark: SparkSession, rows: list[dict[str, Any]], columns: list[tupl
         for i, (name, type_) in enumerate(columns)
     ]
     return raw.select(*typed)
+
+
+def misfit(spark: SparkSession, rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> tuple[int, str, str] | None:
+    """The first given value its column's type cannot hold, as (row index, the row's key, type).
+
+    Spark casts a test's values only where the query reads them, so such a value failed the test in
+    Spark's words when the checked step read its column, and was null when it did not."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    typed = [(k, name, type_) for k, (name, type_) in enumerate(columns) if type_.upper() != "STRING"]
+    if not rows or not typed:
+        return None
+    texts = [tuple(_text(_value(row, name)) for _, name, _ in typed) for row in rows]
+    raw = spark.createDataFrame(texts, StructType([StructField(f"c{i}", StringType()) for i in range(len(typed))]))
+
+    def refused(i: int, type_: str) -> Any:
+        text = F.col(f"c{i}")
+        value = F.from_json(text, type_) if type_.upper().startswith(COMPLEX) else text.try_cast(type_)
+        return (text.isNotNull() & value.isNull()).alias(f"c{i}")
+
+    flags = raw.select(*[refused(i, type_) for i, (_, _, type_) in enumerate(typed)]).collect()
+    for r, flagged in enumerate(flags):
+        for i, (_, name, type_) in enumerate(typed):
+            if flagged[i]:
+                key = next((k for k in rows[r] if k.lower() == name.lower()), name)
+                return r, key, type_
+    return None
 
 
 def _value(row: dict[str, Any], name: str) -> Any:
