@@ -499,6 +499,22 @@ def test_ctrl_c_in_a_stream_says_which_micro_batches_stay_committed_and_the_next
     assert sorted(r["n"] for r in delta_rows(table)) == [*range(5), *range(10, 16)]
 
 
+def test_a_udf_returning_another_type_than_it_declares_says_the_value_and_the_type(spark, cli, project):
+    """pyspark said: Failed to convert the value of the column '_0' with type 'object' to Arrow type
+    'int32', and pointed at an Arrow setting."""
+    write(
+        project / "udfs" / "label.py",
+        "import pandas as pd\nfrom framework.functions import udf\n\n\n@udf(returns='int')\n"
+        "def label(x):\n    return pd.Series(['slow'] * len(x))\n",
+    )
+    write(project / "pipelines" / "calls_log.yaml", APPEND.replace("response_ms, ts", "label(response_ms) as label, ts"))
+    write(project / "incoming" / "a.json", _lines(_calls(3, start=1)))
+    code, out, err = cli("run", "calls_log")
+    assert code == 1, out + err
+    assert "a user function (@udf) returned 'slow' (str), which does not fit the type it declares (INT)" in err, err
+    assert "'_0'" not in err and "convertToArrowArraySafely" not in err
+
+
 def test_a_udf_that_raises_is_named_with_its_file_and_line(spark, cli, project):
     """A @udf's error said 'Python code in a task failed: ValueError: boom', naming neither the
     function nor where it is."""

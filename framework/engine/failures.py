@@ -79,6 +79,8 @@ def raised_in_python(text: str) -> str | None:
     if not raised:
         return None
     name, _, said = raised[-1].partition(": ")
+    if name.startswith("pyspark.errors.") and (returned := _udf_result_misfit(said, text)):
+        return returned
     if name.startswith("pyspark.errors."):  # Spark's own error, met by a stream's sink (Python) as it wrote
         return said.split(" SQLSTATE:")[0].strip()
     if name.startswith("framework."):  # Tributary's own code in a task (a stream's reader): its words alone
@@ -89,6 +91,33 @@ def raised_in_python(text: str) -> str | None:
     frames = _UDFS_FRAME.findall(text)  # the project's own code: where in udfs/ it raised
     where = f" ({frames[-1][0]}:{frames[-1][1]} in {frames[-1][2]})" if frames else ""
     return "Python code in a task failed: " + raised[-1] + where
+
+
+#: pyspark's words when a function's results do not fit the Arrow type of its declared return type
+_ARROW_MISFIT = re.compile(r"Failed to convert the value of the column '_\d+' with type '(\w+)' to Arrow type '(\w+)'")
+#: pyarrow's, a line above them, with the value
+_ARROW_VALUE = re.compile(r"ArrowInvalid: Could not convert (.+?) with type (\w+): tried to convert to (\w+)")
+
+
+def _udf_result_misfit(said: str, text: str) -> str | None:
+    """A user function that returned values of another type than its `returns=`: pyspark names the
+    result column `_0` and the pandas type `object`; said with the value and the declared type."""
+    misfit = _ARROW_MISFIT.search(said)
+    if misfit is None:
+        return None
+    value = _ARROW_VALUE.search(text)
+    shown = f"{value.group(1)} ({value.group(2)})" if value else f"values of pandas type {misfit.group(1)}"
+    declared = _SPARK_TYPE_OF_ARROW.get(misfit.group(2), misfit.group(2))
+    return (
+        f"a user function (@udf) returned {shown}, which does not fit the type it declares "
+        f"({declared}): return values of that type, or change its returns="
+    )
+
+
+_SPARK_TYPE_OF_ARROW = {
+    "int8": "TINYINT", "int16": "SMALLINT", "int32": "INT", "int64": "BIGINT", "float": "FLOAT", "double": "DOUBLE",
+    "bool": "BOOLEAN", "string": "STRING", "large_string": "STRING", "date32": "DATE",
+}  # fmt: skip
 
 
 #: a traceback's frame in a module of the project's udfs/ (shipped by value, it keeps its file's path)
