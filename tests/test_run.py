@@ -515,6 +515,39 @@ def test_a_udf_returning_another_type_than_it_declares_says_the_value_and_the_ty
     assert "'_0'" not in err and "convertToArrowArraySafely" not in err
 
 
+def test_a_changed_partition_by_rewrites_an_overwrite_and_is_refused_where_rows_stay(spark, cli, project):
+    """partition_by changed on an existing table: the commit kept the table's old partition columns,
+    so the new one read as null in every row (exit 0), and a second change left the table unreadable."""
+    from deltalake import DeltaTable
+
+    pipeline = project / "pipelines" / "calls_log.yaml"
+    write(project / "incoming" / "a.json", _lines(_calls(3) + _calls(2, head="/b.html")))
+    table = project / "warehouse" / "slow"
+
+    def heads() -> list[str | None]:
+        return sorted(r["head_service"] for r in delta_rows(table))
+
+    for partition_by in ("", "\n    partition_by: [head_service]", "\n    partition_by: [response_ms]", ""):
+        write(pipeline, APPEND.replace("    mode: append\n", f"    mode: overwrite{partition_by}\n"))
+        code, out, err = cli("run", "calls_log")
+        assert code == 0, out + err
+        assert heads() == ["/a.html"] * 3 + ["/b.html"] * 2, partition_by
+        assert DeltaTable(str(table)).metadata().partition_columns == (
+            ["response_ms"] if "response_ms" in partition_by else ["head_service"] if partition_by else []
+        )
+
+    write(pipeline, APPEND.replace("    mode: append\n", "    mode: append\n    partition_by: [head_service]\n"))
+    before = delta_version(table)
+    code, out, err = cli("run", "calls_log")
+    assert code == 2, out + err
+    assert "calls_log.yaml:16:" in err and "its table is partitioned by [], and partition_by says ['head_service']" in err, err
+    assert delta_version(table) == before
+    code, out, err = cli("run", "calls_log", "--full-refresh", "--yes")
+    assert code == 0, out + err
+    assert heads() == ["/a.html"] * 3 + ["/b.html"] * 2
+    assert DeltaTable(str(table)).metadata().partition_columns == ["head_service"]
+
+
 def test_a_udf_that_raises_is_named_with_its_file_and_line(spark, cli, project):
     """A @udf's error said 'Python code in a task failed: ValueError: boom', naming neither the
     function nor where it is."""

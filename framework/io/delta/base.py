@@ -198,6 +198,10 @@ class DeltaStore(ABC):
         """Current schema as Spark types, or None when there is no table."""
 
     @abstractmethod
+    def partition_columns(self, table: str) -> list[str] | None:
+        """The columns the table is partitioned by, or None when there is no table."""
+
+    @abstractmethod
     def transaction_version(self, table: str, app_id: str) -> int | None:
         """The highest version committed under this application id (None: never)."""
 

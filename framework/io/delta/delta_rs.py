@@ -100,6 +100,10 @@ class DeltaRsStore(DeltaStore):
         rows = reader.parquet(*files).select(*schema.fieldNames())
         return rows if limit is None else _with_file_rank(rows, files)
 
+    def partition_columns(self, table: str) -> list[str] | None:
+        dt = self._table(table)
+        return list(dt.metadata().partition_columns) if dt is not None else None
+
     def last_run_id(self, table: str) -> str | None:
         dt = self._table(table)
         history = dt.history(1) if dt is not None else []
@@ -152,6 +156,8 @@ class DeltaRsStore(DeltaStore):
             self._merge(dt, staged, keys, properties)
         elif where is not None and dt is not None:
             self._replace_slice(dt, staged, where, properties)
+        elif mode == "overwrite" and dt is not None and list(dt.metadata().partition_columns) != list(staged.partition_by):
+            self._repartition(dt, staged, properties)
         else:
             schema = Schema.from_arrow(spark_to_arrow(staged.schema))
             staging_files.move_into(staged.staging, staged.files, staged.table)
@@ -198,6 +204,21 @@ class DeltaRsStore(DeltaStore):
             mode="overwrite",
             predicate=where.datafusion_sql(staged.schema),
             partition_by=staged.partition_by or None,
+            commit_properties=properties,
+        )
+
+    def _repartition(self, dt: DeltaTable, staged: StagedWrite, properties: Any) -> None:
+        """An overwrite whose partitioning differs from the table's: the table's metadata must say
+        the new partition columns, which a commit of the staged files cannot change (delta-rs kept
+        the old ones, and the new partition column read as null), so delta-rs writes the rows."""
+        from deltalake import write_deltalake
+
+        write_deltalake(
+            dt,
+            _staged_dataset(staged).scanner().to_reader(),
+            mode="overwrite",
+            schema_mode="overwrite",
+            partition_by=list(staged.partition_by),  # [] unpartitions (None would keep the old columns)
             commit_properties=properties,
         )
 

@@ -46,6 +46,13 @@ class SparkDeltaStore(DeltaStore):
     def schema(self, table: str) -> StructType | None:
         return self.spark.read.format("delta").load(table).schema if self._exists(table) else None
 
+    def partition_columns(self, table: str) -> list[str] | None:
+        from delta.tables import DeltaTable
+
+        if not self._exists(table):
+            return None
+        return list(DeltaTable.forPath(self.spark, table).detail().select("partitionColumns").first()[0])
+
     def transaction_version(self, table: str, app_id: str) -> int | None:
         """Application transactions live in the log as `txn` actions (JSON commits and checkpoints)."""
         if not self._exists(table):
