@@ -720,3 +720,23 @@ def test_capacity_predicts_nodes_next_to_the_last_run(spark, cli, project):
     assert "n = max(K)·Δt·2·max(N)" in out and "executor slots used" in out and "peak in the last run" in out
     peak = [line for line in out.splitlines() if "peak in the last run" in line][0]
     assert int(peak.split("│")[-2].split()[0]) > 0
+
+
+def test_a_merge_stream_refuses_a_micro_batch_holding_a_key_twice(spark, cli, project):
+    """A new key twice in one micro-batch: both rows were committed, and the merge table held the key
+    twice for good (exit 0); an existing key twice failed with delta-rs' words, and the micro-batch's
+    other rows were never written."""
+    write(
+        project / "pipelines/upserts.yaml",
+        "name: upserts\nmode: streaming\nsources:\n  rows: {format: json, path: landing/rows, schema: 'id INT, v STRING'}\n"
+        "steps:\n  latest:\n    sql: select id, v from {{ source('rows') }}\noutputs:\n  latest: {mode: merge, keys: [id]}\n",
+    )
+    write(project / "landing/rows/a.json", _file([{"id": 1, "v": "a"}, {"id": 2, "v": "a"}]))
+    assert cli("run", "upserts")[0] == 0
+    table = project / "warehouse/latest"
+    before = delta_version(table)
+    write(project / "landing/rows/b.json", _file([{"id": 5, "v": "x"}, {"id": 5, "v": "y"}, {"id": 6, "v": "z"}]))
+    code, out, err = cli("run", "upserts")
+    assert code == 1, out + err
+    assert "merge keys ['id'] are not unique in micro-batch 1's rows (e.g. {'id': 5})" in err, err
+    assert delta_version(table) == before and sorted(r["id"] for r in delta_rows(table)) == [1, 2]

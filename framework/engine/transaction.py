@@ -37,7 +37,7 @@ from framework.engine.task_progress import task_progress
 from framework.errors import BadInput, Problem, RunFailed
 from framework.functions.loader import udfs_files
 from framework.io import staging as staging_files
-from framework.io.delta.base import Slice, WriteMode
+from framework.io.delta.base import DeltaStore, Slice, WriteMode
 from framework.io.locations import QUARANTINE_TABLE, is_uri
 from framework.operators.context import Rejected, quarantine_records, quarantine_shape
 from framework.plan.model import CheckScope, PlannedOutput, QuarantineSplit
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from framework.compiler import CompiledPipeline
-    from framework.io.delta.base import DeltaStore, StagedWrite
+    from framework.io.delta.base import StagedWrite
     from framework.plan.model import RunPlan
 
 QUARANTINE_OUTPUT = "_quarantine"
@@ -328,14 +328,9 @@ def _match_column(columns: list[str], name: str) -> str:
 
 
 def _check_unique_keys(spark: SparkSession, write: StagedWrite, keys: list[str], output: str) -> None:
-    if not write.files:
-        return
-    reader = spark.read.schema(write.schema)
-    if write.partition_by:
-        reader = reader.option("basePath", write.staging)
-    dupes = reader.parquet(write.staging).groupBy(*keys).count().where("count > 1").limit(3).collect()
+    dupes = DeltaStore.repeated_keys(spark, write, keys)
     if dupes:
-        sample = ", ".join(str({k: row[k] for k in keys}) for row in dupes)
+        sample = ", ".join(str(key) for key in dupes)
         raise RunFailed(f"output '{output}': merge keys {keys} are not unique in the new rows (e.g. {sample})")
 
 

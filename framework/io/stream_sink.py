@@ -13,12 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from framework.errors import RunFailed
 from framework.io.delta.base import DeltaStore
 from framework.io.locations import join
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
+
+
+class RepeatedKeysError(RunFailed):
+    """A micro-batch of a merge output holds a key more than once: nothing of it is committed."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,13 @@ class ExactlyOnceDeltaSink:
         if staged.rows == 0:
             self.store.discard(staged)
             return
+        if self.mode == "merge" and (repeated := self.store.repeated_keys(spark, staged, list(self.keys))):
+            self.store.discard(staged)
+            raise RepeatedKeysError(
+                f"output '{self.name}': merge keys {list(self.keys)} are not unique in micro-batch {batch_id}'s rows "
+                f"(e.g. {', '.join(str(key) for key in repeated)}): a merge takes one row per key; make the step give "
+                "one row per key in each micro-batch, or write mode: append"
+            )
         result = self.store.commit(spark, staged, self.mode, list(self.keys), self.app_id, batch_id, self.run_id)  # type: ignore[arg-type]
         self.batches += 1
         if not result.skipped:

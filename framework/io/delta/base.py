@@ -264,6 +264,18 @@ class DeltaStore(ABC):
         return staged
 
     @staticmethod
+    def repeated_keys(spark: SparkSession, staged: StagedWrite, keys: list[str], limit: int = 3) -> list[dict[str, Any]]:
+        """Up to `limit` keys that more than one staged row holds: a merge takes one row per key
+        (delta-rs inserted both rows of a new key, and failed on an existing one)."""
+        if not staged.files:
+            return []
+        reader = spark.read.schema(staged.schema)
+        if staged.partition_by:
+            reader = reader.option("basePath", staged.staging)
+        repeated = reader.parquet(staged.staging).groupBy(*keys).count().where("count > 1").limit(limit).collect()
+        return [{k: row[k] for k in keys} for row in repeated]
+
+    @staticmethod
     def read_split_off(spark: SparkSession, staged: StagedWrite, schema: StructType) -> DataFrame:
         """The rows a split write set aside (`schema`: the staged frame's, with the split column)."""
         from pyspark.sql import functions as F
