@@ -282,6 +282,29 @@ def test_a_changed_stateful_query_or_source_is_refused_until_the_stream_starts_o
     assert code == 0, out + err
 
 
+def test_a_stateless_step_made_stateful_is_refused_until_the_stream_starts_over(spark, cli, project):
+    """A step that kept no state when the stream started, made an aggregation: no pin to compare,
+    so the run went on to Spark's STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY (exit 1)."""
+    for path, text in _batch_files(5, files=2, rows=5):
+        write(project / path, text)
+    pipeline = project / "pipelines" / "clicks.yaml"
+    stream = STREAM.format(mode="streaming", per_trigger=1)
+    write(pipeline, stream)
+    assert cli("run", "clicks")[0] == 0
+    write(project / "landing/web/late.json", _file([{"user": "u", "ts": "2026-11-02T10:00:00Z", "page": "/p", "ms": 50}]))
+    aggregating = stream.replace(
+        "      select user, ts, page, ms, _source\n      from {{ ref('both') }}\n      where ms >= {{ var('min_ms', 10) | lit }}\n",
+        "      select user, max(ts) as ts, max(page) as page, max(ms) as ms, max(_source) as _source\n"
+        "      from {{ ref('both') }} group by user, window(ts, '10 minutes')\n",  # the table's columns
+    )
+    assert aggregating != stream
+    write(pipeline, aggregating)
+    code, out, err = cli("run", "clicks")
+    assert code == 2, out + err
+    assert "step 'slow_pages' keeps state in this stream now" in err and "--full-refresh" in err, err
+    assert "pipelines/clicks.yaml:" in err and "MISSING_STATE_DIRECTORY" in err
+
+
 def test_a_changed_window_step_is_refused_until_the_stream_starts_over(spark, cli, project):
     """SWA holds each key's tuples of the windows still open between micro-batches: with `size`
     changed from 3 to 4 the held tuples went on into size-4 windows after size-3 ones were

@@ -54,6 +54,14 @@ def check_stateful_queries(run: RunContext) -> None:
     problems: list[Problem] = []
     for step, definition in now["steps"].items():
         before = pinned.get("steps", {}).get(step)
+        if before is None and isinstance(definition, str) and (resumed := _resumed_outputs(run, pinned, step)):
+            message = (
+                f"step '{step}' keeps state in this stream now (an aggregation, a join or DISTINCT), and it did not when "
+                f"the stream of output '{resumed[0]}' started: its checkpoint holds no state for it (Spark stops with "
+                "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY)"
+            )
+            problems.append(run.problem(message, ("steps", step), hint=HINT))
+            continue
         if before is None or before == definition:
             continue
         if isinstance(definition, dict) and isinstance(before, dict):  # a per-micro-batch step's settings
@@ -84,6 +92,16 @@ def check_stateful_queries(run: RunContext) -> None:
             )
     if problems:
         raise BadInput(*problems)
+
+
+def _resumed_outputs(run: RunContext, pinned: dict[str, Any], step: str) -> list[str]:
+    """The outputs reading `step` whose streams ran before (their checkpoints go on)."""
+    graph = run.compiled.graph
+    return [
+        output.name
+        for output in run.plan.outputs
+        if output.name in pinned.get("outputs", {}) and (step == output.step or step in graph.upstream(output.step))
+    ]
 
 
 def pin_stateful_queries(run: RunContext) -> None:
