@@ -763,3 +763,25 @@ def test_a_merge_stream_refuses_a_micro_batch_holding_a_key_twice(spark, cli, pr
     assert code == 1, out + err
     assert "merge keys ['id'] are not unique in micro-batch 1's rows (e.g. {'id': 5})" in err, err
     assert delta_version(table) == before and sorted(r["id"] for r in delta_rows(table)) == [1, 2]
+
+
+def test_a_stream_of_a_moved_project_is_refused_at_the_source_path(spark, cli, project, tmp_path_factory, monkeypatch):
+    """A project copied with its warehouse: Spark's checkpoint names the files it read by absolute
+    path, and every run of the copy failed with "Wrong basePath ... for the root path" (exit 1)."""
+    import shutil
+
+    for path, text in _batch_files(5, files=2, rows=5):
+        write(project / path, text)
+    _pipeline(project)
+    assert cli("run", "clicks")[0] == 0
+    moved = tmp_path_factory.mktemp("elsewhere") / "project"
+    shutil.copytree(project, moved)
+    monkeypatch.chdir(moved)
+    write(moved / "landing/web/new.json", _file([{"user": "u", "ts": "2026-11-02T09:00:00Z", "page": "/p", "ms": 50}]))
+    code, out, err = cli("run", "clicks")
+    assert code == 2, out + err
+    assert "source 'web': this stream read its files in" in err and "Wrong basePath" not in err, err
+    assert "pipelines/clicks.yaml:6:" in err and "--full-refresh" in err, err
+    code, out, err = cli("run", "clicks", "--full-refresh", "--yes")
+    assert code == 0, out + err
+    assert "u" in {r["user"] for r in delta_rows(moved / "warehouse/slow_pages")}

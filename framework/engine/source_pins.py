@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from framework.engine.frames import Frames
 
 PINS_FILE = "_source_columns.json"
+#: where each file source's files were when the stream started (its checkpoint names them by absolute path)
+LOCATIONS_FILE = "_source_locations.json"
 
 
 def check_source_columns(run: RunContext, frames: Frames) -> None:
@@ -50,6 +52,44 @@ def pin_source_columns(run: RunContext, frames: Frames) -> None:
     if all(name in pinned for name in now):
         return
     write_pins(run, PINS_FILE, pinned | now)
+
+
+def check_source_locations(run: RunContext) -> None:
+    """Bad input when a file source's folder is not where the stream's first run read it: Spark's
+    checkpoint names each file it read by its absolute path, and resumed over another folder (the
+    project copied or moved, the source's `path:` changed) it failed every run with "Wrong basePath"
+    (exit 1)."""
+    pinned = read_pins(run, LOCATIONS_FILE)
+    if run.plan.full_refresh or pinned is None:
+        return
+    problems = [
+        run.problem(
+            f"source '{name}': this stream read its files in {pinned[name]}, and its path is {location} now "
+            "(the project was moved or copied, or the source's path changed): the stream's checkpoint names each file "
+            "it read by that path",
+            ("sources", name, "path"),
+            hint="give the source its former path (or move the project back), or run again with --full-refresh to start "
+            "the stream over (it reads every file now in the folder; the outputs keep their history)",
+        )
+        for name, location in _file_locations(run).items()
+        if name in pinned and pinned[name] != location
+    ]
+    if problems:
+        raise BadInput(*problems)
+
+
+def pin_source_locations(run: RunContext) -> None:
+    """Keep the file sources' folders beside the checkpoints (sources new to the pipeline added)."""
+    pinned = read_pins(run, LOCATIONS_FILE) or {}
+    now = _file_locations(run)
+    if run.plan.full_refresh or not all(name in pinned for name in now):
+        write_pins(run, LOCATIONS_FILE, now if run.plan.full_refresh else pinned | now)
+
+
+def _file_locations(run: RunContext) -> dict[str, str]:
+    from framework.spec.models import DeltaSource
+
+    return {s.name: s.location for s in run.plan.sources if s.spec is not None and not isinstance(s.spec, DeltaSource)}
 
 
 def _read(run: RunContext) -> dict[str, dict[str, str]] | None:

@@ -36,7 +36,7 @@ from framework.engine.failures import raised_in_python
 from framework.engine.frames import Frames, StreamReading, build_frames, missing_columns
 from framework.engine.output_checks import check_outputs
 from framework.engine.results import OutputResult, OutputStatus, Progress, StepStatus
-from framework.engine.source_pins import check_source_columns, pin_source_columns
+from framework.engine.source_pins import check_source_columns, check_source_locations, pin_source_columns, pin_source_locations
 from framework.engine.state_figures import streaming_figures
 from framework.engine.state_pins import check_stateful_queries, pin_stateful_queries
 from framework.engine.stream_checks import BatchCheck, CheckedBatches, RefusedRows
@@ -114,6 +114,7 @@ class StreamingRun:
             kept.frames = frames
         self._check_streaming(frames)
         check_source_columns(run, frames)
+        check_source_locations(run)
         check_stateful_queries(run)
         check_outputs(run, frames)
         if run.plan.full_refresh or staging_files.exists(self._refreshing()):
@@ -121,6 +122,7 @@ class StreamingRun:
         else:
             self._check_new_checkpoints()
         pin_source_columns(run, frames)
+        pin_source_locations(run)
         pin_stateful_queries(run)
         try:
             self._start_chains(frames)
