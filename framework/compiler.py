@@ -433,8 +433,8 @@ def _date_slice_problems(loaded: LoadedPipeline, name: str, schema: Schema) -> l
     found = schema.find(column) if schedule is not None and column else None
     if schedule is None or found is None or (found.type or "").upper() != "DATE":
         return []
-    cron = schedule.parsed()
-    latest = cron.latest_complete(datetime.now(UTC))
+    cron, now, end = schedule.parsed(), datetime.now(UTC), schedule.end_at()
+    latest = cron.latest_complete(min(now, end) if end is not None else now)  # one the schedule runs
     for interval in itertools.islice(cron.intervals(latest.start, latest.start + timedelta(days=400)), 3):
         if not whole_days(interval.start, interval.end, schedule.timezone):
             begin, end = interval.local()
