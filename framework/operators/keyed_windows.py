@@ -271,7 +271,7 @@ def unit_rows(
     group: list[str],
     closed: Column | None = None,
     hidden: dict[str, Column] | None = None,
-    order: str | None = None,
+    order: str | list[Column] | None = None,
 ) -> DataFrame:
     """One row per unit: tuples grouped by key and `group` (the hidden unit columns). How a unit
     closed is its tuples' CLOSED, or the aggregate `closed` (an index into CLOSED_BY). `hidden`
@@ -283,7 +283,14 @@ def unit_rows(
     after another, in order. Spark then aggregates each unit as its tuples stream past (one sort
     aggregate: framework.engine.session), not twice through a hash map (a partial and a final
     aggregation in the same task, the buffers serialised between them), and every aggregate
-    that depends on order (collect_list, first) sees the unit's tuples in their total order."""
+    that depends on order (collect_list, first) sees the unit's tuples in their total order.
+
+    `order` as columns (`tuple_order`: tumbling windows): the rows are in no order yet. They are
+    partitioned by (`group`, key) and sorted by those and the tuple order, so that each unit's
+    tuples reach its aggregation in their total order too. Grouped as they came, across
+    partitions, `first`, `last` and `collect_list` of a unit whose tuples sat in several
+    partitions took them in whatever order the shuffle delivered (10,333 of 611,708 units wrong
+    over 1M keys)."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
@@ -299,8 +306,11 @@ def unit_rows(
     key = [F.col(quoted(k)) for k in keys]
     if order is None:
         grouped = assigned.groupBy(*key, *group)
-    else:
+    elif isinstance(order, str):
         grouped = assigned.sortWithinPartitions(*group, *key, order).groupBy(*group, *key)
+    else:
+        placed = assigned.repartition(*[F.col(g) for g in group], *key).sortWithinPartitions(*group, *key, *order)
+        grouped = placed.groupBy(*group, *key)
     try:
         aggregates = [F.expr(expression).alias(name) for name, expression in spec.aggregates.items()]
         extra = [column.alias(name) for name, column in (hidden or {}).items()]

@@ -35,7 +35,8 @@ POSITION = "__tributary_position"
 
 def build_tumbling(context: StepContext) -> DataFrame:
     spec = context.spec.tumbling
-    return unit_rows(context.name, spec, assign_count_windows(used_columns(checked_input(context), spec), spec), [UNIT])
+    windows = assign_count_windows(used_columns(checked_input(context), spec), spec)
+    return unit_rows(context.name, spec, windows, [UNIT], order=tuple_order(windows, spec))
 
 
 def assign_count_windows(rows: DataFrame, spec: TumblingSpec) -> DataFrame:

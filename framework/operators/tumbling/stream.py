@@ -90,7 +90,7 @@ class TumblingStream(PerBatchOperator):
         filling = (placed + final) // size  # the window the next final row goes to
         windows = tail.unionByName(numbered).localCheckpoint()
         full = windows.where(before(F.col(UNIT), filling)).withColumn(CLOSED, F.lit(COUNT))
-        units = unit_rows(self.step, spec, full, [UNIT])
+        units = unit_rows(self.step, spec, full, [UNIT], order=tuple_order(full, spec))
 
         kept = windows.where(not_before(F.col(UNIT), filling)).withColumn(KIND, F.lit("tail"))
         pending = held.where(~is_final).withColumn(UNIT, F.lit(None).cast("long")).withColumn(KIND, F.lit("pending"))
