@@ -217,6 +217,7 @@ def _build_step(run: RunContext, reading: Reading, built: Frames, step: PlannedS
         run.compiled.functions,
         sizes,
         sql_policy=run.profile.sql_policy,
+        keep=partial(reading.share, run),
     )
     built.contexts[step.name] = context
     frame = reading.step(run, built, step, context)

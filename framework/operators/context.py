@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from framework.functions.loader import Functions
@@ -54,6 +56,8 @@ class StepContext:
     functions: Functions | None = None  # the project's udfs/ (framework.functions.loader)
     sizes: Sizes | None = None  # swa with size: auto / timeout: auto: the run's learned sizes
     sql_policy: str = "default"  # the profile's: "strict" checks the SQL again before Spark gets it
+    #: keeps a frame computed once for the run (persisted, released at its end); None: recomputed
+    keep: Callable[[DataFrame], DataFrame] | None = None
 
     def quarantine(self, rows: DataFrame, reason: Column) -> DataFrame:
         """Rows for which `reason` is not null leave the step (quarantined); the others are returned."""

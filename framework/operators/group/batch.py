@@ -70,6 +70,10 @@ def build_group(context: StepContext) -> DataFrame:
         context.name, spec, context.functions, events.schema, mark=_end_of_time(events, spec), end_of_input=True
     )
     grouped = run_groups(events, spec, runner)
+    if spec.close.all_inputs and context.keep is not None:
+        # its output and its quarantined contexts are both read from it: computed twice, every
+        # group's function ran twice (356,148 calls for 178,074 groups)
+        grouped = context.keep(grouped)
     observation = Observation(f"tributary_group_{context.name}")
     counted = grouped.observe(observation, F.count_if(F.col(ROLE) == QUARANTINED).alias("rejected"))
     context.rejected.append(Rejected(context.name, quarantined_events(grouped, events.schema), observation))
