@@ -51,7 +51,8 @@ class SparkDeltaStore(DeltaStore):
 
         if not self._exists(table):
             return None
-        return list(DeltaTable.forPath(self.spark, table).detail().select("partitionColumns").first()[0])
+        detail = DeltaTable.forPath(self.spark, table).detail().select("partitionColumns").first()
+        return list(detail[0]) if detail is not None else []
 
     def transaction_version(self, table: str, app_id: str) -> int | None:
         """Application transactions live in the log as `txn` actions (JSON commits and checkpoints)."""
