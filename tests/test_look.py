@@ -60,6 +60,21 @@ def test_show_reads_an_output_by_its_name_now_and_at_an_older_version(cli, wareh
     assert "version 0" in out and "/about.html" in out
 
 
+def test_show_of_an_older_version_says_when_that_version_was_committed(cli, warehouse):
+    """delta-rs numbers the history of a table loaded at an older version from that version down:
+    `show --version 0` said the latest commit's time."""
+    import time
+
+    table = warehouse / "service_stats"
+    time.sleep(1.1)  # a third version, a second or more after the first
+    commit(table, stats([("/later.html", 1)]), run_id="run-3")
+    first = DeltaTable(str(table)).history()[-1]
+    said = datetime.fromtimestamp(first["timestamp"] / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    code, out, err = cli("show", "service_stats", "--version", "0")
+    assert code == 0, err
+    assert f"version 0, committed {said} UTC" in out, out
+
+
 def test_show_names_the_mistake_and_exits_2(cli, warehouse):
     code, out, err = cli("show", "servce_stats")
     assert code == 2 and "no table 'servce_stats'" in err and "did you mean 'service_stats'?" in err

@@ -76,7 +76,7 @@ def show_here(
         raise BadInput(Problem("--version and --timestamp both choose a version: give one"))
     ref = catalog.resolve(name)
     table = delta_tables.open_table(ref, catalog.profile.storage_options, version, timestamp)
-    title = f"{name} · {ref.about} · {delta_tables.describe_version(table)}"
+    title = f"{name} · {ref.about} · {delta_tables.describe_version(table, ref.location, catalog.profile.storage_options)}"
     with delta_tables.reading(lambda: ref.location):  # a data file missing or damaged: bad input
         if run is not None or latest:
             found = per_run.run_rows(ref, table, run, latest, limit)

@@ -214,9 +214,14 @@ def row_count(table: DeltaTable) -> int | None:
     return None if any(c is None for c in counts) else int(sum(counts))
 
 
-def describe_version(table: DeltaTable) -> str:
-    """'version 3, committed 2026-11-25 02:43:09 UTC'"""
-    entry = next((h for h in table.history(None) if h.get("version") == table.version()), None)
+def describe_version(table: DeltaTable, location: str, storage_options: dict[str, str] | None) -> str:
+    """'version 3, committed 2026-11-25 02:43:09 UTC'. The commit is looked up in the table's
+    history as of its latest version: delta-rs numbers the history of a table loaded at an older
+    version from that version down (version 0 got the latest commit's time)."""
+    from deltalake import DeltaTable
+
+    latest = DeltaTable(location, storage_options=storage_options or None)
+    entry = next((h for h in latest.history(None) if h.get("version") == table.version()), None)
     if entry is None or "timestamp" not in entry:
         return f"version {table.version()}"
     return f"version {table.version()}, committed {_utc(entry['timestamp']).strftime('%Y-%m-%d %H:%M:%S')} UTC"
