@@ -56,6 +56,18 @@ def test_files_that_disagree_are_named_with_the_column(tmp_path: Path, other: pa
     assert expected in str(raised.value)
 
 
+def test_files_differing_only_in_nullability_or_string_width_agree(tmp_path: Path):
+    """A file whose columns are NOT NULL (duckdb's COPY of a not-null table) beside one whose
+    columns may hold nulls was refused as 'its columns are in another order', the same order."""
+    full = TABLE.drop_null()  # rows without nulls, written as NOT NULL columns
+    strict = pa.schema([f.with_nullable(False) for f in full.schema])
+    pq.write_table(TABLE, tmp_path / "part-0.parquet")
+    pq.write_table(full.cast(strict), tmp_path / "part-1.parquet")
+    wide = pa.schema([f.with_type(pa.large_string()) if pa.types.is_string(f.type) else f for f in TABLE.schema])
+    pq.write_table(TABLE.cast(wide), tmp_path / "part-2.parquet")
+    assert footer_schema("s", str(tmp_path)) == footer_schema("s", str(tmp_path / "part-0.parquet"))
+
+
 STREAM = """
 name: typed
 mode: streaming

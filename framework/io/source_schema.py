@@ -31,16 +31,19 @@ def footer_schema(source: str, location: str) -> str | None:
     if not files:
         return None
     first = _schema(source, files[0])
+    wanted = arrow_ddl(source, first)
     for other in files[1:]:
         schema = _schema(source, other)
-        if not schema.equals(first):
+        # as Spark reads them: a column that may hold nulls in one file and not in another is one
+        # column, and so are a string and a large string
+        if not schema.equals(first) and arrow_ddl(source, schema) != wanted:
             raise BadInput(
                 Problem(
                     f"source '{source}': {other} has another schema than {files[0]}: {_difference(first, schema)}",
                     hint="write the files with one schema, or declare schema: to read them all with it",
                 )
             )
-    return arrow_ddl(source, first)
+    return wanted
 
 
 def delta_log_schema(source: str, location: str, version: int | None = None, timestamp: Any = None) -> str | None:
