@@ -134,3 +134,19 @@ def test_a_delta_source_schema_is_pinned_and_a_stream_stops_when_it_changes(spar
     code, out, err = cli("run", "relayed", "--full-refresh", "--yes")
     assert code == 0, out + err
     assert sorted((r["name"], r["n"]) for r in delta_rows(project / "warehouse" / "relayed")) == [("a", None), ("b", 1)]
+
+
+def test_a_watermark_over_a_timestamp_without_time_zone_is_bad_input_at_validate(spark, cli, project):
+    """pandas and pyarrow write times without a time zone by default: validate passed, and the
+    stream failed with Spark's EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE (exit 1, no line)."""
+    naive = TABLE.set_column(1, "ts", TABLE.column("ts").cast(pa.timestamp("ms")))
+    (project / "data" / "events").mkdir(parents=True)
+    pq.write_table(naive, project / "data" / "events" / "part-0.parquet")
+    write(project / "pipelines" / "typed.yaml", STREAM)
+    code, out, err = cli("validate", "typed")
+    assert code == 2, out + err
+    assert "typed.yaml:5:" in err and "event_time 'ts' is a TIMESTAMP_NTZ" in err, err
+    write(project / "pipelines" / "typed.yaml", STREAM.replace("event_time: ts", 'event_time: "cast(ts AS TIMESTAMP)"'))
+    code, out, err = cli("run", "typed")  # the hint's way
+    assert code == 0, out + err
+    assert sorted(r["name"] for r in delta_rows(project / "warehouse" / "named")) == ["a", "b"]

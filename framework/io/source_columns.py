@@ -52,12 +52,23 @@ def _file_columns(spec: FileSource) -> Schema:
 
 
 def event_time_problems(name: str, spec: AnySource, schema: Schema) -> list[tuple[str, str | None]]:
-    """(message, hint) for each column an `event_time:` expression names that the source lacks."""
+    """(message, hint) for each column an `event_time:` expression names that the source lacks,
+    and for a watermark over a TIMESTAMP_NTZ column (Spark refuses it when the stream starts)."""
     import sqlglot
 
     from framework.schemas.query import analyze
 
-    if event_time_column(spec) != EVENT_TIME or not schema.complete:
+    plain = event_time_column(spec)
+    found = schema.find(plain) if plain is not None and plain != EVENT_TIME else None
+    if spec.watermark is not None and found is not None and (found.type or "").upper() == "TIMESTAMP_NTZ":
+        return [
+            (
+                f"event_time '{plain}' is a TIMESTAMP_NTZ (a time without a time zone, as pandas and pyarrow write "
+                "by default), and a watermark needs a TIMESTAMP",
+                f'read it as a TIMESTAMP in the session\'s time zone: event_time: "cast({plain} AS TIMESTAMP)"',
+            )
+        ]
+    if plain != EVENT_TIME or not schema.complete:
         return []
     try:
         parsed = sqlglot.parse_one(f"SELECT {spec.event_time} AS {EVENT_TIME} FROM `{name}`", read="spark")
