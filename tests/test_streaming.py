@@ -785,3 +785,24 @@ def test_a_stream_of_a_moved_project_is_refused_at_the_source_path(spark, cli, p
     code, out, err = cli("run", "clicks", "--full-refresh", "--yes")
     assert code == 0, out + err
     assert "u" in {r["user"] for r in delta_rows(moved / "warehouse/slow_pages")}
+
+
+def test_a_full_refresh_that_fails_leaves_the_outputs_as_they_were_and_the_next_run_refreshes(spark, cli, project):
+    """The refresh emptied the outputs and the run failed after: the tables were left empty (402
+    rows to 0), though a failed run leaves every output at its previous version."""
+    for path, text in _batch_files(4, files=2, rows=5):
+        write(project / path, text)
+    _pipeline(project)
+    assert cli("run", "clicks")[0] == 0
+    table = project / "warehouse" / "slow_pages"
+    before, version = sorted(map(str, delta_rows(table))), delta_version(table)
+    pipeline = project / "pipelines" / "clicks.yaml"
+    good = pipeline.read_text()
+    write(pipeline, good.replace("select user, ts, page, ms, _source", "select user, ts, page, cast(page as int) as ms, _source"))
+    code, out, err = cli("run", "clicks", "--full-refresh", "--yes")
+    assert code == 1, out + err
+    assert sorted(map(str, delta_rows(table))) == before and "rolled back" in out, out
+    write(pipeline, good)
+    code, out, err = cli("run", "clicks")  # finishes the refresh the failed run began: rebuilt once, not appended to
+    assert code == 0, out + err
+    assert sorted(map(str, delta_rows(table))) == before and delta_version(table) > version

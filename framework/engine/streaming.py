@@ -27,11 +27,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from framework.engine.chain_outputs import OUTPUT_SIDE as _OUTPUT_SIDE
 from framework.engine.chain_outputs import ChainFeedsOutputs
-from framework.engine.context import RunContext
+from framework.engine.context import RunContext, quietly
 from framework.engine.failures import raised_in_python
 from framework.engine.frames import Frames, StreamReading, build_frames, missing_columns
 from framework.engine.output_checks import check_outputs
@@ -104,6 +105,8 @@ class StreamingRun:
     #: steps whose aggregation has no event-time window, written by merge outputs in update mode
     updating: set[str] = field(default_factory=set)
     began: float = field(default_factory=time.perf_counter)
+    #: a full refresh: each output's table and its version before it was emptied
+    refreshed_from: dict[str, int | None] | None = None
 
     def execute(self) -> None:
         run = self.run
@@ -138,7 +141,10 @@ class StreamingRun:
             raise self._what_stays(e) from None
         except Exception:  # a query failed: the micro-batches the others committed stay, and say so
             self._stop_queries()
-            self._keep_committed("committed before the run failed")
+            if self.refreshed_from is not None:
+                self._undo_refresh()
+            else:
+                self._keep_committed("committed before the run failed")
             raise
         finally:
             self._stop_queries()
@@ -246,11 +252,31 @@ class StreamingRun:
         fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         with fs.open_output_stream(path) as handle:
             handle.write(self.run.run_id.encode())
+        self.refreshed_from = {o.table: self.run.store.version(o.table) for o in self.run.plan.outputs}
         for output in self.run.plan.outputs:
             columns = frames.columns_of(output.step).schema
             self.run.store.empty(output.table, columns, list(output.partition_by))
         staging_files.remove_tree(self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}"))
         fs.delete_file(path)
+
+    def _undo_refresh(self) -> None:
+        """A full refresh that failed puts each output back at its version before the refresh (a
+        failed run leaves every output as it was: the refresh had emptied them), and leaves the
+        refresh marker, so the next run starts the refresh over (its checkpoints go again)."""
+        run = self.run
+        marker = self._refreshing()
+        fs, path = staging_files.filesystem(marker)
+        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        with fs.open_output_stream(path) as handle:
+            handle.write(run.run_id.encode())
+        for table, version in (self.refreshed_from or {}).items():
+            quietly(partial(run.store.restore, table, version))
+        for result in run.result.outputs:
+            if result.table in (self.refreshed_from or {}):
+                result.status, result.version = OutputStatus.ROLLED_BACK, self.refreshed_from.get(result.table)  # type: ignore[union-attr]
+                run.reporter.update(
+                    "output", result.name, OutputStatus.ROLLED_BACK, "the refresh failed: back at its version before it"
+                )
 
     def _check_new_checkpoints(self) -> None:
         """An append output without a checkpoint starts reading its sources from the beginning, so
