@@ -801,6 +801,7 @@ def test_a_full_refresh_that_fails_leaves_the_outputs_as_they_were_and_the_next_
     write(pipeline, good.replace("select user, ts, page, ms, _source", "select user, ts, page, cast(page as int) as ms, _source"))
     code, out, err = cli("run", "clicks", "--full-refresh", "--yes")
     assert code == 1, out + err
+    assert "run failed: step 'slow_pages': [CAST_INVALID_INPUT]" in err, err  # named as a batch run names it
     assert sorted(map(str, delta_rows(table))) == before and "rolled back" in out, out
     write(pipeline, good)
     code, out, err = cli("run", "clicks")  # finishes the refresh the failed run began: rebuilt once, not appended to

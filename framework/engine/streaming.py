@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from framework.engine.chain_outputs import OUTPUT_SIDE as _OUTPUT_SIDE
 from framework.engine.chain_outputs import ChainFeedsOutputs
 from framework.engine.context import RunContext, quietly
-from framework.engine.failures import raised_in_python
+from framework.engine.failures import is_spark_error, raised_in_python, spark_failure
 from framework.engine.frames import Frames, StreamReading, build_frames, missing_columns
 from framework.engine.output_checks import check_outputs
 from framework.engine.results import OutputResult, OutputStatus, Progress, StepStatus
@@ -723,10 +723,21 @@ class StreamingRun:
         shown: dict[str, str] = {}  # output -> the tasks its line shows now
         for q in self.queries:
             while q.query.isActive:
-                q.query.awaitTermination(every)
+                try:
+                    q.query.awaitTermination(every)
+                except Exception as e:  # the query failed: said with its output and the step it computes
+                    if not is_spark_error(e):
+                        raise
+                    raise RunFailed(self._failure(q.name, e)) from e
                 if tracker is not None and time.monotonic() - began > after:
                     self._show_tasks(tracker, shown)
             _raise_if_failed(q)
+
+    def _failure(self, query: str, error: BaseException) -> str:
+        """`output 'x': step 'y' (its file:line): [ERROR] …`, as a batch run names a failing step."""
+        output = next((o for o in self.run.plan.outputs if o.name == query), None)
+        said = spark_failure(self.run, error, output.step if output is not None else None)
+        return f"output '{query}', {said}" if output is not None and output.step != query else said
 
     def _show_tasks(self, tracker: Any, shown: dict[str, str]) -> None:
         for q in self.queries:
