@@ -302,6 +302,8 @@ def _observed(r: Any) -> str:
 
 def _short_call(name: str, kwargs: dict[str, Any]) -> str:
     columns = [str(kwargs[k]) for k in ("column", "column_A", "column_B") if k in kwargs]
+    if isinstance(kwargs.get("column_list"), list):  # compound checks name their key's columns
+        columns += [str(c) for c in kwargs["column_list"]]
     return f"{name.removeprefix('expect_')}({', '.join(columns)})"
 
 

@@ -103,9 +103,13 @@ def test_check_arguments_are_shown_as_written_not_as_markup():
         "calls", "step", "expect_column_values_to_match_regex", {"column": "page", "regex": "^[a-z]+$"}, "warn", False,
         threshold="regex=^[a-z]+$",
     )  # fmt: skip
+    compound = ExpectationResult(  # it was shown as compound_columns_to_be_unique(), no columns
+        "calls", "step", "expect_compound_columns_to_be_unique", {"column_list": ["instance", "service"]}, "warn", True
+    )
     console = Console(width=200, record=True)
-    console.print(quality_table([result]))
+    console.print(quality_table([result, compound]))
     assert "regex=^[a-z]+$" in console.export_text()
+    assert "compound_columns_to_be_unique(instance, service)" in console.export_text()
 
 
 def test_a_jvm_out_of_memory_or_gone_is_one_line_with_the_likely_cause():
