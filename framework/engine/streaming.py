@@ -263,17 +263,17 @@ class StreamingRun:
         """A full refresh that failed puts each output back at its version before the refresh (a
         failed run leaves every output as it was: the refresh had emptied them), and leaves the
         refresh marker, so the next run starts the refresh over (its checkpoints go again)."""
-        run = self.run
+        run, before = self.run, self.refreshed_from or {}
         marker = self._refreshing()
         fs, path = staging_files.filesystem(marker)
         fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         with fs.open_output_stream(path) as handle:
             handle.write(run.run_id.encode())
-        for table, version in (self.refreshed_from or {}).items():
+        for table, version in before.items():
             quietly(partial(run.store.restore, table, version))
         for result in run.result.outputs:
-            if result.table in (self.refreshed_from or {}):
-                result.status, result.version = OutputStatus.ROLLED_BACK, self.refreshed_from.get(result.table)  # type: ignore[union-attr]
+            if result.table in before:
+                result.status, result.version = OutputStatus.ROLLED_BACK, before[result.table]
                 run.reporter.update(
                     "output", result.name, OutputStatus.ROLLED_BACK, "the refresh failed: back at its version before it"
                 )
