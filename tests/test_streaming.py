@@ -807,3 +807,56 @@ def test_a_full_refresh_that_fails_leaves_the_outputs_as_they_were_and_the_next_
     code, out, err = cli("run", "clicks")  # finishes the refresh the failed run began: rebuilt once, not appended to
     assert code == 0, out + err
     assert sorted(map(str, delta_rows(table))) == before and delta_version(table) > version
+
+
+TWO_OUTPUTS = """\
+name: spend
+mode: streaming
+sources:
+  ev: {format: json, path: landing/ev, schema: "id INT, amount INT"}
+steps:
+  clean:
+    sql: select id, amount from {{ source('ev') }}
+outputs:
+  a: {from: clean, mode: append}
+  b: {from: clean, mode: append}
+"""
+DROP = """    expectations:
+      - expect_column_values_to_be_between: {column: amount, min_value: 0, max_value: 80}
+        severity: drop
+"""
+
+
+def test_a_drop_expectation_added_to_a_running_stream_judges_only_new_files(spark, cli, project):
+    """A step read by two outputs has a quarantine query of its own; new to the stream, it started
+    with no checkpoint and judged every file the outputs had read: their rows were in the outputs
+    and in the quarantine (in != out + quarantined)."""
+    pipeline = project / "pipelines/spend.yaml"
+    write(pipeline, TWO_OUTPUTS)
+    write(project / "landing/ev/1.json", _file([{"id": i, "amount": 50 + 20 * (i % 3)} for i in range(6)]))  # 2 over 80
+    assert cli("run", "spend")[0] == 0
+    write(pipeline, TWO_OUTPUTS.replace("{{ source('ev') }}\n", "{{ source('ev') }}\n" + DROP))
+    write(project / "landing/ev/2.json", _file([{"id": 10 + i, "amount": 50 + 20 * (i % 3)} for i in range(6)]))
+    code, out, err = cli("run", "spend")
+    assert code == 0, out + err
+    quarantined = sorted(json.loads(r["record"])["id"] for r in delta_rows(project / "warehouse/_tributary/quarantine"))
+    assert quarantined == [12, 15], quarantined  # the new file's, once
+    for output in ("a", "b"):
+        assert sorted(r["id"] for r in delta_rows(project / f"warehouse/{output}")) == [*range(6), 10, 11, 13, 14]
+
+
+def test_a_second_output_of_a_checked_step_quarantines_no_row_twice(spark, cli, project):
+    """With one output the step's refused rows are quarantined by that output's query; a second
+    output moves them to a query of its own, which judged the files read before again."""
+    pipeline = project / "pipelines/spend.yaml"
+    checked = TWO_OUTPUTS.replace("{{ source('ev') }}\n", "{{ source('ev') }}\n" + DROP)
+    write(pipeline, checked.replace("  b: {from: clean, mode: append}\n", ""))
+    write(project / "landing/ev/1.json", _file([{"id": i, "amount": 50 + 20 * (i % 3)} for i in range(6)]))
+    assert cli("run", "spend")[0] == 0
+    write(pipeline, checked)
+    write(project / "landing/ev/2.json", _file([{"id": 10 + i, "amount": 50 + 20 * (i % 3)} for i in range(6)]))
+    code, out, err = cli("run", "spend")
+    assert code == 0, out + err
+    quarantined = sorted(json.loads(r["record"])["id"] for r in delta_rows(project / "warehouse/_tributary/quarantine"))
+    assert quarantined == [2, 5, 12, 15], quarantined  # each once
+    assert sorted(r["id"] for r in delta_rows(project / "warehouse/b")) == [0, 1, 3, 4, 10, 11, 13, 14]  # from the start

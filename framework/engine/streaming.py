@@ -46,7 +46,7 @@ from framework.errors import BadInput, Interrupted, RunFailed
 from framework.io import staging as staging_files
 from framework.io.checkpoint_audit import AuditedSource, CheckpointAuditor
 from framework.io.late_rows import LateRowMonitor
-from framework.io.locations import CHECKPOINTS_DIR, LATE_ROWS_TABLE, QUARANTINE_TABLE, STAGING_DIR, join
+from framework.io.locations import CHECKPOINTS_DIR, LATE_ROWS_TABLE, QUARANTINE_TABLE, STAGING_DIR, is_uri, join
 from framework.io.sources import event_time_column
 from framework.io.stream_sink import ExactlyOnceDeltaSink
 from framework.operators import kind_of
@@ -434,8 +434,35 @@ class StreamingRun:
             check = BatchCheck.on(rows.drop(MASK), step, CheckScope.STEP, specs, run.run_id, run.pipeline)
             check.rows = None  # its query sees only the refused rows
             self.checks.append(check)
-            sink = self._sink(f"_quarantine_{step}", run.internal(QUARANTINE_TABLE), "append", prepare=RefusedRows(check))
+            name = f"_quarantine_{step}"
+            if not self._has_checkpoint(name) and not self._reads_chain(step):
+                self._seed_checkpoint(name, [o.name for o in run.plan.outputs if o.step == step])
+            sink = self._sink(name, run.internal(QUARANTINE_TABLE), "append", prepare=RefusedRows(check))
             self._start(rows, sink.name, sink, None, settle=self._reads_chain(step))
+
+    def _seed_checkpoint(self, query: str, siblings: list[str]) -> None:
+        """A step's quarantine query new to a stream whose outputs of that step already ran (a drop
+        expectation added, or a second output, which moves the quarantine out of the output's
+        query) starts where they are: their offsets and commits copied, with an id of its own.
+        Started with no checkpoint, it judged every file they had read: rows already written to
+        the outputs were quarantined too, or quarantined again. The sibling reads the step's rows
+        and nothing else, so its offsets are those of the same sources. Local checkpoints only."""
+        import json
+        import shutil
+        from pathlib import Path
+
+        for sibling in siblings:
+            source = self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}/{sibling}")
+            if is_uri(source) or not self._has_checkpoint(sibling) or not (Path(source) / "offsets").is_dir():
+                continue
+            target = Path(self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}/{query}"))
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir(parents=True)
+            for part in ("offsets", "commits", "sources"):
+                if (Path(source) / part).is_dir():
+                    shutil.copytree(Path(source) / part, target / part)
+            (target / "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}) + "\n")
+            return
 
     def _operator(self, frames: Frames, step_name: str, query: str) -> MicroBatchOperator | None:
         """The per-micro-batch operator of a query (an output's, or a chain's) whose step runs in
