@@ -31,31 +31,30 @@ def check_outputs(run: RunContext, frames: Frames) -> None:
                 )
         # an interval-sliced overwrite replaces only its slice: the table's other rows keep its columns
         keeps_rows = output.mode in ("append", "merge") or output.slice_by is not None
-        if keeps_rows and not run.plan.full_refresh:
-            partitioned = run.store.partition_columns(output.table)
-            if partitioned is not None and [c.lower() for c in partitioned] != [c.lower() for c in output.partition_by]:
-                problems.append(
-                    run.problem(
-                        f"output '{output.name}': its table is partitioned by {partitioned}, and partition_by says "
-                        f"{list(output.partition_by)}; {_kept_by(output)} keeps the table's rows, laid out by its "
-                        "partition columns",
-                        ("outputs", output.name, "partition_by") if output.partition_by else ("outputs", output.name),
-                        hint=f"keep partition_by: {partitioned}, or rebuild the table with the new partitioning "
-                        "(run --full-refresh)",
-                    )
+        if not keeps_rows or run.plan.full_refresh:
+            continue
+        partitioned = run.store.partition_columns(output.table)
+        if partitioned is not None and [c.lower() for c in partitioned] != [c.lower() for c in output.partition_by]:
+            problems.append(
+                run.problem(
+                    f"output '{output.name}': its table is partitioned by {partitioned}, and partition_by says "
+                    f"{list(output.partition_by)}; {_kept_by(output)} keeps the table's rows, laid out by its "
+                    "partition columns",
+                    ("outputs", output.name, "partition_by") if output.partition_by else ("outputs", output.name),
+                    hint=f"keep partition_by: {partitioned}, or rebuild the table with the new partitioning (run --full-refresh)",
                 )
-                continue
-        if keeps_rows and not run.plan.full_refresh:
-            existing = run.store.schema(output.table)
-            problem = _schema_problem(output.name, output.table, existing, produced.schema) if existing is not None else None
-            if problem:
-                problems.append(
-                    run.problem(
-                        problem,
-                        ("outputs", output.name),
-                        hint="change the step to produce the table's columns, or rebuild the table with --full-refresh",
-                    )
+            )
+            continue
+        existing = run.store.schema(output.table)
+        problem = _schema_problem(output.name, output.table, existing, produced.schema) if existing is not None else None
+        if problem:
+            problems.append(
+                run.problem(
+                    problem,
+                    ("outputs", output.name),
+                    hint="change the step to produce the table's columns, or rebuild the table with --full-refresh",
                 )
+            )
     if problems:
         raise BadInput(*problems)
 

@@ -247,11 +247,7 @@ class StreamingRun:
         checkpoints go. A marker spans both, so a refresh cut short is finished by the next run
         (resuming old checkpoints over emptied tables would lose rows; a new stream over old rows
         would write them twice)."""
-        marker = self._refreshing()
-        fs, path = staging_files.filesystem(marker)
-        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        with fs.open_output_stream(path) as handle:
-            handle.write(self.run.run_id.encode())
+        fs, path = self._mark_refreshing()
         self.refreshed_from = {o.table: self.run.store.version(o.table) for o in self.run.plan.outputs}
         for output in self.run.plan.outputs:
             columns = frames.columns_of(output.step).schema
@@ -264,11 +260,7 @@ class StreamingRun:
         failed run leaves every output as it was: the refresh had emptied them), and leaves the
         refresh marker, so the next run starts the refresh over (its checkpoints go again)."""
         run, before = self.run, self.refreshed_from or {}
-        marker = self._refreshing()
-        fs, path = staging_files.filesystem(marker)
-        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        with fs.open_output_stream(path) as handle:
-            handle.write(run.run_id.encode())
+        self._mark_refreshing()
         for table, version in before.items():
             quietly(partial(run.store.restore, table, version))
         for result in run.result.outputs:
@@ -317,6 +309,15 @@ class StreamingRun:
 
     def _refreshing(self) -> str:
         return self.run.internal(f"{CHECKPOINTS_DIR}/{self.run.pipeline}.refreshing")
+
+    def _mark_refreshing(self) -> tuple[Any, str]:
+        """The refresh marker, written (the run's id): a run that finds it starts the stream over.
+        Returns its filesystem and path."""
+        fs, path = staging_files.filesystem(self._refreshing())
+        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        with fs.open_output_stream(path) as handle:
+            handle.write(self.run.run_id.encode())
+        return fs, path
 
     # -- outputs -------------------------------------------------------------------------------
 

@@ -80,16 +80,27 @@ def column_types(schema: Schema | None, rows: list[dict[str, Any]]) -> list[tupl
 
 def frame_of(spark: SparkSession, rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> DataFrame:
     """The rows as a DataFrame with these columns and types (a column a row leaves out is null)."""
-    from pyspark.sql import functions as F
+    raw = _texts(spark, rows, [name for name, _ in columns])
+    return raw.select(*[_typed(f"c{i}", type_).alias(name) for i, (name, type_) in enumerate(columns)])
+
+
+def _texts(spark: SparkSession, rows: list[dict[str, Any]], names: list[str]) -> DataFrame:
+    """The rows' values of `names` as text, in columns c0, c1, … (Spark casts them)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
-    texts = [tuple(_text(_value(row, name)) for name, _ in columns) for row in rows]
-    raw = spark.createDataFrame(texts, StructType([StructField(f"c{i}", StringType()) for i in range(len(columns))]))
-    typed = [
-        (F.from_json(F.col(f"c{i}"), type_) if type_.upper().startswith(COMPLEX) else F.col(f"c{i}").cast(type_)).alias(name)
-        for i, (name, type_) in enumerate(columns)
-    ]
-    return raw.select(*typed)
+    texts = [tuple(_text(_value(row, name)) for name in names) for row in rows]
+    return spark.createDataFrame(texts, StructType([StructField(f"c{i}", StringType()) for i in range(len(names))]))
+
+
+def _typed(column: str, type_: str, tolerant: bool = False) -> Any:
+    """A text column as `type_`: JSON for nested types; else a cast (`tolerant`: null where the
+    text does not cast, instead of failing)."""
+    from pyspark.sql import functions as F
+
+    text = F.col(column)
+    if type_.upper().startswith(COMPLEX):
+        return F.from_json(text, type_)
+    return text.try_cast(type_) if tolerant else text.cast(type_)
 
 
 def misfit(spark: SparkSession, rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> tuple[int, str, str] | None:
@@ -98,22 +109,15 @@ def misfit(spark: SparkSession, rows: list[dict[str, Any]], columns: list[tuple[
     Spark casts a test's values only where the query reads them, so such a value failed the test in
     Spark's words when the checked step read its column, and was null when it did not."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
 
-    typed = [(k, name, type_) for k, (name, type_) in enumerate(columns) if type_.upper() != "STRING"]
+    typed = [(name, type_) for name, type_ in columns if type_.upper() != "STRING"]
     if not rows or not typed:
         return None
-    texts = [tuple(_text(_value(row, name)) for _, name, _ in typed) for row in rows]
-    raw = spark.createDataFrame(texts, StructType([StructField(f"c{i}", StringType()) for i in range(len(typed))]))
-
-    def refused(i: int, type_: str) -> Any:
-        text = F.col(f"c{i}")
-        value = F.from_json(text, type_) if type_.upper().startswith(COMPLEX) else text.try_cast(type_)
-        return (text.isNotNull() & value.isNull()).alias(f"c{i}")
-
-    flags = raw.select(*[refused(i, type_) for i, (_, _, type_) in enumerate(typed)]).collect()
+    raw = _texts(spark, rows, [name for name, _ in typed])
+    refused = [(F.col(f"c{i}").isNotNull() & _typed(f"c{i}", t, tolerant=True).isNull()) for i, (_, t) in enumerate(typed)]
+    flags = raw.select(*[flag.alias(f"c{i}") for i, flag in enumerate(refused)]).collect()
     for r, flagged in enumerate(flags):
-        for i, (_, name, type_) in enumerate(typed):
+        for i, (name, type_) in enumerate(typed):
             if flagged[i]:
                 key = next((k for k in rows[r] if k.lower() == name.lower()), name)
                 return r, key, type_
