@@ -204,6 +204,83 @@ def test_a_large_text_file_is_read_by_many_tasks_with_exact_lines(spark, tmp_pat
     assert read == [(i + 1, line) for i, line in enumerate(lines)]
 
 
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.lists(st.text(alphabet="ab é\r", max_size=12), max_size=40), min_size=1, max_size=4),
+    st.booleans(),
+    st.sampled_from([None, 7, 64, 300]),
+)
+def test_a_stream_numbers_lines_as_a_batch_read_does(spark, tmp_path_factory, files, final_newline, split_bytes):
+    """Any files, split between tasks at any byte: a stream reads the same lines with the same
+    numbers as a batch read, and each file's lines are numbered 1 to its line count."""
+    from framework.io.origin import file_lines, stream_lines
+
+    folder = tmp_path_factory.mktemp("text")
+    counts = {}
+    for f, lines in enumerate(files):
+        text = "\n".join(lines) + ("\n" if final_newline and lines else "")
+        (folder / f"f {f}.log").write_bytes(text.encode())
+        counts[f"f {f}.log"] = len(text.split("\n")) - text.endswith("\n") if text else 0  # a final newline ends the last line
+    with _split_size(spark, split_bytes):
+        batch = _lines(file_lines(spark.read, str(folder)).collect())
+        streamed = _lines(_streamed(stream_lines(spark, spark.readStream, str(folder)))[0])
+    assert streamed == batch
+    assert {name: sorted(n for file, n, _ in streamed if file == name) for name in counts} == {
+        name: list(range(1, count + 1)) for name, count in counts.items()
+    }
+
+
+def test_a_large_file_in_a_stream_is_read_by_many_tasks_with_exact_lines(spark, tmp_path, monkeypatch):
+    """A stream reads a file larger than a split split by split too (it read each file whole, as one
+    string: a 300 MB log killed the JVM), plain, gzip (never split) or bzip2 (split by its blocks),
+    and each line keeps its number, whatever characters the file's name holds."""
+    import bz2
+    import gzip
+
+    from framework.io.text_source import read_text
+    from framework.spec.models import TextSource
+
+    lines = [f"{'x' * (i % 50)} line {i + 1}" if i % 11 else "" for i in range(20000)]
+    text = "".join(line + ("\r\n" if i % 7 == 0 else "\n") for i, line in enumerate(lines)).encode()
+    (tmp_path / "big é#%20.log").write_bytes(text)
+    (tmp_path / "big é#%20.log.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "big é#%20.log.bz2").write_bytes(bz2.compress(text, compresslevel=1))  # blocks of 100 kB
+    with _split_size(spark, 4096):
+        rows, _ = read_text(spark, TextSource(format="text", path=str(tmp_path)), str(tmp_path), stream=True)
+        read, tasks = _streamed(rows)
+    assert tasks > 10, "one task per split, not one per file"
+    for name in ("big é#%20.log", "big é#%20.log.gz", "big é#%20.log.bz2"):
+        assert sorted((n, value) for file, n, value in _lines(read) if file == name) == [
+            (i + 1, line) for i, line in enumerate(lines)
+        ]
+
+
+def _lines(rows: list) -> list[tuple[str, int, str]]:
+    """(file name, line, value) of rows of numbered lines, sorted."""
+    from urllib.parse import unquote
+
+    return sorted((unquote(Path(r["_file"]).name), r["_line"], r["value"]) for r in rows)
+
+
+def _streamed(frame) -> tuple[list, int]:
+    """The rows of a stream, read until it has no new files, and the most tasks a micro-batch had."""
+    import tempfile
+
+    rows: list = []
+    tasks = [0]
+
+    def collect(batch, _batch_id: int) -> None:
+        tasks[0] = max(tasks[0], batch.rdd.getNumPartitions())
+        rows.extend(batch.collect())
+
+    with tempfile.TemporaryDirectory() as checkpoint:
+        query = (
+            frame.writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+        )
+        query.awaitTermination()
+    return rows, tasks[0]
+
+
 @contextmanager
 def _split_size(spark, split_bytes: int | None) -> Iterator[None]:
     """Spark's split size for file reads (maxPartitionBytes) set for a while, then as it was."""

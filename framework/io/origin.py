@@ -11,8 +11,12 @@ twice, the second time without any state, and a task holds one split, not one fi
 any size reads in memory bounded by the split size. Why not whole files (`wholetext`), as
 before: one file was one task and one string, and a 200 MB log killed the JVM.
 
-A stream still reads each new file whole, in one task (a micro-batch cannot run the counting
-pass before it reads): a file landing in a streamed folder must fit a task's memory.
+A micro-batch cannot run the counting pass before it reads, so a stream numbers its lines as it
+reads them: each task counts the lines before its split once, by reading the file up to the
+split's first byte, and numbers its lines on from there (`tributary.LineNumber`, a JVM function,
+framework/jvm). A streamed file of any size reads split by split too. Without the JVM functions
+(no JDK, TRIBUTARY_JVM=0) a stream reads each new file whole, in one task, as one string: a file
+landing in a streamed folder must then fit a task's memory.
 
 Lines end at `\\n` (a `\\r` before it is dropped); a file's final newline does not make an empty
 last line. JSON and CSV skip blank lines as Spark's readers do, and a CSV header (header: true,
@@ -28,7 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 FILE, LINE = "_file", "_line"
@@ -58,9 +62,18 @@ def file_lines(reader: Any, location: str | list[str]) -> DataFrame:
     return numbered.select(FILE, line.cast("int").alias(LINE), F.regexp_replace("value", "\r$", "").alias("value"))
 
 
-def stream_lines(stream_reader: Any, location: str) -> DataFrame:
-    """One row per line of each file a stream reads, each file whole (see above): _file, _line, value."""
-    return lines(whole_files(stream_reader).load(location))
+def stream_lines(spark: SparkSession, stream_reader: Any, location: str) -> DataFrame:
+    """One row per line of each file a stream reads (see above): _file, _line, value."""
+    from pyspark.sql import functions as F
+
+    from framework import jvm
+
+    path = F.col("_metadata.file_path")
+    number = jvm.line_number(spark, path, F.col("_metadata.file_block_start"))
+    if number is None:
+        return lines(whole_files(stream_reader).load(location))
+    raw = stream_reader.format("text").option("lineSep", "\n").load(location)
+    return raw.select(path.alias(FILE), number.alias(LINE), F.regexp_replace("value", "\r$", "").alias("value"))
 
 
 def lines(files: DataFrame) -> DataFrame:

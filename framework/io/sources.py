@@ -286,7 +286,9 @@ def _file_stream(spark: SparkSession, name: str, spec: FileSource, location: str
 
             streamed = isinstance(reader, DataStreamReader)
             numbered = (
-                stream_lines(reader.options(**options), files) if streamed else file_lines(reader.options(**options), files)
+                stream_lines(spark, reader.options(**options), files)
+                if streamed
+                else file_lines(reader.options(**options), files)
             )
             return parsed_records(numbered, spec.format, _with_corrupt(declared), options)
         return _with_corrupt_column(reader.format(spec.format).options(**options), declared).load(files)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from framework.io.file_streams import stream_reading
-from framework.io.origin import FILE, LINE, file_lines, lines, whole_files
+from framework.io.origin import FILE, LINE, file_lines, stream_lines
 from framework.spec.models import TextSource
 
 if TYPE_CHECKING:
@@ -31,8 +31,7 @@ def read_text(
     the source's folder when `location` lists some of its files."""
     if stream:
         assert isinstance(location, str)  # a stream reads a folder; re-reads of its files are batch reads
-        reader = whole_files(spark.readStream).options(**stream_reading(spec, {}))
-        numbered = lines(reader.load(location))
+        numbered = stream_lines(spark, spark.readStream.options(**stream_reading(spec, {})), location)
     else:
         numbered = file_lines(spark.read if base is None else spark.read.option("basePath", base), location)
     return split_lines(numbered, spec, counter)
@@ -45,19 +44,31 @@ def split_lines(rows: DataFrame, spec: TextSource, counter: Any = None) -> tuple
         return rows, None
     pattern = spec.parse.pattern
     typed = spec.parse.typed()
-    extracted = {name: F.regexp_extract("value", pattern, i + 1) for i, name in enumerate(typed)}
-    casts = {name: _cast(value, typed[name]) for name, value in extracted.items()}
-    matches = F.col("value").rlike(pattern)
-    failed = [F.when(value.isNotNull() & (value != "") & casts[name].isNull(), F.lit(name)) for name, value in extracted.items()]
-    reason = F.when(~matches, F.lit("the line does not match the pattern")).otherwise(
-        F.when(
-            F.concat_ws(", ", *failed) != "",
-            F.concat(F.lit("value(s) of "), F.concat_ws(", ", *failed), F.lit(" do not cast to the declared type")),
-        )
+    names = list(typed)
+    # each in a projection of its own: a group's text is used several times below, and Spark inlines
+    # an expression into the projection that uses it only when it is cheap, so each regex runs once
+    found = rows.select(
+        FILE,
+        LINE,
+        "value",
+        F.col("value").rlike(pattern).alias("__matches"),
+        *[F.regexp_extract("value", pattern, i + 1).alias(f"__text{i}") for i in range(len(names))],
     )
-    tagged = rows.withColumn("__reason", reason)
+    cast = found.select("*", *[_cast(F.col(f"__text{i}"), typed[name]).alias(f"__value{i}") for i, name in enumerate(names)])
+    failed = [
+        F.when((F.col(f"__text{i}") != "") & F.col(f"__value{i}").isNull(), F.lit(name))
+        for i, name in enumerate(names)
+        if not _is_text(typed[name])
+    ]
+    checked = cast.withColumn("__failed", F.concat_ws(", ", *failed) if failed else F.lit(""))
+    reason = F.when(~F.col("__matches"), F.lit("the line does not match the pattern")).when(
+        F.col("__failed") != "", F.concat(F.lit("value(s) of "), F.col("__failed"), F.lit(" do not cast to the declared type"))
+    )
+    tagged = checked.withColumn("__reason", reason)
     read = tagged.observe(counter, F.count_if(F.col("__reason").isNotNull()).alias("bad")) if counter is not None else tagged
-    good = read.where(F.col("__reason").isNull()).select(FILE, LINE, *[casts[n].alias(n) for n in typed])
+    good = read.where(F.col("__reason").isNull()).select(
+        FILE, LINE, *[F.col(f"__value{i}").alias(n) for i, n in enumerate(names)]
+    )
     bad = tagged.where(F.col("__reason").isNotNull()).select(
         F.col(FILE).alias("file"),
         F.col(LINE).cast("long").alias("line"),
@@ -72,4 +83,9 @@ def _cast(value: Column, type_name: str) -> Column:
     from pyspark.sql import functions as F
 
     text = F.when(value != "", value)
-    return text if type_name.strip().upper() == "STRING" else text.try_cast(type_name)
+    return text if _is_text(type_name) else text.try_cast(type_name)
+
+
+def _is_text(type_name: str) -> bool:
+    """A STRING column: every group's text is one, so it never fails to cast."""
+    return type_name.strip().upper() == "STRING"

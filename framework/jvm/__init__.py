@@ -2,7 +2,9 @@
 
 Why: SWA's rule is a sequential fold per key. As a running-window aggregate in the JVM it runs in
 the pass that sorts each key's tuples, with no hand-off to Python, and the window keeps the
-shuffle's partitioning, so the windows' aggregates need no second shuffle.
+shuffle's partitioning, so the windows' aggregates need no second shuffle. And a stream numbers
+the lines of a file it reads split by split (`LineNumber`): a micro-batch cannot count each
+split's lines first, as a batch read does, so each task counts the lines before its own split.
 
 Why source and not a jar: nothing binary in the repository, and no Maven repository is reachable.
 The jar is built with the JDK's `javac` against the jars pyspark ships, once per source and Spark
@@ -11,7 +13,8 @@ it too). On Spark Connect there is no py4j gateway to hand the server a function
 uploads the jar as a session artifact (`addArtifacts`) and names the fold's SQL form
 (`SwaFoldFunction`) with `CREATE TEMPORARY FUNCTION`, the one way a Connect client registers a JVM
 aggregate. Without `javac`, with TRIBUTARY_JVM=0, in a session started without the jar, or on a
-Connect server that refuses the artifact, the operators fold in pandas instead, with the same results.
+Connect server that refuses the artifact, the operators fold in pandas instead, with the same results,
+and a stream reads each text file whole (framework.io.origin).
 """
 
 from __future__ import annotations
@@ -181,3 +184,20 @@ def swa_fold_sized(spark: SparkSession, micros: Column, size: Column, timeout_mi
         return None
     spark._jsparkSession.udf().register("tributary_swa_fold_sized", fold_class.function())
     return F.call_function("tributary_swa_fold_sized", micros, size, timeout_micros)
+
+
+#: The SQL name of the line numbering function of streamed text (`tributary.LineNumber`)
+SQL_LINE_NUMBER = "tributary_line_number"
+
+
+def line_number(spark: SparkSession, file: Column, split_start: Column) -> Column | None:
+    """Each line's 1-based number in its file, for a stream read by Spark's line reader
+    (`tributary.LineNumber`, over `_metadata.file_path` and `_metadata.file_block_start`); None when
+    the session has no JVM functions (a stream then reads each file whole). Streams are refused on
+    Spark Connect, so this needs no Connect form."""
+    from pyspark.sql import functions as F
+
+    if is_connect(spark) or _fold_class(spark, "LineNumber") is None:
+        return None
+    spark.udf.registerJavaFunction(SQL_LINE_NUMBER, "tributary.LineNumber", "int")
+    return F.call_function(SQL_LINE_NUMBER, file, split_start, F.spark_partition_id())
