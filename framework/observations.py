@@ -1,8 +1,34 @@
-"""Reading Spark Observations (metrics counted as a side effect of a job) without blocking."""
+"""Reading Spark Observations (metrics counted as a side effect of a job) without blocking.
+
+On Spark Connect the client fills an Observation only when the plan it ran holds it. A step reads
+its inputs through temporary views (every SQL step does), so the Observation on a source or a
+step another step reads was left empty, though the server counted it and sent the metrics back
+with the action's result: a text source's bad lines read as 0, and were never quarantined. So
+after each staging write on Connect the metrics sent back are kept by name (`keep_sent_back`),
+for the run, and read where the Observation itself is empty.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+#: Spark Connect: the metrics the server sent back with this run's actions, by Observation name
+_sent_back: dict[str, dict[str, Any]] = {}
+
+
+def forget_sent_back() -> None:
+    """A new run: Observation names repeat between runs (one per source, step or check)."""
+    _sent_back.clear()
+
+
+def keep_sent_back(frame: Any) -> None:
+    """After an action on `frame`: on Spark Connect, keep every Observation's metrics the server
+    sent back with it (public `DataFrame.executionInfo`, Connect only)."""
+    if not type(frame).__module__.startswith("pyspark.sql.connect"):
+        return
+    info = frame.executionInfo
+    for name, pairs in info.flows if info is not None else []:
+        _sent_back[name] = dict(pairs)
 
 
 def has_run(observation: Any) -> bool:
@@ -20,7 +46,10 @@ def observed(observation: Any) -> dict[str, Any] | None:
     java = getattr(observation, "_jo", None)
     if java is not None and java.getRow().size() == 0:
         return None
-    return dict(observation.get)
+    metrics = dict(observation.get)
+    if java is None and not metrics:  # Spark Connect: a plan that read the observed rows through a view
+        return _sent_back.get(getattr(observation, "_name", None) or "", metrics)
+    return metrics
 
 
 def observed_count(observation: Any, metric: str) -> int | None:

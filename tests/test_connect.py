@@ -41,6 +41,7 @@ PIPELINES = [
     "service_calls",  # batch SQL and union; overwrite and merge outputs
     "service_instances",  # quality with quarantine, integration checks, SWA with the JVM fold shipped to the server
     "trading_correlation",  # group step with Python user functions (udfs/ in the server's Python workers), SQL
+    "access_log",  # a text source: each line numbered and matched by Tributary's JVM functions on the server
 ]
 
 _CONNECT_DRIVER = """

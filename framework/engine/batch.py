@@ -26,12 +26,13 @@ from framework.engine.window_history import add_run_to_history
 from framework.integration.evaluation import evaluate_step, metrics_rows
 from framework.integration.evaluation import record as record_integration
 from framework.io.locations import INTEGRATION_TABLE
-from framework.observations import observed_count
+from framework.observations import forget_sent_back, observed_count
 from framework.quality.gate import ROWS
 
 
 def run_batch(run: RunContext) -> None:
     recover_interrupted_runs(run)
+    forget_sent_back()
     staged: list[Staged] = []
     try:
         frames = build_frames(run, BatchReading())

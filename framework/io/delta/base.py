@@ -226,6 +226,7 @@ class DeltaStore(ABC):
         quarantines). The write is partitioned on it first, so one pass writes both: the output
         is the null partition's folder; `read_split_off` reads the others."""
         from framework.io import staging as staging_files
+        from framework.observations import keep_sent_back
 
         writer = df.write.mode("overwrite")
         partitions = [split_by, *partition_by] if split_by else list(partition_by)
@@ -233,6 +234,7 @@ class DeltaStore(ABC):
             writer = writer.partitionBy(*partitions)
         with unsorted_split(df.sparkSession) if split_by else nullcontext():
             writer.parquet(staging)
+        keep_sent_back(df)  # Spark Connect: what the steps' views counted (framework.observations)
         if not split_by:
             return self.staged(output, table, staging, df.schema, partition_by)
         kept = f"{staging.rstrip('/')}/{split_by}={staging_files.HIVE_NULL}"
