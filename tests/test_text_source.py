@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import delta_rows, write
 
@@ -163,3 +165,36 @@ def test_the_access_log_example_in_batch_and_streaming(spark, cli, project):
     held = [e for e in delta_rows(project / "warehouse" / "_tributary" / "events") if e["event"] == "held"]
     assert streamed < batch and len(batch - streamed) == int(out.split("tuples in ")[1].split(" open windows")[0])
     assert held and f"still holds {held[0]['rows']:,} tuples" in out
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(alphabet="ab1-2 x", max_size=10), min_size=1, max_size=30))
+def test_the_jvm_match_splits_lines_as_sparks_regex_functions_do(spark, monkeypatch, values):
+    """One JVM match a line (tributary.RegexGroups) gives what Spark's rlike and regexp_extract
+    give: the same lines matched, the same groups' texts (a group that took no part is empty), the
+    same casts and the same reasons, for lines that match, match in part or not at all."""
+    from pyspark.sql import functions as F
+
+    from framework import jvm
+    from framework.io.origin import FILE, LINE
+    from framework.io.text_source import split_lines
+    from framework.spec.models import TextSource
+
+    spec = TextSource(
+        format="text",
+        path="unused",
+        parse={"pattern": r"(a+)?(b*)-(\d+)?( x)?", "columns": {"a": "STRING", "b": "STRING", "n": "TINYINT", "x": "STRING"}},
+    )
+    rows = spark.createDataFrame(
+        [(f"f{i % 2}", i + 1, v) for i, v in enumerate(values)], f"{FILE} string, {LINE} int, value string"
+    )
+
+    def split(jvm_functions: str) -> tuple[list, list]:
+        monkeypatch.setenv("TRIBUTARY_JVM", jvm_functions)
+        assert (jvm.regex_groups(spark, F.col("value"), "a") is not None) == (jvm_functions == "1")
+        good, bad = split_lines(rows, spec)
+        assert bad is not None
+        return sorted(good.collect()), sorted(bad.orderBy(F.col("line")).collect())
+
+    with_jvm, spark_only = split("1"), split("0")
+    assert with_jvm == spark_only

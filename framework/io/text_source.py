@@ -45,15 +45,7 @@ def split_lines(rows: DataFrame, spec: TextSource, counter: Any = None) -> tuple
     pattern = spec.parse.pattern
     typed = spec.parse.typed()
     names = list(typed)
-    # each in a projection of its own: a group's text is used several times below, and Spark inlines
-    # an expression into the projection that uses it only when it is cheap, so each regex runs once
-    found = rows.select(
-        FILE,
-        LINE,
-        "value",
-        F.col("value").rlike(pattern).alias("__matches"),
-        *[F.regexp_extract("value", pattern, i + 1).alias(f"__text{i}") for i in range(len(names))],
-    )
+    found = _matched(rows, pattern, len(names))
     cast = found.select("*", *[_cast(F.col(f"__text{i}"), typed[name]).alias(f"__value{i}") for i, name in enumerate(names)])
     failed = [
         F.when((F.col(f"__text{i}") != "") & F.col(f"__value{i}").isNull(), F.lit(name))
@@ -76,6 +68,25 @@ def split_lines(rows: DataFrame, spec: TextSource, counter: Any = None) -> tuple
         F.concat(F.lit("text line: "), F.col("__reason")).alias("reason"),
     )
     return good, bad
+
+
+def _matched(rows: DataFrame, pattern: str, groups: int) -> DataFrame:
+    """The rows' _file, _line and value, whether the value matches (`__matches`) and each group's
+    text (`__text0`...): one match a line with the JVM function, else Spark's rlike and one
+    regexp_extract per group. Either way the matches run in a projection of their own: their
+    results are used several times below, and Spark inlines an expression into the projection that
+    uses it only when it is cheap, so each match runs once a line."""
+    from pyspark.sql import functions as F
+
+    from framework import jvm
+
+    found = jvm.regex_groups(rows.sparkSession, F.col("value"), pattern)
+    if found is None:
+        texts = [F.regexp_extract("value", pattern, i + 1).alias(f"__text{i}") for i in range(groups)]
+        return rows.select(FILE, LINE, "value", F.col("value").rlike(pattern).alias("__matches"), *texts)
+    matched = rows.select(FILE, LINE, "value", found.alias("__groups"))
+    texts = [F.coalesce(F.col("__groups")[i], F.lit("")).alias(f"__text{i}") for i in range(groups)]
+    return matched.select(FILE, LINE, "value", F.col("__groups").isNotNull().alias("__matches"), *texts)
 
 
 def _cast(value: Column, type_name: str) -> Column:

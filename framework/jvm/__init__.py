@@ -105,7 +105,7 @@ def _build(javac: str, target: Path, spark_jars: Path) -> Path:
     return target
 
 
-def _fold_class(spark: SparkSession, name: str) -> Any:  # a py4j JavaClass or None
+def _jvm_class(spark: SparkSession, name: str) -> Any:  # a py4j JavaClass or None
     """Tributary's JVM class `name` in this session, or None when the session has no JVM functions
     (TRIBUTARY_JVM=0, or a session started without the jar)."""
     from py4j.java_gateway import JavaClass
@@ -139,21 +139,26 @@ def sql_fold(spark: SparkSession, micros: Column, size: Column, timeout_micros: 
     return F.call_function(SQL_FOLD, micros.cast("long"), size.cast("long"), timeout_micros.cast("long"))
 
 
-def _connect_fold(spark: SparkSession, micros: Column, size: Column, timeout_micros: Column) -> Column | None:
-    """The fold on a Spark Connect session: the jar uploaded as a session artifact once per session,
-    then its SQL form; None when there is no jar or the server refuses it (logged: the pandas fold
-    runs instead)."""
+def _connect_artifact(spark: SparkSession) -> bool:
+    """Whether this Spark Connect session holds the jar, uploaded as a session artifact once per
+    session; False when there is no jar or the server refuses it (logged)."""
     if not enabled() or (functions_jar := jar()) is None:
-        return None
+        return False
     session_id = str(spark.session_id)  # type: ignore[attr-defined]
     try:
         if _connect_sessions.get(session_id) != functions_jar:
             spark.addArtifacts(str(functions_jar))  # type: ignore[attr-defined]
             _connect_sessions[session_id] = functions_jar
-        return sql_fold(spark, micros, size, timeout_micros)
-    except Exception as e:  # noqa: BLE001 - a server that takes no artifacts: the pandas fold
-        log.warning("the Spark Connect server did not take %s (%s): SWA folds in pandas", functions_jar.name, e)
-        return None
+        return True
+    except Exception as e:  # noqa: BLE001 - a server that takes no artifacts: no JVM functions
+        log.warning("the Spark Connect server did not take %s (%s): no JVM functions", functions_jar.name, e)
+        return False
+
+
+def _connect_fold(spark: SparkSession, micros: Column, size: Column, timeout_micros: Column) -> Column | None:
+    """The fold on a Spark Connect session through its SQL form; None when the session cannot
+    hold the jar (the pandas fold runs instead)."""
+    return sql_fold(spark, micros, size, timeout_micros) if _connect_artifact(spark) else None
 
 
 def swa_fold(spark: SparkSession, size: int, timeout_micros: int, micros: Column) -> Column | None:
@@ -164,11 +169,11 @@ def swa_fold(spark: SparkSession, size: int, timeout_micros: int, micros: Column
 
     if is_connect(spark):
         return _connect_fold(spark, micros, F.lit(size), F.lit(timeout_micros))
-    fold_class = _fold_class(spark, "SwaFold")
-    if fold_class is None:
+    jvm_class = _jvm_class(spark, "SwaFold")
+    if jvm_class is None:
         return None
     name = f"tributary_swa_fold_{size}_{timeout_micros}"
-    spark._jsparkSession.udf().register(name, fold_class.function(size, timeout_micros))
+    spark._jsparkSession.udf().register(name, jvm_class.function(size, timeout_micros))
     return F.call_function(name, micros)
 
 
@@ -179,25 +184,43 @@ def swa_fold_sized(spark: SparkSession, micros: Column, size: Column, timeout_mi
 
     if is_connect(spark):
         return _connect_fold(spark, micros, size, timeout_micros)
-    fold_class = _fold_class(spark, "SwaFoldSized")
-    if fold_class is None:
+    jvm_class = _jvm_class(spark, "SwaFoldSized")
+    if jvm_class is None:
         return None
-    spark._jsparkSession.udf().register("tributary_swa_fold_sized", fold_class.function())
+    spark._jsparkSession.udf().register("tributary_swa_fold_sized", jvm_class.function())
     return F.call_function("tributary_swa_fold_sized", micros, size, timeout_micros)
 
 
-#: The SQL name of the line numbering function of streamed text (`tributary.LineNumber`)
-SQL_LINE_NUMBER = "tributary_line_number"
+def _function(spark: SparkSession, name: str, returns: str) -> str | None:
+    """The SQL name of Tributary's JVM scalar function `name` (a class implementing one of Spark's
+    UDF interfaces), registered in this session; None when the session has no JVM functions."""
+    if is_connect(spark):
+        if not _connect_artifact(spark):
+            return None
+    elif _jvm_class(spark, name) is None:
+        return None
+    sql_name = f"tributary_{name.lower()}"
+    spark.udf.registerJavaFunction(sql_name, f"tributary.{name}", returns)  # a Connect client can too
+    return sql_name
 
 
 def line_number(spark: SparkSession, file: Column, split_start: Column) -> Column | None:
     """Each line's 1-based number in its file, for a stream read by Spark's line reader
     (`tributary.LineNumber`, over `_metadata.file_path` and `_metadata.file_block_start`); None when
-    the session has no JVM functions (a stream then reads each file whole). Streams are refused on
-    Spark Connect, so this needs no Connect form."""
+    the session has no JVM functions (a stream then reads each file whole)."""
     from pyspark.sql import functions as F
 
-    if is_connect(spark) or _fold_class(spark, "LineNumber") is None:
+    if (name := _function(spark, "LineNumber", "int")) is None:
         return None
-    spark.udf.registerJavaFunction(SQL_LINE_NUMBER, "tributary.LineNumber", "int")
-    return F.call_function(SQL_LINE_NUMBER, file, split_start, F.spark_partition_id())
+    return F.call_function(name, file, split_start, F.spark_partition_id())
+
+
+def regex_groups(spark: SparkSession, value: Column, pattern: str) -> Column | None:
+    """The texts of every group of the pattern's first match in `value` ("" for a group that took
+    no part), null when it does not match: one match where rlike and regexp_extract take one per
+    group and one more (`tributary.RegexGroups`); None when the session has no JVM functions."""
+    from pyspark.sql import functions as F
+
+    if (name := _function(spark, "RegexGroups", "array<string>")) is None:
+        return None
+    return F.call_function(name, value, F.lit(pattern))
