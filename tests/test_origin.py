@@ -186,11 +186,14 @@ def test_line_numbers_are_right_for_any_files(spark, tmp_path_factory, files, sp
     assert (good, bad) == (expected_good, expected_bad)
 
 
-def test_a_large_text_file_is_read_by_many_tasks_with_exact_lines(spark, tmp_path):
+@pytest.mark.parametrize("jvm_functions", ["1", "0"])
+def test_a_large_text_file_is_read_by_many_tasks_with_exact_lines(spark, tmp_path, monkeypatch, jvm_functions):
     """A file larger than a split is read split by split (a 200 MB log read whole killed the JVM),
     and each line keeps its number, `\\r\\n` endings, blank lines and a last line without a
-    newline included."""
+    newline included: each task numbering its own lines, or counted first (no JVM functions)."""
     from framework.io.text_source import read_text
+
+    monkeypatch.setenv("TRIBUTARY_JVM", jvm_functions)
     from framework.spec.models import TextSource
 
     lines = [f"{'x' * (i % 50)} line {i + 1}" if i % 11 else "" for i in range(2000)]
@@ -210,9 +213,13 @@ def test_a_large_text_file_is_read_by_many_tasks_with_exact_lines(spark, tmp_pat
     st.booleans(),
     st.sampled_from([None, 7, 64, 300]),
 )
-def test_a_stream_numbers_lines_as_a_batch_read_does(spark, tmp_path_factory, files, final_newline, split_bytes):
-    """Any files, split between tasks at any byte: a stream reads the same lines with the same
-    numbers as a batch read, and each file's lines are numbered 1 to its line count."""
+def test_tasks_number_their_lines_as_the_counting_pass_does(
+    spark, tmp_path_factory, monkeypatch, files, final_newline, split_bytes
+):
+    """Any files, split between tasks at any byte: a batch read whose tasks number their own lines
+    (the JVM function) and a stream read the same lines with the same numbers as the read that
+    counts each split's lines first (no JVM functions), and each file's lines are numbered 1 to its
+    line count."""
     from framework.io.origin import file_lines, stream_lines
 
     folder = tmp_path_factory.mktemp("text")
@@ -222,10 +229,13 @@ def test_a_stream_numbers_lines_as_a_batch_read_does(spark, tmp_path_factory, fi
         (folder / f"f {f}.log").write_bytes(text.encode())
         counts[f"f {f}.log"] = len(text.split("\n")) - text.endswith("\n") if text else 0  # a final newline ends the last line
     with _split_size(spark, split_bytes):
-        batch = _lines(file_lines(spark.read, str(folder)).collect())
+        with monkeypatch.context() as without_jvm:
+            without_jvm.setenv("TRIBUTARY_JVM", "0")
+            counted = _lines(file_lines(spark, spark.read, str(folder)).collect())
+        batch = _lines(file_lines(spark, spark.read, str(folder)).collect())
         streamed = _lines(_streamed(stream_lines(spark, spark.readStream, str(folder)))[0])
-    assert streamed == batch
-    assert {name: sorted(n for file, n, _ in streamed if file == name) for name in counts} == {
+    assert batch == counted and streamed == counted
+    assert {name: sorted(n for file, n, _ in counted if file == name) for name in counts} == {
         name: list(range(1, count + 1)) for name, count in counts.items()
     }
 

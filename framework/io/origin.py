@@ -2,21 +2,21 @@
 
 Text sources always have them; JSON-lines and CSV sources with `origin: true` are read the same
 way. Spark's line reader splits a large file between tasks by bytes (`maxPartitionBytes`, 128 MB),
-and a task cannot know how many lines came before its part. So a batch read counts first: each
-line is tagged with its file, its split's first byte (`_metadata.file_block_start`) and its
-position in the task's output (`monotonically_increasing_id`, consecutive within a split); one
-aggregate gives each split's line count and first position, a running sum over a file's splits
-the lines before each, and a broadcast join turns positions into line numbers. The files are read
-twice, the second time without any state, and a task holds one split, not one file: a file of
-any size reads in memory bounded by the split size. Why not whole files (`wholetext`), as
-before: one file was one task and one string, and a 200 MB log killed the JVM.
+and a task cannot know how many lines came before its part. So each task counts them itself: once
+per split, it reads the file up to the split's first byte and counts its lines, then numbers its
+own lines on from there (`tributary.LineNumber`, a JVM function, framework/jvm). One scan, in
+batch and in a stream alike, and a file of any size reads in memory bounded by the split size.
+Why not whole files (`wholetext`), as before: one file was one task and one string, and a 200 MB
+log killed the JVM.
 
-A micro-batch cannot run the counting pass before it reads, so a stream numbers its lines as it
-reads them: each task counts the lines before its split once, by reading the file up to the
-split's first byte, and numbers its lines on from there (`tributary.LineNumber`, a JVM function,
-framework/jvm). A streamed file of any size reads split by split too. Without the JVM functions
-(no JDK, TRIBUTARY_JVM=0) a stream reads each new file whole, in one task, as one string: a file
-landing in a streamed folder must then fit a task's memory.
+Without the JVM functions (no JDK, TRIBUTARY_JVM=0):
+- a batch read counts first: each line is tagged with its file, its split's first byte
+  (`_metadata.file_block_start`) and its position in the task's output
+  (`monotonically_increasing_id`, consecutive within a split); one aggregate gives each split's
+  line count and first position, a running sum over a file's splits the lines before each, and a
+  broadcast join turns positions into line numbers. The files are read twice.
+- a stream cannot run that counting pass before it reads, so it reads each new file whole, in one
+  task, as one string: a file landing in a streamed folder must then fit a task's memory.
 
 Lines end at `\\n` (a `\\r` before it is dropped); a file's final newline does not make an empty
 last line. JSON and CSV skip blank lines as Spark's readers do, and a CSV header (header: true,
@@ -39,12 +39,15 @@ FILE, LINE = "_file", "_line"
 _NOT_PARSER_OPTIONS = {"header", "inferschema", "multiline", "maxfilespertrigger", "wholetext", "pathglobfilter"}
 
 
-def file_lines(reader: Any, location: str | list[str]) -> DataFrame:
+def file_lines(spark: SparkSession, reader: Any, location: str | list[str]) -> DataFrame:
     """One row per line of the files at `location`, read split by split (a batch read): _file,
     _line, value."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    numbered = _numbered_by_tasks(spark, reader, location)
+    if numbered is not None:
+        return numbered
     raw = reader.format("text").option("lineSep", "\n").load(location)
     tagged = raw.select(
         F.col("_metadata.file_path").alias(FILE),
@@ -64,6 +67,13 @@ def file_lines(reader: Any, location: str | list[str]) -> DataFrame:
 
 def stream_lines(spark: SparkSession, stream_reader: Any, location: str) -> DataFrame:
     """One row per line of each file a stream reads (see above): _file, _line, value."""
+    numbered = _numbered_by_tasks(spark, stream_reader, location)
+    return lines(whole_files(stream_reader).load(location)) if numbered is None else numbered
+
+
+def _numbered_by_tasks(spark: SparkSession, reader: Any, location: str | list[str]) -> DataFrame | None:
+    """The lines read by Spark's line reader, each task numbering its own (see above); None when
+    the session has no JVM functions."""
     from pyspark.sql import functions as F
 
     from framework import jvm
@@ -71,8 +81,8 @@ def stream_lines(spark: SparkSession, stream_reader: Any, location: str) -> Data
     path = F.col("_metadata.file_path")
     number = jvm.line_number(spark, path, F.col("_metadata.file_block_start"))
     if number is None:
-        return lines(whole_files(stream_reader).load(location))
-    raw = stream_reader.format("text").option("lineSep", "\n").load(location)
+        return None
+    raw = reader.format("text").option("lineSep", "\n").load(location)
     return raw.select(path.alias(FILE), number.alias(LINE), F.regexp_replace("value", "\r$", "").alias("value"))
 
 

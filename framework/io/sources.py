@@ -202,7 +202,7 @@ def _read_files(
 
     declared = _parse_schema(name, ddl) if ddl is not None else reader.load(location).schema
     if spec.origin:
-        numbered = file_lines(spark.read if base is None else spark.read.option("basePath", base), location)
+        numbered = file_lines(spark, spark.read if base is None else spark.read.option("basePath", base), location)
         raw = parsed_records(numbered, spec.format, _with_corrupt(declared), options)
     else:
         raw = _with_corrupt_column(reader, declared).load(location)
@@ -288,7 +288,7 @@ def _file_stream(spark: SparkSession, name: str, spec: FileSource, location: str
             numbered = (
                 stream_lines(spark, reader.options(**options), files)
                 if streamed
-                else file_lines(reader.options(**options), files)
+                else file_lines(spark, reader.options(**options), files)
             )
             return parsed_records(numbered, spec.format, _with_corrupt(declared), options)
         return _with_corrupt_column(reader.format(spec.format).options(**options), declared).load(files)

@@ -33,7 +33,7 @@ def read_text(
         assert isinstance(location, str)  # a stream reads a folder; re-reads of its files are batch reads
         numbered = stream_lines(spark, spark.readStream.options(**stream_reading(spec, {})), location)
     else:
-        numbered = file_lines(spark.read if base is None else spark.read.option("basePath", base), location)
+        numbered = file_lines(spark, spark.read if base is None else spark.read.option("basePath", base), location)
     return split_lines(numbered, spec, counter)
 
 

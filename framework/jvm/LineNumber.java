@@ -18,12 +18,12 @@ import org.apache.spark.deploy.SparkHadoopUtil;
 import org.apache.spark.sql.api.java.UDF3;
 
 /**
- * The 1-based line number of a line a stream reads with Spark's line reader (lineSep "\n"), which
- * splits a large file between tasks by bytes: over (the file's path, its split's first byte, the
- * task's spark_partition_id()). A micro-batch cannot count each split's lines first, as a batch
- * read does (framework/io/origin.py), so each task counts the lines before its split itself, once
- * per split, by reading the file up to the split's first byte; after that, a line's number is one
- * more than the line before it in the task.
+ * The 1-based line number of a line read with Spark's line reader (lineSep "\n"), which splits a
+ * large file between tasks by bytes: over (the file's path, its split's first byte, the task's
+ * spark_partition_id()). No pass counts each split's lines first (a micro-batch cannot run one,
+ * framework/io/origin.py), so each task counts the lines before its split itself, once per split,
+ * by reading the file up to the split's first byte; after that, a line's number is one more than
+ * the line before it in the task.
  *
  * <p>Why this is exact:
  * <ul>

@@ -2,9 +2,9 @@
 
 Why: SWA's rule is a sequential fold per key. As a running-window aggregate in the JVM it runs in
 the pass that sorts each key's tuples, with no hand-off to Python, and the window keeps the
-shuffle's partitioning, so the windows' aggregates need no second shuffle. And a stream numbers
-the lines of a file it reads split by split (`LineNumber`): a micro-batch cannot count each
-split's lines first, as a batch read does, so each task counts the lines before its own split.
+shuffle's partitioning, so the windows' aggregates need no second shuffle. Each task numbers the
+lines of the file splits it reads (`LineNumber`), in one scan, and a text source's pattern matches
+each line once for all its groups (`RegexGroups`).
 
 Why source and not a jar: nothing binary in the repository, and no Maven repository is reachable.
 The jar is built with the JDK's `javac` against the jars pyspark ships, once per source and Spark
@@ -14,7 +14,7 @@ uploads the jar as a session artifact (`addArtifacts`) and names the fold's SQL 
 (`SwaFoldFunction`) with `CREATE TEMPORARY FUNCTION`, the one way a Connect client registers a JVM
 aggregate. Without `javac`, with TRIBUTARY_JVM=0, in a session started without the jar, or on a
 Connect server that refuses the artifact, the operators fold in pandas instead, with the same results,
-and a stream reads each text file whole (framework.io.origin).
+and text is read and parsed with Spark's own functions (framework.io.origin, framework.io.text_source).
 """
 
 from __future__ import annotations
@@ -205,9 +205,9 @@ def _function(spark: SparkSession, name: str, returns: str) -> str | None:
 
 
 def line_number(spark: SparkSession, file: Column, split_start: Column) -> Column | None:
-    """Each line's 1-based number in its file, for a stream read by Spark's line reader
+    """Each line's 1-based number in its file, for lines read by Spark's line reader, split by split
     (`tributary.LineNumber`, over `_metadata.file_path` and `_metadata.file_block_start`); None when
-    the session has no JVM functions (a stream then reads each file whole)."""
+    the session has no JVM functions (framework.io.origin: how lines are numbered then)."""
     from pyspark.sql import functions as F
 
     if (name := _function(spark, "LineNumber", "int")) is None:
