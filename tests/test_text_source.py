@@ -112,6 +112,25 @@ def test_a_stream_of_log_files_integrated_by_swa_equals_the_batch_run(spark, cli
     assert streamed and streamed == closed
 
 
+def test_named_groups_in_another_order_than_their_columns_are_exit_2(cli, project):
+    """Columns take the groups in order: a pattern that names its groups as the columns, in another
+    order, swapped the columns' values silently (exit 0); now validate says so at the line."""
+    land(project, {"a.log": line("10.0.0.1", 1)})
+    swapped = PATTERN.replace(r"^(\S+)", r"^(?<client>\S+)").replace(r'"(\S+)', r'"(?<method>\S+)')
+    text = LOGS.format(mode="batch", pattern=swapped, steps=HITS, outputs="hits: {}")
+    write(
+        project / "pipelines" / "logs.yaml",
+        text.replace("{client: STRING, ts_text: STRING, method: STRING,", "{method: STRING, ts_text: STRING, client: STRING,"),
+    )
+    code, out, err = cli("validate", "logs")
+    assert code == 2, out + err
+    text_err = " ".join(err.split())
+    assert "sources.access.parse" in text_err and "group 1 is named 'client', but column 'client' is column 3" in text_err
+    write(project / "pipelines" / "logs.yaml", text)  # the same names in the pattern's order: fine
+    code, out, err = cli("validate", "logs")
+    assert code == 0, out + err
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [

@@ -36,6 +36,13 @@ def java_groups(pattern: str) -> int:
         raise ValueError(f"pattern is not a regular expression: {e}") from None
 
 
+def java_group_names(pattern: str) -> dict[str, int]:
+    """The named groups of a Java regular expression `java_groups` takes, each with its number."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return dict(re.compile(_translate(pattern)).groupindex)
+
+
 def _translate(p: str) -> str:
     out: list[str] = []
     i, n, depth, verbose = 0, len(p), 0, False

@@ -132,11 +132,19 @@ class LineParse(SpecModel):
 
     @model_validator(mode="after")
     def _valid(self) -> LineParse:
-        from framework.spec.java_regex import java_groups
+        from framework.spec.java_regex import java_group_names, java_groups
 
         groups = java_groups(self.pattern)  # Spark runs it with java.util.regex
         if groups != len(self.columns):
             raise ValueError(f"pattern has {groups} group(s) and columns names {len(self.columns)}: give one column per group")
+        columns = [c.lower() for c in self.columns]
+        for name, number in sorted(java_group_names(self.pattern).items(), key=lambda item: item[1]):
+            if name.lower() in columns and columns.index(name.lower()) != number - 1:
+                raise ValueError(
+                    f"the pattern's group {number} is named '{name}', but column '{name}' is column "
+                    f"{columns.index(name.lower()) + 1}: the columns take the groups in order, not by name; "
+                    "list the columns in the pattern's order"
+                )
         return self
 
     def typed(self) -> dict[str, str]:
