@@ -548,6 +548,28 @@ def test_a_changed_partition_by_rewrites_an_overwrite_and_is_refused_where_rows_
     assert DeltaTable(str(table)).metadata().partition_columns == ["head_service"]
 
 
+def test_an_overwrite_that_adds_a_timestamp_ntz_column_keeps_the_table_readable(spark, cli, project):
+    """A table written without TIMESTAMP_NTZ columns, then overwritten with one: delta-rs committed
+    the new schema without the table feature it needs, the run failed after its commit, and the
+    table could not be read again, even by --full-refresh."""
+    pipeline = project / "pipelines" / "calls_log.yaml"
+    write(project / "incoming" / "a.json", _lines(_calls(3)))
+    write(pipeline, APPEND.replace("    mode: append\n", "    mode: overwrite\n"))
+    assert cli("run", "calls_log")[0] == 0
+    write(
+        pipeline,
+        APPEND.replace("response_ms, ts\n", "response_ms, ts, cast(ts as timestamp_ntz) as local_ts\n").replace(
+            "    mode: append\n", "    mode: overwrite\n"
+        ),
+    )
+    code, out, err = cli("run", "calls_log")
+    assert code == 0, out + err
+    rows = delta_rows(project / "warehouse" / "slow")
+    assert len(rows) == 3 and all(r["local_ts"] is not None for r in rows)
+    code, out, err = cli("show", "slow")
+    assert code == 0, out + err
+
+
 def test_a_udf_that_raises_is_named_with_its_file_and_line(spark, cli, project):
     """A @udf's error said 'Python code in a task failed: ValueError: boom', naming neither the
     function nor where it is."""

@@ -183,6 +183,8 @@ class DeltaRsStore(DeltaStore):
                     if "already exists" not in str(e) or dt is None or mode != "append":
                         raise
             if dt is not None:
+                if mode != "append":
+                    _allow_timestamp_ntz(dt, spark_to_arrow(staged.schema))
                 dt.create_write_transaction(
                     actions,
                     mode="append" if mode == "append" else "overwrite",
@@ -288,6 +290,29 @@ class DeltaRsStore(DeltaStore):
             return pa.table({})
         result = QueryBuilder().register("t", dt).execute(sql).read_all()
         return _plain_strings(pa.table(result))
+
+
+def _allow_timestamp_ntz(dt: DeltaTable, schema: pa.Schema) -> None:
+    """A table's new schema with a TIMESTAMP_NTZ column needs the table's timestampNtz feature
+    first: delta-rs committed such a schema to a table without it, and the table could not be read
+    again, by any run (a pandas-written Parquet source's times are TIMESTAMP_NTZ)."""
+    from deltalake import TableFeatures
+
+    if any(_holds_ntz(field.type) for field in schema) and "timestampNtz" not in (dt.protocol().writer_features or []):
+        dt.alter.add_feature(TableFeatures.TimestampWithoutTimezone, allow_protocol_versions_increase=True)
+
+
+def _holds_ntz(kind: pa.DataType) -> bool:
+    """A timestamp without a time zone, at any depth."""
+    if pa.types.is_timestamp(kind):
+        return kind.tz is None
+    if pa.types.is_struct(kind):
+        return any(_holds_ntz(kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _holds_ntz(kind.value_type)
+    if pa.types.is_map(kind):
+        return _holds_ntz(kind.key_type) or _holds_ntz(kind.item_type)
+    return False
 
 
 def _staged_dataset(staged: StagedWrite) -> Any:
