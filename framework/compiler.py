@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -408,6 +408,7 @@ def _check_columns(
         schema = schemas.get(step_name, Schema.unknown(""))
         for setting in ("keys", "partition_by"):
             for i, column in enumerate(getattr(output, setting)):
+                found = schema.find(column)
                 if schema.lacks(column):
                     problems.append(
                         loaded.problem(
@@ -416,11 +417,24 @@ def _check_columns(
                             hint=schema.hint(column, f"'{step_name}'"),
                         )
                     )
+                elif found is not None and found.name != column:
+                    problems.append(_spelling_problem(loaded.problem, name, setting, i, column, found.name))
         problems += expectation_column_problems(loaded, ("outputs", name), output.expectations, schema)
         problems += _date_slice_problems(loaded, name, schema)
     if problems:
         raise BadInput(*problems)
     return schemas, notes
+
+
+def _spelling_problem(problem: Callable[..., Problem], output: str, setting: str, i: int, column: str, spelled: str) -> Problem:
+    """A key or partition column written in other letter case than the step's column: Spark finds
+    it either way, and Delta does not (a merge failed from its second run on; a partitioned table's
+    first commit could not be read again)."""
+    return problem(
+        f"output '{output}': {setting} column '{column}' is spelled '{spelled}' in the step",
+        ("outputs", output, setting, i),
+        hint=f"write '{spelled}': a Delta table keeps each column's own spelling",
+    )
 
 
 def _date_slice_problems(loaded: LoadedPipeline, name: str, schema: Schema) -> list[Problem]:

@@ -570,6 +570,24 @@ def test_an_overwrite_that_adds_a_timestamp_ntz_column_keeps_the_table_readable(
     assert code == 0, out + err
 
 
+@pytest.mark.parametrize(
+    ("setting", "line"),
+    [("    mode: overwrite\n    partition_by: [Head_Service]\n", 16), ("    mode: merge\n    keys: [HEAD_SERVICE, ts]\n", 16)],
+)
+def test_a_key_or_partition_column_in_other_letter_case_is_exit_2(spark, cli, project, setting, line):
+    """Spark finds 'Head_Service' as head_service, Delta does not: a partitioned table's first commit
+    could not be read again (and --full-refresh did not help), and a merge failed from its second
+    run on, in delta-rs' words. Now validate and run say the column's spelling, at the line."""
+    write(project / "incoming" / "a.json", _lines(_calls(3)))
+    write(project / "pipelines" / "calls_log.yaml", APPEND.replace("    mode: append\n", setting))
+    for command in ("validate", "run"):
+        code, out, err = cli(command, "calls_log")
+        assert code == 2, out + err
+        said = " ".join(err.split())
+        assert f"calls_log.yaml:{line}:" in said and "is spelled 'head_service'" in said and "write 'head_service'" in said, said
+    assert not (project / "warehouse" / "slow").exists()
+
+
 def test_a_udf_that_raises_is_named_with_its_file_and_line(spark, cli, project):
     """A @udf's error said 'Python code in a task failed: ValueError: boom', naming neither the
     function nor where it is."""

@@ -29,6 +29,17 @@ def check_outputs(run: RunContext, frames: Frames) -> None:
                         hint=f"step '{output.step}' has columns: {', '.join(produced.columns)}",
                     )
                 )
+            spelled = {c.lower(): c for c in produced.columns}
+            for i, column in enumerate(wanted):
+                if column.lower() in spelled and spelled[column.lower()] != column:
+                    problems.append(
+                        run.problem(
+                            f"output '{output.name}': {setting} column '{column}' is spelled '{spelled[column.lower()]}' "
+                            f"in step '{output.step}'",
+                            ("outputs", output.name, setting, i),
+                            hint=f"write '{spelled[column.lower()]}': a Delta table keeps each column's own spelling",
+                        )
+                    )
         # an interval-sliced overwrite replaces only its slice: the table's other rows keep its columns
         keeps_rows = output.mode in ("append", "merge") or output.slice_by is not None
         if not keeps_rows or run.plan.full_refresh:
