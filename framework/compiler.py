@@ -418,7 +418,10 @@ def _check_columns(
                         )
                     )
                 elif found is not None and found.name != column:
-                    problems.append(_spelling_problem(loaded.problem, name, setting, i, column, found.name))
+                    problems.append(_spelling_problem(loaded.problem, name, setting, column, found.name, (setting, i)))
+        sliced, written = spec.sliced_by(name), output.interval is not None and output.interval.column is not None
+        if sliced and written and (found := schema.find(sliced)) is not None and found.name != sliced:
+            problems.append(_spelling_problem(loaded.problem, name, "interval", sliced, found.name, ("interval",)))
         problems += expectation_column_problems(loaded, ("outputs", name), output.expectations, schema)
         problems += _date_slice_problems(loaded, name, schema)
     if problems:
@@ -426,13 +429,15 @@ def _check_columns(
     return schemas, notes
 
 
-def _spelling_problem(problem: Callable[..., Problem], output: str, setting: str, i: int, column: str, spelled: str) -> Problem:
-    """A key or partition column written in other letter case than the step's column: Spark finds
-    it either way, and Delta does not (a merge failed from its second run on; a partitioned table's
-    first commit could not be read again)."""
+def _spelling_problem(
+    problem: Callable[..., Problem], output: str, setting: str, column: str, spelled: str, at: tuple[str | int, ...]
+) -> Problem:
+    """A key, partition or interval column written in other letter case than the step's column:
+    Spark finds it either way, and Delta does not (a merge failed from its second run on, a sliced
+    output from its second interval on; a partitioned table's first commit could not be read again)."""
     return problem(
         f"output '{output}': {setting} column '{column}' is spelled '{spelled}' in the step",
-        ("outputs", output, setting, i),
+        ("outputs", output, *at),
         hint=f"write '{spelled}': a Delta table keeps each column's own spelling",
     )
 

@@ -85,6 +85,17 @@ def test_a_date_slice_of_a_schedule_that_never_runs_whole_days_is_bad_input_at_v
     assert code == 0, out + err
 
 
+def test_an_interval_column_in_other_letter_case_is_bad_input_at_validate(project, cli):
+    """`interval: {column: Day}` for the step's `day`: Spark found it, so the first interval was
+    written, and every later one failed in delta-rs' words (No field named "Day")."""
+    flights(project, DAYS[0], 3)
+    write(project / "pipelines/flights.yaml", daily("flights", "    interval: {column: Day}", path="data/flights_daily"))
+    code, out, err = cli("validate", "flights")
+    said = " ".join((out + err).split())
+    assert code == 2, said
+    assert "flights.yaml:20:" in said and "interval column 'Day' is spelled 'day'" in said, said
+
+
 def test_a_changed_interval_rerun_replaces_its_slice_in_one_commit_and_never_duplicates(spark, project, cli):
     """The bug: one row added to 2013-01-05's file, that interval run again: the day had 6 rows, not 4."""
     for day in DAYS[:6]:
