@@ -588,6 +588,26 @@ def test_a_key_or_partition_column_in_other_letter_case_is_exit_2(spark, cli, pr
     assert not (project / "warehouse" / "slow").exists()
 
 
+def test_a_timestamp_partition_column_in_a_zone_other_than_utc_is_exit_2(spark, cli, project):
+    """With spark.sql.session.timeZone America/New_York, partition_by a TIMESTAMP wrote each
+    partition's value as local time, which Delta readers take for UTC: `show` gave 03:00 for 08:00Z
+    (exit 0). Now the run says so, before it writes anything."""
+    write(project / "incoming" / "a.json", _lines(_calls(3)))
+    write(
+        project / "pipelines" / "calls_log.yaml",
+        APPEND.replace("    mode: append\n", "    mode: overwrite\n    partition_by: [ts]\n"),
+    )
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")  # what a profile's spark.conf sets
+    try:
+        code, out, err = cli("run", "calls_log")
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")  # the tests' one session
+    said = " ".join(err.split())
+    assert code == 2, out + err
+    assert "calls_log.yaml:16:" in said and "partition_by column 'ts' is a TIMESTAMP" in said and "America/New_York" in said, said
+    assert not (project / "warehouse" / "slow").exists()
+
+
 def test_a_udf_that_raises_is_named_with_its_file_and_line(spark, cli, project):
     """A @udf's error said 'Python code in a task failed: ValueError: boom', naming neither the
     function nor where it is."""

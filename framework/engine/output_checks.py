@@ -40,6 +40,7 @@ def check_outputs(run: RunContext, frames: Frames) -> None:
                             hint=f"write '{spelled[column.lower()]}': a Delta table keeps each column's own spelling",
                         )
                     )
+        problems += _zoned_partition_problems(run, output, produced)
         # an interval-sliced overwrite replaces only its slice: the table's other rows keep its columns
         keeps_rows = output.mode in ("append", "merge") or output.slice_by is not None
         if not keeps_rows or run.plan.full_refresh:
@@ -68,6 +69,33 @@ def check_outputs(run: RunContext, frames: Frames) -> None:
             )
     if problems:
         raise BadInput(*problems)
+
+
+#: session time zones that are UTC under another name
+_UTC = frozenset({"utc", "etc/utc", "gmt", "etc/gmt", "z", "zulu", "uct", "etc/uct", "universal", "+00:00", "-00:00"})
+
+
+def _zoned_partition_problems(run: RunContext, output: Any, produced: Any) -> list[Problem]:
+    """A TIMESTAMP partition column in a session whose time zone is not UTC: Spark names a
+    partition's folder by the local time, and Delta readers (delta-rs, DuckDB, `show`, Spark in
+    another zone) take that value for UTC: the values read back were hours off (exit 0)."""
+    from pyspark.sql.types import TimestampType
+
+    zone = str(run.spark.conf.get("spark.sql.session.timeZone") or "UTC")
+    if zone.lower() in _UTC:
+        return []
+    types = {f.name.lower(): f.dataType for f in produced.schema.fields}
+    return [
+        run.problem(
+            f"output '{output.name}': partition_by column '{column}' is a TIMESTAMP, and the session's time zone is "
+            f"{zone}: a partition's value is written as local time, and Delta readers take it for UTC",
+            ("outputs", output.name, "partition_by", i),
+            hint=f"partition by a DATE or STRING column made from it (e.g. to_date({column}) as day), "
+            "or run with spark.sql.session.timeZone: UTC (the default)",
+        )
+        for i, column in enumerate(output.partition_by)
+        if isinstance(types.get(column.lower()), TimestampType)
+    ]
 
 
 def _kept_by(output: Any) -> str:
