@@ -408,7 +408,7 @@ def _check_columns(
         schema = schemas.get(step_name, Schema.unknown(""))
         for setting in ("keys", "partition_by"):
             for i, column in enumerate(getattr(output, setting)):
-                found = schema.find(column)
+                named = schema.find(column)
                 if schema.lacks(column):
                     problems.append(
                         loaded.problem(
@@ -417,11 +417,11 @@ def _check_columns(
                             hint=schema.hint(column, f"'{step_name}'"),
                         )
                     )
-                elif found is not None and found.name != column:
-                    problems.append(_spelling_problem(loaded.problem, name, setting, column, found.name, (setting, i)))
+                elif named is not None and named.name != column:
+                    problems.append(_spelling_problem(loaded.problem, name, setting, column, named.name, (setting, i)))
         sliced, written = spec.sliced_by(name), output.interval is not None and output.interval.column is not None
-        if sliced and written and (found := schema.find(sliced)) is not None and found.name != sliced:
-            problems.append(_spelling_problem(loaded.problem, name, "interval", sliced, found.name, ("interval",)))
+        if sliced and written and (named := schema.find(sliced)) is not None and named.name != sliced:
+            problems.append(_spelling_problem(loaded.problem, name, "interval", sliced, named.name, ("interval",)))
         problems += expectation_column_problems(loaded, ("outputs", name), output.expectations, schema)
         problems += _date_slice_problems(loaded, name, schema)
     if problems:
