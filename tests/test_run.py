@@ -608,6 +608,27 @@ def test_a_timestamp_partition_column_in_a_zone_other_than_utc_is_exit_2(spark, 
     assert not (project / "warehouse" / "slow").exists()
 
 
+@pytest.mark.parametrize(
+    ("column", "said"),
+    [
+        ("parse_json('{\"a\": 1}') as doc", "column 'doc' is variant"),
+        ("ts - ts as waited", "column 'waited' is interval day to second"),
+        ("interval '1' year as span", "column 'span' is interval year"),
+        ("named_struct('w', ts - ts) as nested", "column 'nested' is struct<w:interval day to second>"),
+    ],
+)
+def test_a_column_type_a_delta_table_cannot_hold_is_exit_2(spark, cli, project, column, said):
+    """VARIANT: the run said "written" and the table could not be read again (its schema and its
+    files disagreed); intervals: the run failed in Arrow's or delta-rs' words, naming no column."""
+    write(project / "incoming" / "a.json", _lines(_calls(3)))
+    write(project / "pipelines" / "calls_log.yaml", APPEND.replace("response_ms, ts\n", f"response_ms, ts, {column}\n"))
+    code, out, err = cli("run", "calls_log")
+    text = " ".join(err.split())
+    assert code == 2, out + err
+    assert "calls_log.yaml:14:" in text and said in text and "which a Delta table cannot hold" in text, text
+    assert not (project / "warehouse" / "slow").exists()
+
+
 def test_a_udf_that_raises_is_named_with_its_file_and_line(spark, cli, project):
     """A @udf's error said 'Python code in a task failed: ValueError: boom', naming neither the
     function nor where it is."""

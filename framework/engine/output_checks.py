@@ -41,6 +41,7 @@ def check_outputs(run: RunContext, frames: Frames) -> None:
                         )
                     )
         problems += _zoned_partition_problems(run, output, produced)
+        problems += _unwritable_problems(run, output, produced)
         # an interval-sliced overwrite replaces only its slice: the table's other rows keep its columns
         keeps_rows = output.mode in ("append", "merge") or output.slice_by is not None
         if not keeps_rows or run.plan.full_refresh:
@@ -69,6 +70,52 @@ def check_outputs(run: RunContext, frames: Frames) -> None:
             )
     if problems:
         raise BadInput(*problems)
+
+
+def _unwritable_problems(run: RunContext, output: Any, produced: Any) -> list[Problem]:
+    """Columns of types a Delta table cannot hold: intervals (the run failed in Arrow's or
+    delta-rs' words, naming no column) and VARIANT (the run said "written", and the table could
+    not be read again: its schema and its files disagreed)."""
+    return [
+        run.problem(
+            f"output '{output.name}': column '{field.name}' is {field.dataType.simpleString()}, which a Delta table cannot hold",
+            ("outputs", output.name),
+            hint=_UNWRITABLE_HINTS[kind],
+        )
+        for field in produced.schema.fields
+        if (kind := _unwritable_kind(field.dataType)) is not None
+    ]
+
+
+_UNWRITABLE_HINTS = {
+    "interval": "write a number instead, e.g. unix_seconds(b) - unix_seconds(a) for a duration in seconds",
+    "variant": "write it as JSON text: to_json(column), which parse_json reads back",
+}
+
+
+def _unwritable_kind(kind: Any) -> str | None:
+    """'interval' or 'variant' when `kind` holds such a type at any depth, else None."""
+    from pyspark.sql.types import (
+        ArrayType,
+        CalendarIntervalType,
+        DayTimeIntervalType,
+        MapType,
+        StructType,
+        VariantType,
+        YearMonthIntervalType,
+    )
+
+    if isinstance(kind, DayTimeIntervalType | YearMonthIntervalType | CalendarIntervalType):
+        return "interval"
+    if isinstance(kind, VariantType):
+        return "variant"
+    if isinstance(kind, ArrayType):
+        return _unwritable_kind(kind.elementType)
+    if isinstance(kind, MapType):
+        return _unwritable_kind(kind.keyType) or _unwritable_kind(kind.valueType)
+    if isinstance(kind, StructType):
+        return next((found for f in kind.fields if (found := _unwritable_kind(f.dataType)) is not None), None)
+    return None
 
 
 #: session time zones that are UTC under another name
