@@ -109,6 +109,16 @@ ROWS = [
             11,
             "value_set is empty, so every value fails it",
         ),
+        (  # Great Expectations looks the name up in pyspark.sql.types: the run failed with "No recognized spark types"
+            "      - expect_column_values_to_be_of_type: {column: amount, type_: INT}\n",
+            11,
+            "type_ 'INT' is not a Spark type name Great Expectations knows: write IntegerType",
+        ),
+        (  # one unknown name in a list was dropped silently
+            "      - expect_column_values_to_be_in_type_list: {column: customer, type_list: [StringType, varchar]}\n",
+            11,
+            "type_list 'varchar' is not a Spark type name Great Expectations knows: write StringType",
+        ),
         (  # no value compares with NaN
             "      - expect_column_values_to_be_between: {column: amount, min_value: .nan}\n",
             11,
@@ -127,6 +137,14 @@ def test_a_bad_expectation_is_named_with_file_and_line_at_validate_time(cli, pro
     assert code == 2, out + err
     assert f"orders.yaml:{line}:" in out + err
     assert expected in out + err
+
+
+def test_the_spark_type_names_validate_takes_are_pysparks():
+    import pyspark.sql.types
+
+    from framework.spec.expectation_catalog import SPARK_TYPE_NAMES
+
+    assert all(isinstance(getattr(pyspark.sql.types, name, None), type) for name in SPARK_TYPE_NAMES)
 
 
 def test_a_regex_that_repeats_a_repetition_is_a_warning_at_its_line(cli, project):

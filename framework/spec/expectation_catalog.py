@@ -110,6 +110,13 @@ def _value_problems(name: str, kwargs: dict[str, Any]) -> list[str]:
     for arg, value in kwargs.items():
         if isinstance(value, float) and math.isnan(value):
             problems.append(f"{name}: {arg} is NaN (not a number): no value compares with it, so the check means nothing")
+    for arg in ("type_", "type_list"):
+        value = kwargs.get(arg)
+        for named in value if isinstance(value, list) else [value]:
+            if isinstance(named, str) and named not in SPARK_TYPE_NAMES:
+                usual = _SPARK_TYPE_OF.get(named.strip().upper())
+                instead = f"write {usual}" if usual else "write a pyspark type name such as StringType or LongType"
+                problems.append(f"{name}: {arg} {named!r} is not a Spark type name Great Expectations knows: {instead}")
     value_set = kwargs.get("value_set")
     if isinstance(value_set, list) and not value_set:
         outcome = "no value can fail it" if "_not_" in name else "every value fails it"
@@ -119,6 +126,26 @@ def _value_problems(name: str, kwargs: dict[str, Any]) -> list[str]:
     if numbers and low > high:  # type: ignore[operator]
         problems.append(f"{name}: min_value {low} is more than max_value {high}: no value lies between them")
     return problems
+
+
+#: The type names `type_` and `type_list` take on Spark: pyspark.sql.types' classes (Great Expectations
+#: looks each up there; the run failed on one it did not find, and `type_list` dropped it silently)
+SPARK_TYPE_NAMES = frozenset(
+    {
+        "ArrayType", "AtomicType", "BinaryType", "BooleanType", "ByteType", "CalendarIntervalType", "CharType",
+        "DataType", "DateType", "DayTimeIntervalType", "DecimalType", "DoubleType", "FloatType", "FractionalType",
+        "IntegerType", "IntegralType", "LongType", "MapType", "NullType", "NumericType", "ShortType", "StringType",
+        "StructType", "TimestampNTZType", "TimestampType", "VarcharType", "VariantType", "YearMonthIntervalType",
+    }
+)  # fmt: skip
+#: Spark SQL's names for them, for the hint
+_SPARK_TYPE_OF = {
+    "STRING": "StringType", "INT": "IntegerType", "INTEGER": "IntegerType", "BIGINT": "LongType", "LONG": "LongType",
+    "SMALLINT": "ShortType", "TINYINT": "ByteType", "DOUBLE": "DoubleType", "FLOAT": "FloatType", "REAL": "FloatType",
+    "BOOLEAN": "BooleanType", "DATE": "DateType", "TIMESTAMP": "TimestampType", "TIMESTAMP_NTZ": "TimestampNTZType",
+    "DECIMAL": "DecimalType", "BINARY": "BinaryType", "ARRAY": "ArrayType", "MAP": "MapType", "STRUCT": "StructType",
+    "VARCHAR": "StringType", "CHAR": "StringType", "NUMBER": "NumericType",
+}  # fmt: skip
 
 
 def _range(bounds: dict[str, Any]) -> str:
