@@ -70,6 +70,19 @@ def test_a_given_value_that_does_not_fit_its_column_is_bad_input_at_its_line(cli
     assert "CAST_INVALID_INPUT" not in out + err
 
 
+def test_an_expected_value_that_does_not_fit_its_column_is_bad_input_at_its_line(cli, project: Path, spark):
+    """'many' for the BIGINT calls failed the test in Spark's words (CAST_INVALID_INPUT, exit 1,
+    no line): now it is a malformed test at its line, as a given value is."""
+    tests = project / SERVICE_TESTS
+    text = tests.read_text()
+    write(tests, text.replace("{requested_service: /style.css, calls: 3,", "{requested_service: /style.css, calls: many,", 1))
+    code, out, err = cli("test", "service_calls", "--no-engine")
+    said = " ".join(err.split())
+    assert code == 2, out + err
+    assert "service_calls.tests.yaml:27:" in said and "expected row 1: calls 'many' does not fit its type BIGINT" in said, said
+    assert "CAST_INVALID_INPUT" not in out + err
+
+
 def test_examples_pass_and_write_nothing(cli, project: Path, spark):
     """Every example's tests pass, in one session (batch tests and the streaming scenarios); the
     warehouse is as it was (a table in it keeps its version, nothing is added) and nothing is

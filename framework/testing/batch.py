@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, TributaryError
@@ -21,6 +22,8 @@ from framework.testing.rows import Difference, column_types, comparable, compare
 from framework.testing.suite import DeclaredTest, checked_node, needed_nodes
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame, SparkSession
 
     from framework.compiler import CompiledPipeline
@@ -83,7 +86,9 @@ def run_test(context: ProjectContext, compiled_all: CompiledPipeline, test: Decl
             if expect is not None:
                 expected = test.rows(expect.rows, root, "expect", "rows")
                 columns = expect.columns or actual.columns
-                difference = compare_frame(spark, actual, expected, columns, expect.match == "exact")
+                inline = not isinstance(expect.rows, RowsFile)
+                fits = partial(_check_values, spark, test, expected, what="expected row {}", at=("expect", "rows"), inline=inline)
+                difference = compare_frame(spark, actual, expected, columns, expect.match == "exact", fits)
                 if not difference.matches:
                     outcome.differences.append(("rows", difference))
             else:
@@ -93,7 +98,17 @@ def run_test(context: ProjectContext, compiled_all: CompiledPipeline, test: Decl
                 refused = _refused(run, frames, step, output)
                 wanted = test.rows(expect.quarantined, root, "expect", "quarantined")
                 named = list(dict.fromkeys(c for row in wanted for c in row)) or refused.columns
-                difference = compare_frame(spark, refused, wanted, named, False)
+                inline = not isinstance(expect.quarantined, RowsFile)
+                fits = partial(
+                    _check_values,
+                    spark,
+                    test,
+                    wanted,
+                    what="expected quarantined row {}",
+                    at=("expect", "quarantined"),
+                    inline=inline,
+                )
+                difference = compare_frame(spark, refused, wanted, named, False, fits)
                 if not difference.matches:
                     outcome.differences.append(("quarantined", difference))
     except BadInput:
@@ -172,17 +187,30 @@ def _frames(
 def _check_given_values(
     spark: SparkSession, test: DeclaredTest, name: str, rows: list[dict[str, Any]], columns: list[tuple[str, str]]
 ) -> None:
-    """A given value its column's type cannot hold is a malformed test, said at its line."""
+    inline = not isinstance(test.spec.given[name], RowsFile)
+    _check_values(spark, test, rows, columns, f"given row {{}} of '{name}'", ("given", name), inline)
+
+
+def _check_values(
+    spark: SparkSession,
+    test: DeclaredTest,
+    rows: list[dict[str, Any]],
+    columns: list[tuple[str, str]],
+    what: str,
+    at: tuple[str, ...],
+    inline: bool,
+) -> None:
+    """A given or expected value its column's type cannot hold is a malformed test, said at its
+    line (an expected one failed the test in Spark's words, CAST_INVALID_INPUT, with no line)."""
     found = misfit(spark, rows, columns)
     if found is None:
         return
     index, key, type_ = found
-    inline = not isinstance(test.spec.given[name], RowsFile)
-    at = ("given", name, index, key) if inline else ("given", name, "file")
+    type_ = type_ if "<" in type_ else type_.upper()  # as Spark SQL writes a plain type
     raise BadInput(
         test.problem(
-            f"given row {index + 1} of '{name}': {key} {rows[index][key]!r} does not fit its type {type_}",
-            *at,
+            f"{what.format(index + 1)}: {key} {rows[index][key]!r} does not fit its type {type_}",
+            *((*at, index, key) if inline else (*at, "file")),
             hint=f"write a {type_} value for {key} (a TIMESTAMP as 2026-11-02 08:00:00, a DATE as 2026-11-02), or null",
         )
     )
@@ -201,9 +229,15 @@ def _refused(run: RunContext, frames: Any, step: str, output: str | None) -> Dat
 
 
 def compare_frame(
-    spark: SparkSession, actual: DataFrame, expected: list[dict[str, Any]], columns: list[str], exact: bool
+    spark: SparkSession,
+    actual: DataFrame,
+    expected: list[dict[str, Any]],
+    columns: list[str],
+    exact: bool,
+    fits: Callable[[list[tuple[str, str]]], None] | None = None,
 ) -> Difference:
-    """Actual rows (their `columns`) against expected ones typed as the actual columns are."""
+    """Actual rows (their `columns`) against expected ones typed as the actual columns are;
+    `fits` checks the expected values against those types first (it raises BadInput)."""
     types = {f.name.lower(): f.dataType.simpleString() for f in actual.schema.fields}
     named = [next((f.name for f in actual.schema.fields if f.name.lower() == c.lower()), c) for c in columns]
     missing = [c for c in named if c.lower() not in types]
@@ -212,6 +246,8 @@ def compare_frame(
     from pyspark.sql import functions as F
 
     typed = [(c, types[c.lower()]) for c in named]
+    if fits is not None and expected:
+        fits(typed)
     both = actual.select(*named, F.lit(True).alias(ACTUAL))
     if expected:  # typed by Spark as the actual rows are, in the same job
         both = both.unionByName(frame_of(spark, expected, typed).withColumn(ACTUAL, F.lit(False)))
