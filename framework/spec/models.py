@@ -138,6 +138,12 @@ class LineParse(SpecModel):
         if groups != len(self.columns):
             raise ValueError(f"pattern has {groups} group(s) and columns names {len(self.columns)}: give one column per group")
         columns = [c.lower() for c in self.columns]
+        taken = [c for c in self.columns if c.lower() in ("_file", "_line")]
+        if taken:
+            raise ValueError(
+                f"column '{taken[0]}' is a name every text row has already (where it came from: _file and _line): "
+                "name the group's column otherwise"
+            )
         for name, number in sorted(java_group_names(self.pattern).items(), key=lambda item: item[1]):
             if name.lower() in columns and columns.index(name.lower()) != number - 1:
                 raise ValueError(
