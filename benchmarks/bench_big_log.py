@@ -37,8 +37,7 @@ from _common import REPO, record
 
 sys.path.insert(0, str(REPO))
 
-PIPELINE = """\
-name: big_log
+SOURCES = """\
 sources:
   requests:
     format: text
@@ -46,6 +45,12 @@ sources:
     parse:
       pattern: '^(\\S+) \\S+ \\S+ \\[([^\\]]+)\\] "(\\S+) (\\S+) [^"]*" (\\d{3}) (\\S+) "([^"]*)"$'
       columns: {client: STRING, ts_text: STRING, method: STRING, path: STRING, status: INT, bytes: BIGINT, referer: STRING}
+"""
+
+PIPELINE = (
+    "name: big_log\n"
+    + SOURCES
+    + """\
 steps:
   by_status:
     sql: |
@@ -55,23 +60,19 @@ steps:
 outputs:
   by_status: {mode: overwrite}
 """
+)
 
-STREAMING_PIPELINE = """\
-name: big_log
-mode: streaming
-sources:
-  requests:
-    format: text
-    path: data/big
-    parse:
-      pattern: '^(\\S+) \\S+ \\S+ \\[([^\\]]+)\\] "(\\S+) (\\S+) [^"]*" (\\d{3}) (\\S+) "([^"]*)"$'
-      columns: {client: STRING, ts_text: STRING, method: STRING, path: STRING, status: INT, bytes: BIGINT, referer: STRING}
+STREAMING_PIPELINE = (
+    "name: big_log\nmode: streaming\n"
+    + SOURCES
+    + """\
 steps:
   by_line:
     sql: SELECT _line, status, bytes FROM {{ source('requests') }}
 outputs:
   by_line: {mode: append}
 """
+)
 
 BASELINE = textwrap.dedent(
     """
