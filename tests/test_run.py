@@ -354,6 +354,22 @@ def test_an_unknown_column_is_reported_at_the_template(spark, cli, project):
     assert not (project / "warehouse" / "service_stats").exists()
 
 
+def test_a_decimal_spark_cannot_hold_is_reported_at_the_template(spark, cli, project):
+    """DECIMAL(40, 2) is refused while Spark plans the query, as an ArithmeticException: the run
+    failed with exit 1 and no step or line."""
+    write(
+        project / "sql" / "service_stats.sql",
+        "select requested_service,\n  cast(count(*) as decimal(40, 2)) as calls\nfrom {{ ref('all_calls') }}\ngroup by 1\n",
+    )
+    code, _, err = cli("run", "service_calls")
+    said = " ".join(err.split())
+    assert code == 2, said
+    assert (
+        "step 'service_stats'" in said and "sql/service_stats.sql" in said and "DECIMAL_PRECISION_EXCEEDS_MAX_PRECISION" in said
+    )
+    assert not (project / "warehouse" / "service_stats").exists()
+
+
 def test_union_type_conflict_names_both_inputs(spark, cli, project):
     pipeline = project / "pipelines" / "service_calls.yaml"
     text = pipeline.read_text()

@@ -28,7 +28,7 @@ _POSITION = re.compile(r"line (\d+),? pos (\d+)")
 
 
 def build_sql(context: StepContext) -> DataFrame:
-    from pyspark.errors import AnalysisException, ParseException
+    from pyspark.errors import AnalysisException, ArithmeticException, IllegalArgumentException, ParseException
 
     sql = context.sql
     assert sql is not None
@@ -38,7 +38,8 @@ def build_sql(context: StepContext) -> DataFrame:
         _check_strict(context)
         with _no_sql_on_files(context.spark):
             return context.spark.sql(sql.text)
-    except (AnalysisException, ParseException) as e:
+    except (AnalysisException, ParseException, ArithmeticException, IllegalArgumentException) as e:
+        # planning runs no job: each is the query's (a DECIMAL(40, 2) is an ArithmeticException)
         message = e.getMessage() if hasattr(e, "getMessage") else str(e)
         first = message.strip().splitlines()[0]
         line = None
