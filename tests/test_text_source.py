@@ -218,3 +218,47 @@ def test_the_jvm_match_splits_lines_as_sparks_regex_functions_do(spark, monkeypa
 
     with_jvm, spark_only = split("1"), split("0")
     assert with_jvm == spark_only
+
+
+@pytest.mark.parametrize("bad_lines", [3, 12_000])
+def test_bad_lines_are_kept_as_the_run_reads_them_or_read_again_when_many(spark, tmp_path, bad_lines):
+    """The run's read keeps a source's bad lines (up to 1,000) as it counts them, so the quarantine
+    does not parse the whole source again: the kept lines are the ones a second read finds, file,
+    line, record and reason; past the bound (10,000) the read keeps none, and the quarantine reads
+    again."""
+    from pyspark.sql import Observation
+
+    from framework.io.bad_records import kept_records
+    from framework.io.text_source import read_text
+    from framework.spec.models import TextSource
+
+    lines = [line(f"10.0.0.{i % 200}", i % 60) for i in range(30_000)]
+    for i in range(bad_lines):
+        lines[(i * 7) % len(lines)] = f"garbage {i}" if i % 2 else line("10.0.0.1", 1, size="many")
+    (tmp_path / "a.log").write_text("\n".join(lines) + "\n")
+    spec = TextSource(
+        format="text",
+        path=str(tmp_path),
+        parse={
+            "pattern": PATTERN,
+            "columns": {
+                "client": "STRING",
+                "ts_text": "STRING",
+                "method": "STRING",
+                "path": "STRING",
+                "status": "INT",
+                "bytes": "BIGINT",
+            },
+        },
+    )
+    counter = Observation(f"kept_{bad_lines}")
+    good, bad = read_text(spark, spec, str(tmp_path), counter=counter)
+    good.write.format("noop").mode("overwrite").save()
+    assert bad is not None
+    again = sorted(bad.collect())
+    assert len(again) == len({(i * 7) % len(lines) for i in range(bad_lines)})
+    kept = kept_records(spark, counter)
+    if bad_lines <= 10_000:
+        assert kept is not None and sorted(kept.collect()) == again
+    else:
+        assert kept is None

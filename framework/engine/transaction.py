@@ -183,7 +183,7 @@ def stage_quarantine(run: RunContext, frames: Frames) -> list[Staged]:
     if not bad and not rejected:
         return []
     parts = [
-        s.bad_rows.select(  # type: ignore[union-attr]
+        s.quarantined().select(  # type: ignore[union-attr]
             F.lit(name).alias("source"), "file", "line", "record", "reason", F.lit(None).cast("string").alias("expectation")
         )
         for name, s in bad

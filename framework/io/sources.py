@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.errors import BadInput, Problem
 from framework.io import sample
+from framework.io.bad_records import kept_records
 from framework.io.delta.base import DeltaStore
 from framework.io.file_streams import stream_reading
 from framework.io.locations import Warehouse, is_uri, resolve_location
@@ -47,6 +48,12 @@ class SourceFrame:
     def bad_count(self) -> int | None:
         """Malformed records seen while the run read this source (None: the source was not read)."""
         return observed_count(self.bad_counter, "bad")
+
+    def quarantined(self) -> DataFrame | None:
+        """The malformed records: as the run's read kept them when it could keep them all
+        (framework.io.bad_records), else read again."""
+        kept = kept_records(self.df.sparkSession, self.bad_counter) if self.bad_counter is not None else None
+        return self.bad_rows if kept is None else kept
 
 
 def source_location(project: Project, warehouse: Warehouse, spec: AnySource) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from framework.io.bad_records import bad_metrics
 from framework.io.file_streams import stream_reading
 from framework.io.origin import FILE, LINE, file_lines, stream_lines
 from framework.spec.models import TextSource
@@ -57,16 +58,17 @@ def split_lines(rows: DataFrame, spec: TextSource, counter: Any = None) -> tuple
         F.col("__failed") != "", F.concat(F.lit("value(s) of "), F.col("__failed"), F.lit(" do not cast to the declared type"))
     )
     tagged = checked.withColumn("__reason", reason)
-    read = tagged.observe(counter, F.count_if(F.col("__reason").isNotNull()).alias("bad")) if counter is not None else tagged
+    record = {
+        "file": F.col(FILE),
+        "line": F.col(LINE).cast("long"),
+        "record": F.col("value"),
+        "reason": F.concat(F.lit("text line: "), F.col("__reason")),
+    }
+    read = tagged if counter is None else tagged.observe(counter, *bad_metrics(rows.sparkSession, record))
     good = read.where(F.col("__reason").isNull()).select(
         FILE, LINE, *[F.col(f"__value{i}").alias(n) for i, n in enumerate(names)]
     )
-    bad = tagged.where(F.col("__reason").isNotNull()).select(
-        F.col(FILE).alias("file"),
-        F.col(LINE).cast("long").alias("line"),
-        F.col("value").alias("record"),
-        F.concat(F.lit("text line: "), F.col("__reason")).alias("reason"),
-    )
+    bad = tagged.where(F.col("__reason").isNotNull()).select(*[c.alias(n) for n, c in record.items()])
     return good, bad
 
 

@@ -4,7 +4,8 @@ Why: SWA's rule is a sequential fold per key. As a running-window aggregate in t
 the pass that sorts each key's tuples, with no hand-off to Python, and the window keeps the
 shuffle's partitioning, so the windows' aggregates need no second shuffle. Each task numbers the
 lines of the file splits it reads (`LineNumber`), in one scan, and a text source's pattern matches
-each line once for all its groups (`RegexGroups`).
+each line once for all its groups (`RegexGroups`). A text source's bad lines are kept as the run
+reads them (`BadRecords`), so the quarantine reads the source again only when there are many.
 
 Why source and not a jar: nothing binary in the repository, and no Maven repository is reachable.
 The jar is built with the JDK's `javac` against the jars pyspark ships, once per source and Spark
@@ -224,3 +225,17 @@ def regex_groups(spark: SparkSession, value: Column, pattern: str) -> Column | N
     if (name := _function(spark, "RegexGroups", "array<string>")) is None:
         return None
     return F.call_function(name, value, F.lit(pattern))
+
+
+def bad_records(spark: SparkSession, file: Column, line: Column, record: Column, reason: Column) -> Column | None:
+    """An aggregate for an Observation: the rows whose `reason` is not null, as a JSON array of
+    [file, line, record, reason], or null past 10,000 rows or 16 MB (`tributary.BadRecords`); None
+    when the session has no JVM functions, or on Spark Connect (no function object to hand over)."""
+    from pyspark.sql import functions as F
+
+    jvm_class = None if is_connect(spark) else _jvm_class(spark, "BadRecords")
+    if jvm_class is None:
+        return None
+    spark._jsparkSession.udf().register("tributary_bad_records", jvm_class.function())
+    inputs = [F.when(reason.isNotNull(), c) for c in (file, line.cast("long"), record, reason)]  # a good row: nulls
+    return F.call_function("tributary_bad_records", *inputs)
