@@ -418,10 +418,10 @@ def _check_columns(
                         )
                     )
                 elif named is not None and named.name != column:
-                    problems.append(_spelling_problem(loaded.problem, name, setting, column, named.name, (setting, i)))
+                    problems.append(spelling_problem(loaded.problem, name, setting, column, named.name, (setting, i)))
         sliced, written = spec.sliced_by(name), output.interval is not None and output.interval.column is not None
         if sliced and written and (named := schema.find(sliced)) is not None and named.name != sliced:
-            problems.append(_spelling_problem(loaded.problem, name, "interval", sliced, named.name, ("interval",)))
+            problems.append(spelling_problem(loaded.problem, name, "interval", sliced, named.name, ("interval",)))
         problems += expectation_column_problems(loaded, ("outputs", name), output.expectations, schema)
         problems += _date_slice_problems(loaded, name, schema)
     if problems:
@@ -429,10 +429,11 @@ def _check_columns(
     return schemas, notes
 
 
-def _spelling_problem(
+def spelling_problem(
     problem: Callable[..., Problem], output: str, setting: str, column: str, spelled: str, at: tuple[str | int, ...]
 ) -> Problem:
-    """A key, partition or interval column written in other letter case than the step's column:
+    """A key, partition or interval column written in other letter case than the step's column
+    (validate here, and the run for columns only Spark knows, framework.engine.output_checks):
     Spark finds it either way, and Delta does not (a merge failed from its second run on, a sliced
     output from its second interval on; a partitioned table's first commit could not be read again)."""
     return problem(

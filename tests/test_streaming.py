@@ -86,6 +86,16 @@ def _pipeline(project: Path, mode: str = "streaming", per_trigger: int = 1) -> N
     write(project / "pipelines" / "clicks.yaml", STREAM.format(mode=mode, per_trigger=per_trigger))
 
 
+def _streamed_once(cli, project: Path) -> tuple[Path, list[str], int]:
+    """The clicks stream run once over two files: its output table, the table's rows and version."""
+    for path, text in _batch_files(4, files=2, rows=5):
+        write(project / path, text)
+    _pipeline(project)
+    assert cli("run", "clicks")[0] == 0
+    table = project / "warehouse" / "slow_pages"
+    return table, sorted(map(str, delta_rows(table))), delta_version(table)
+
+
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), deliveries=st.integers(1, 3), per_trigger=st.integers(1, 3))
 def test_streaming_equals_batch_for_any_split(spark, cli, project, seed, deliveries, per_trigger):
@@ -230,12 +240,7 @@ def test_full_refresh_starts_the_stream_over_and_keeps_the_history(spark, cli, p
 def test_a_renamed_stream_is_refused_before_it_appends_every_row_again(spark, cli, project):
     """A stream's checkpoint is kept under its pipeline's and output's names: renamed, the stream
     started over and appended every row of its sources again into the same table (exit 0)."""
-    for path, text in _batch_files(4, files=2, rows=5):
-        write(project / path, text)
-    _pipeline(project)
-    assert cli("run", "clicks")[0] == 0
-    table = project / "warehouse" / "slow_pages"
-    before, version = sorted(map(str, delta_rows(table))), delta_version(table)
+    table, before, version = _streamed_once(cli, project)
     renamed_output = STREAM.format(mode="streaming", per_trigger=1).replace(
         "  slow_pages:\n    mode: append", "  slow:\n    from: slow_pages\n    name: slow_pages\n    mode: append"
     )
@@ -790,12 +795,7 @@ def test_a_stream_of_a_moved_project_is_refused_at_the_source_path(spark, cli, p
 def test_a_full_refresh_that_fails_leaves_the_outputs_as_they_were_and_the_next_run_refreshes(spark, cli, project):
     """The refresh emptied the outputs and the run failed after: the tables were left empty (402
     rows to 0), though a failed run leaves every output at its previous version."""
-    for path, text in _batch_files(4, files=2, rows=5):
-        write(project / path, text)
-    _pipeline(project)
-    assert cli("run", "clicks")[0] == 0
-    table = project / "warehouse" / "slow_pages"
-    before, version = sorted(map(str, delta_rows(table))), delta_version(table)
+    table, before, version = _streamed_once(cli, project)
     pipeline = project / "pipelines" / "clicks.yaml"
     good = pipeline.read_text()
     write(pipeline, good.replace("select user, ts, page, ms, _source", "select user, ts, page, cast(page as int) as ms, _source"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from framework.compiler import spelling_problem
 from framework.engine.context import RunContext
 from framework.engine.frames import Frames
 from framework.errors import BadInput, Problem
@@ -30,16 +31,11 @@ def check_outputs(run: RunContext, frames: Frames) -> None:
                     )
                 )
             spelled = {c.lower(): c for c in produced.columns}
-            for i, column in enumerate(wanted):
-                if column.lower() in spelled and spelled[column.lower()] != column:
-                    problems.append(
-                        run.problem(
-                            f"output '{output.name}': {setting} column '{column}' is spelled '{spelled[column.lower()]}' "
-                            f"in step '{output.step}'",
-                            ("outputs", output.name, setting, i),
-                            hint=f"write '{spelled[column.lower()]}': a Delta table keeps each column's own spelling",
-                        )
-                    )
+            problems += [
+                spelling_problem(run.problem, output.name, setting, column, spelled[column.lower()], (setting, i))
+                for i, column in enumerate(wanted)
+                if column.lower() in spelled and spelled[column.lower()] != column
+            ]
         problems += _zoned_partition_problems(run, output, produced)
         problems += _unwritable_problems(run, output, produced)
         # an interval-sliced overwrite replaces only its slice: the table's other rows keep its columns
