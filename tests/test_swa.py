@@ -698,7 +698,12 @@ def test_the_streaming_windows_are_folded_and_aggregated_after_one_shuffle(spark
     """Which windows are final, and the tuples of the others, come out of the aggregation that
     makes the output's rows: no second window over each key, no second shuffle, and no join
     (the watermark is compared as data: framework.operators.batch_values). The aggregation is one
-    sort aggregate over the fold's tuples, sorted by window (they are in that order already)."""
+    sort aggregate over the fold's tuples, sorted by window (they are in that order already).
+    The shuffle hashes the key's hash alone, not the key's columns again, and the tuple the state
+    may keep is a column computed before the aggregation, not collect_list's argument (which
+    Spark evaluates row by row, interpreted)."""
+    import re
+
     from framework.operators.keyed_windows import with_micros
     from framework.operators.swa.stream import SwaStream
     from framework.spec.steps import SwaStep
@@ -713,6 +718,8 @@ def test_the_streaming_windows_are_folded_and_aggregated_after_one_shuffle(spark
     assert plan.count("Sort [") == 2 and plan.count("SortAggregate(") == 1 and "HashAggregate" not in plan
     assert plan.count("Window [") == 1
     assert "ArrowEvalPython" not in plan
+    assert re.search(r"Exchange hashpartitioning\(__tributary_key_hash#\d+L?, \d+\)", plan), plan
+    assert re.search(r"collect_list\(__tributary_held_tuple#\d+, ", plan), plan
 
 
 def _micro_batches(spark, state: Path):  # a function
