@@ -11,7 +11,8 @@ from framework.spec.yaml_source import plain_value
 def parse_cli_vars(pairs: list[str]) -> dict[str, Any]:
     """`k=v` pairs. A value is read as one plain YAML value, so `n=3` is a number, `on=true` a bool
     and `since=2026-01-31` a date; a quoted value ('"3"') is text, and so is anything that is not
-    one plain value (a list, a mapping: a var is one value)."""
+    one plain value (a list, a mapping: a var is one value). A var without a value is refused: an
+    empty text is written quoted ('""')."""
     result: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
@@ -26,8 +27,13 @@ def parse_cli_vars(pairs: list[str]) -> dict[str, Any]:
 
 def _value(key: str, raw: str) -> Any:
     text = raw.strip()
-    if not text:
-        return ""
+    if not text:  # most often a shell variable that is not set: `--var day=$DAY`
+        raise BadInput(
+            Problem(
+                f"--var {key} has no value",
+                hint=f"give it one (a shell variable that is not set leaves it empty); for an empty text write --var {key}='\"\"'",
+            )
+        )
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
         return text[1:-1]
     if text[0] in "!&*":

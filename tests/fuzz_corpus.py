@@ -167,7 +167,15 @@ def targeted() -> list[Case]:
         },
     )
     # 5. --var
-    for value in ("since=2026-13-45", "since=!!int abc", "since=!!python/object:os.system {}", "min_calls=.nan", "=x", "1x=2"):
+    for value in (
+        "since=2026-13-45",
+        "since=!!int abc",
+        "since=!!python/object:os.system {}",
+        "min_calls=.nan",
+        "=x",
+        "1x=2",
+        "since=",
+    ):
         add(f"--var {value[:30]}", ["compile", "service_calls", "--var", value])
     # not one plain value, or text: passed on as the text given
     for value in ("since=" + "[" * 300 + "]" * 300, "since={a: [1, {b: 2}]}", "since=\xff", "min_calls=1e400"):

@@ -163,6 +163,19 @@ def test_bad_var_syntax(cli, demo, bad):
     assert f"bad --var '{bad}'" in err
 
 
+@pytest.mark.parametrize("given", ["min_calls=", "min_calls=  "])
+def test_a_var_without_a_value_is_refused(cli, demo, given):
+    """`--var min_calls=$MIN` in a scheduled job whose MIN is unset gave the SQL '' and the run went
+    on (a filter on '' matches nothing: an empty output, exit 0). A var without a value is bad
+    input; an empty text is still a quoted value."""
+    from framework.variables import parse_cli_vars
+
+    code, _, err = cli("compile", "pipelines/demo.yaml", "--var", given)
+    assert code == 2
+    assert "--var min_calls has no value" in err and "--var min_calls='\"\"'" in err, err
+    assert parse_cli_vars(['min_calls=""', "note=''"]) == {"min_calls": "", "note": ""}
+
+
 def test_var_the_pipeline_does_not_use(cli, demo):
     code, _, err = cli("compile", "pipelines/demo.yaml", "--var", "min_cals=3")
     assert code == 2
