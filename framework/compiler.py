@@ -362,6 +362,7 @@ def _check_columns(
     problems: list[Problem] = []
     notes: list[Problem] = []
     budget = ColumnBudget()  # the column check's, shared by the pipeline's queries (framework.schemas.query_size)
+    troubled: set[str] = set()  # steps with a problem of their own already (a join's repeated column)
     for node in graph.order():
         if node in spec.sources:
             source = spec.sources[node]
@@ -394,6 +395,8 @@ def _check_columns(
                 result = StepColumns(Schema.unknown(f"validate could not follow it ({type(e).__name__}: {e})"))
             schema = result.schema
             notes += result.notes
+            if result.problems:
+                troubled.add(node)
             for p in result.problems:
                 located = (
                     p
@@ -406,6 +409,7 @@ def _check_columns(
     for name, output in spec.outputs.items():
         step_name = spec.output_step(name)
         schema = schemas.get(step_name, Schema.unknown(""))
+        problems += [] if step_name in troubled else _repeated_column_problems(loaded, name, step_name, schema)
         for setting in ("keys", "partition_by"):
             for i, column in enumerate(getattr(output, setting)):
                 named = schema.find(column)
@@ -427,6 +431,27 @@ def _check_columns(
     if problems:
         raise BadInput(*problems)
     return schemas, notes
+
+
+def _repeated_column_problems(loaded: LoadedPipeline, output: str, step: str, schema: Schema) -> list[Problem]:
+    """A column name the step's rows have twice, which no table can hold (Spark and Delta compare
+    names without case): the run failed in Spark's words ([COLUMN_ALREADY_EXISTS]) without a line.
+    Only names the check is sure of (framework.schemas.query); a step that is not an output may
+    have them, as long as no query names that column."""
+    seen: dict[str, str] = {}
+    for column in schema.columns:
+        first = seen.setdefault(column.name.lower(), column.name)
+        if first is not column.name:
+            again = column.name
+            return [
+                loaded.problem(
+                    f"output '{output}': step '{step}' has the column '{first}' twice ('{again}' again), and a table "
+                    "holds each name once (letter case aside)",
+                    ("outputs", output),
+                    hint=f"give one of them another name in step '{step}', e.g. {again} AS {again}_2",
+                )
+            ]
+    return []
 
 
 def spelling_problem(

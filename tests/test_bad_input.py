@@ -105,6 +105,29 @@ def test_undefined_var_points_at_the_template_line(cli, project, demo):
     assert "sql/stats.sql:4:" in err and "var('min_calls') is not defined" in err and "--var min_calls=" in err
 
 
+def test_an_output_with_a_column_twice_is_refused_at_the_output(cli, project, demo):
+    """`select ts, ts` in a step that is an output: validate passed it and the run failed in
+    Spark's words ([COLUMN_ALREADY_EXISTS], the step but no line). A table cannot hold a name
+    twice (Spark and Delta compare names without case), so it is bad input at the output's line;
+    a step that is not an output may have it (only a query naming that column must not)."""
+    write(
+        project / "sql" / "stats.sql",
+        STATS_SQL.replace("count(*) as calls", "count(*) as calls,\n       max(response_ms) as CALLS"),
+    )
+    for command in ("validate", "run"):
+        code, _, err = cli(command, "pipelines/demo.yaml")
+        assert code == 2, (command, err)
+        assert "pipelines/demo.yaml:15:" in err and "output 'stats': step 'stats' has the column 'calls' twice" in err, err
+        assert "CALLS AS" in err, err
+    write(project / "sql" / "stats.sql", STATS_SQL)
+    write(
+        project / "pipelines" / "demo.yaml",
+        GOOD.replace("      select head_service, response_ms\n", "      select head_service, response_ms, response_ms\n"),
+    )
+    code, _, err = cli("validate", "pipelines/demo.yaml")
+    assert code == 0, err
+
+
 def test_sql_syntax_error_points_at_the_template_line(cli, project, demo):
     write(
         project / "sql" / "stats.sql",
