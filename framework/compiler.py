@@ -409,7 +409,8 @@ def _check_columns(
     for name, output in spec.outputs.items():
         step_name = spec.output_step(name)
         schema = schemas.get(step_name, Schema.unknown(""))
-        problems += [] if step_name in troubled else _repeated_column_problems(loaded, name, step_name, schema)
+        repeated = None if step_name in troubled else repeated_column_problem(loaded.problem, name, step_name, schema.names)
+        problems += [repeated] if repeated else []
         for setting in ("keys", "partition_by"):
             for i, column in enumerate(getattr(output, setting)):
                 named = schema.find(column)
@@ -433,25 +434,25 @@ def _check_columns(
     return schemas, notes
 
 
-def _repeated_column_problems(loaded: LoadedPipeline, output: str, step: str, schema: Schema) -> list[Problem]:
+def repeated_column_problem(problem: Callable[..., Problem], output: str, step: str, names: list[str]) -> Problem | None:
     """A column name the step's rows have twice, which no table can hold (Spark and Delta compare
     names without case): the run failed in Spark's words ([COLUMN_ALREADY_EXISTS]) without a line.
-    Only names the check is sure of (framework.schemas.query); a step that is not an output may
-    have them, as long as no query names that column."""
+    Validate says it for the names it is sure of (framework.schemas.query), the run for the names
+    only Spark knows (framework.engine.output_checks). A step that is not an output may have them,
+    as long as no query names that column."""
     seen: dict[str, str] = {}
-    for column in schema.columns:
-        first = seen.setdefault(column.name.lower(), column.name)
-        if first is not column.name:
-            again = column.name
-            return [
-                loaded.problem(
-                    f"output '{output}': step '{step}' has the column '{first}' twice ('{again}' again), and a table "
-                    "holds each name once (letter case aside)",
-                    ("outputs", output),
-                    hint=f"give one of them another name in step '{step}', e.g. {again} AS {again}_2",
-                )
-            ]
-    return []
+    for name in names:
+        if name.lower() in seen:
+            first = seen[name.lower()]
+            again = "" if name == first else f" ('{name}' again)"
+            return problem(
+                f"output '{output}': step '{step}' has the column '{first}' twice{again}, and a table holds each name "
+                "once (letter case aside)",
+                ("outputs", output),
+                hint=f"give one of them another name in step '{step}', e.g. {name} AS {name}_2",
+            )
+        seen[name.lower()] = name
+    return None
 
 
 def spelling_problem(

@@ -128,6 +128,19 @@ def test_an_output_with_a_column_twice_is_refused_at_the_output(cli, project, de
     assert code == 0, err
 
 
+def test_a_column_twice_that_only_spark_can_see_is_refused_by_the_run_at_the_output(cli, project, demo):
+    """The same when the source declares no schema, so validate cannot list the step's columns:
+    the run refuses it before writing, exit 2 at the output's line (it failed in Spark's words,
+    exit 1)."""
+    write(
+        project / "pipelines" / "demo.yaml", GOOD.replace("    schema: ts TIMESTAMP, head_service STRING, response_ms INT\n", "")
+    )
+    write(project / "sql" / "stats.sql", "select *, head_service from {{ ref('recent') }}\n")
+    code, _, err = cli("run", "pipelines/demo.yaml")
+    assert code == 2, err
+    assert "pipelines/demo.yaml:14:" in err and "output 'stats': step 'stats' has the column 'head_service' twice" in err, err
+
+
 def test_sql_syntax_error_points_at_the_template_line(cli, project, demo):
     write(
         project / "sql" / "stats.sql",
