@@ -212,6 +212,21 @@ def test_a_step_spark_cannot_stream_is_named_before_anything_starts(spark, cli, 
     assert not (project / "warehouse" / "slow_pages").exists()
 
 
+def test_an_order_by_on_a_stream_is_refused_with_what_to_do_instead(spark, cli, project):
+    """Spark cannot sort a stream (it has no end); the run said so with a hint about aggregating
+    over event-time windows, which does not help a query that only sorts."""
+    for path, text in _batch_files(2, files=2, rows=5):
+        write(project / path, text)
+    _pipeline(project)
+    pipeline = project / "pipelines" / "clicks.yaml"
+    pipeline.write_text(pipeline.read_text().replace("| lit }}\n", "| lit }}\n      order by ts\n"))
+    code, _, err = cli("run", "clicks")
+    assert code == 2
+    assert "step 'slow_pages' cannot run in streaming: Sorting is not supported" in err, err
+    assert "drop the ORDER BY" in err and "event-time windows" not in err, err
+    assert not (project / "warehouse" / "slow_pages").exists()
+
+
 def test_full_refresh_starts_the_stream_over_and_keeps_the_history(spark, cli, project, monkeypatch):
     from deltalake import DeltaTable
 

@@ -215,9 +215,7 @@ class StreamingRun:
                     self.run.problem(
                         f"step '{step.name}' cannot run in streaming: {reason}",
                         ("steps", step.name),
-                        hint="aggregate over event-time windows on a source with event_time and watermark, "
-                        "write it to an output with mode: merge and keys (its changed groups are merged each "
-                        "micro-batch), or run the pipeline with mode: batch",
+                        hint=_streaming_hint(reason),
                     )
                 ) from None
 
@@ -959,3 +957,16 @@ def _install_stop_handlers(stop: threading.Event) -> dict[int, Any]:
 def _restore_handlers(previous: dict[int, Any]) -> None:
     for signum, handler in previous.items():
         signal.signal(signum, handler)
+
+
+def _streaming_hint(reason: str) -> str:
+    """What to write instead of what Spark cannot stream (`reason`: the words of Spark's check)."""
+    if reason.startswith("Sorting is not supported"):
+        return (
+            "drop the ORDER BY: a stream has no end to sort by, and a Delta table keeps no row order; "
+            "sort where the output is read (tributary query ... order by), or run the pipeline with mode: batch"
+        )
+    return (
+        "aggregate over event-time windows on a source with event_time and watermark, write it to an output with "
+        "mode: merge and keys (its changed groups are merged each micro-batch), or run the pipeline with mode: batch"
+    )
