@@ -241,12 +241,12 @@ def test_a_var_chosen_from_the_templates_own_names_stays_a_name(cli, project):
     _pipeline(
         project,
         "{% set columns = {'service': 'head_service', 'ms': 'response_ms'} %}"
-        "select {{ columns[var('col')] }}, {{ columns.get(var('col'), 'ts') }},"
+        "select {{ columns[var('col')] }}, {{ columns.get(var('col'), 'ts') }} as again,"
         " {% for c in ['ts', 'response_ms'] | reject('equalto', var('skip')) %}{{ c }}, {% endfor %}1\n"
         "from {{ source(var('from')) | trim }}",
     )
     code, out, err = cli("compile", "safe", "--var", "col=service", "--var", "skip=ts", "--var", "from=calls")
-    assert code == 0 and "select head_service, head_service, response_ms, 1\nfrom `calls`" in out, err
+    assert code == 0 and "select head_service, head_service as again, response_ms, 1\nfrom `calls`" in out, err
 
 
 def test_a_non_finite_number_made_from_a_var_has_no_literal(cli, project):
