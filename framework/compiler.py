@@ -409,8 +409,8 @@ def _check_columns(
     for name, output in spec.outputs.items():
         step_name = spec.output_step(name)
         schema = schemas.get(step_name, Schema.unknown(""))
-        repeated = None if step_name in troubled else repeated_column_problem(loaded.problem, name, step_name, schema.names)
-        problems += [repeated] if repeated else []
+        if step_name not in troubled:
+            problems += repeated_column_problems(loaded.problem, name, step_name, schema.names)
         for setting in ("keys", "partition_by"):
             for i, column in enumerate(getattr(output, setting)):
                 named = schema.find(column)
@@ -434,7 +434,7 @@ def _check_columns(
     return schemas, notes
 
 
-def repeated_column_problem(problem: Callable[..., Problem], output: str, step: str, names: list[str]) -> Problem | None:
+def repeated_column_problems(problem: Callable[..., Problem], output: str, step: str, names: list[str]) -> list[Problem]:
     """A column name the step's rows have twice, which no table can hold (Spark and Delta compare
     names without case): the run failed in Spark's words ([COLUMN_ALREADY_EXISTS]) without a line.
     Validate says it for the names it is sure of (framework.schemas.query), the run for the names
@@ -445,14 +445,16 @@ def repeated_column_problem(problem: Callable[..., Problem], output: str, step: 
         if name.lower() in seen:
             first = seen[name.lower()]
             again = "" if name == first else f" ('{name}' again)"
-            return problem(
-                f"output '{output}': step '{step}' has the column '{first}' twice{again}, and a table holds each name "
-                "once (letter case aside)",
-                ("outputs", output),
-                hint=f"give one of them another name in step '{step}', e.g. {name} AS {name}_2",
-            )
+            return [
+                problem(
+                    f"output '{output}': step '{step}' has the column '{first}' twice{again}, and a table holds each "
+                    "name once (letter case aside)",
+                    ("outputs", output),
+                    hint=f"give one of them another name in step '{step}', e.g. {name} AS {name}_2",
+                )
+            ]
         seen[name.lower()] = name
-    return None
+    return []
 
 
 def spelling_problem(

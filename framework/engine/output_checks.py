@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from framework.compiler import repeated_column_problem, spelling_problem
+from framework.compiler import repeated_column_problems, spelling_problem
 from framework.engine.context import RunContext
 from framework.engine.frames import Frames
 from framework.errors import BadInput, Problem
@@ -36,8 +36,7 @@ def check_outputs(run: RunContext, frames: Frames) -> None:
                 for i, column in enumerate(wanted)
                 if column.lower() in spelled and spelled[column.lower()] != column
             ]
-        repeated = repeated_column_problem(run.problem, output.name, output.step, list(produced.columns))
-        problems += [repeated] if repeated else []
+        problems += repeated_column_problems(run.problem, output.name, output.step, list(produced.columns))
         problems += _zoned_partition_problems(run, output, produced)
         problems += _unwritable_problems(run, output, produced)
         # an interval-sliced overwrite replaces only its slice: the table's other rows keep its columns
