@@ -197,3 +197,35 @@ outputs:
     # a record with a value that fits no column is quarantined, also for a query that does not read that column
     assert len(delta_rows(project / "warehouse" / "times")) == 1
     assert len(delta_rows(project / "warehouse" / "_tributary" / "quarantine")) == 2
+
+
+def test_a_commit_that_landed_stands_when_deltas_checkpoint_after_it_fails(spark, cli, project):
+    """delta-rs writes a checkpoint after some commits (every `delta.checkpointInterval`), after the
+    commit itself, and raises when that fails (a full disk, a storage error). The commit had landed:
+    the run said it failed (exit 1) while the table held its rows, so a failed run left a table
+    changed. The commit stands, as Delta's own writers treat a failed checkpoint, and the run says
+    the checkpoint failed; a rerun finds the run's transaction and writes nothing twice."""
+    from deltalake import DeltaTable
+
+    write(
+        project / "pipelines" / "calls.yaml",
+        "name: calls\nsources:\n  calls:\n    format: json\n    path: incoming\n"
+        "    schema: head_service STRING, response_ms DOUBLE\nsteps:\n  kept:\n"
+        "    sql: select head_service, response_ms from {{ source('calls') }}\noutputs:\n  kept: {mode: append}\n",
+    )
+    write(project / "incoming" / "a.json", '{"head_service": "/a", "response_ms": 1.5}\n')
+    assert cli("run", "calls")[0] == 0
+    table = project / "warehouse" / "kept"
+    DeltaTable(str(table)).alter.set_table_properties({"delta.checkpointInterval": "1"})  # every commit
+    last_checkpoint = table / "_delta_log" / "_last_checkpoint"
+    last_checkpoint.unlink()
+    last_checkpoint.mkdir()  # the checkpoint's pointer cannot be written: the next checkpoint fails
+    version = DeltaTable(str(table)).version()
+
+    write(project / "incoming" / "b.json", '{"head_service": "/b", "response_ms": 2.5}\n')
+    code, out, err = cli("run", "calls")
+    assert code == 0, out + err
+    assert DeltaTable(str(table)).version() == version + 1
+    assert sorted(r["head_service"] for r in delta_rows(table)) == ["/a", "/a", "/b"]  # append: a.json again, b.json
+    assert "Delta's checkpoint after the commit could not be written" in " ".join(out.split()), out
+    assert "Is a directory" in out, out  # the error's own words, all of them

@@ -235,7 +235,8 @@ def commit_all(run: RunContext, staged: list[Staged]) -> None:
         result.version = outcome.version
         result.status = OutputStatus.SKIPPED if outcome.skipped else OutputStatus.WRITTEN
         committed.append(result)
-        run.reporter.update("output", result.name, result.status, f"version {outcome.version}")
+        said = f"version {outcome.version}" + (f"; {outcome.note}" if outcome.note else "")
+        run.reporter.update("output", result.name, result.status, said)
 
 
 def discard(run: RunContext, staged: list[Staged]) -> None:

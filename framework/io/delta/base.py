@@ -182,6 +182,8 @@ class StagedWrite:
 class CommitResult:
     version: int | None  # table version after the commit (None: skipped and table absent)
     skipped: bool = False  # the same run's transaction was already in the table
+    #: what went wrong after the commit landed (Delta's checkpoint could not be written), for the user
+    note: str = ""
 
 
 class DeltaStore(ABC):

@@ -12,9 +12,11 @@ that two first writers both see missing must be created once.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +28,8 @@ from framework.errors import BadInput, Problem, UnreadableTable
 from framework.io import staging as staging_files
 from framework.io.delta.base import FILE_RANK, Commit, CommitResult, DeltaStore, Slice, StagedWrite, WriteMode
 from framework.io.locations import from_spark_path
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -125,7 +129,41 @@ class DeltaRsStore(DeltaStore):
         where: Slice | None = None,
     ) -> CommitResult:
         with _writing(staged.table):
-            return self._commit(spark, staged, mode, keys, app_id, txn_version, run_id, where)
+            try:
+                return self._commit(spark, staged, mode, keys, app_id, txn_version, run_id, where)
+            except Exception as e:
+                landed = self._landed(staged, app_id, txn_version)
+                if landed is None:
+                    raise
+                said = _one_line(e)
+                log.warning(
+                    "%s: version %s committed; Delta's checkpoint after it failed: %s", staged.table, landed.version, said
+                )
+                return replace(
+                    landed, note=f"Delta's checkpoint after the commit could not be written ({said}); the commit stands"
+                )
+
+    def _landed(self, staged: StagedWrite, app_id: str, txn_version: int) -> CommitResult | None:
+        """The commit, when delta-rs raised after it had landed, else None.
+
+        delta-rs writes a checkpoint after some commits (every `delta.checkpointInterval`) and raises
+        when that fails (a full disk, a storage error), though the commit itself is in the log. The
+        transaction is recorded with the commit, atomically, so the table shows whether this one
+        landed (`_commit` returned early when it was there before). A commit that landed stands, as
+        Delta's own writers treat a failed checkpoint: the log is complete without it, readers read
+        the commits after the last checkpoint, and the next checkpoint covers them."""
+        try:
+            dt = self._table(staged.table)
+            done = dt.transaction_version(app_id) if dt is not None else None
+        except Exception:  # noqa: BLE001 - the table cannot be read now: the commit's error stands
+            return None
+        if dt is None or done is None or done < txn_version:
+            return None
+        try:
+            self.discard(staged)
+        except OSError:
+            log.warning("%s: staged files left at %s", staged.table, staged.staging)
+        return CommitResult(dt.version())
 
     def _commit(
         self,
@@ -338,6 +376,14 @@ def _writing(table: str) -> Iterator[None]:
         lock = _LOCKS.setdefault(table.rstrip("/"), threading.Lock())
     with lock:
         yield
+
+
+def _one_line(error: Exception) -> str:
+    """delta-rs' error as one line: its chain of causes (lines marked ↳, coloured) joined."""
+    import re
+
+    parts = [re.sub(r"\x1b\[[0-9;]*m|↳", "", line).strip() for line in str(error).splitlines()]
+    return f"{type(error).__name__}: " + ": ".join(p for p in parts if p)
 
 
 def _commit(entry: dict[str, Any]) -> Commit:
