@@ -229,3 +229,62 @@ def test_a_commit_that_landed_stands_when_deltas_checkpoint_after_it_fails(spark
     assert sorted(r["head_service"] for r in delta_rows(table)) == ["/a", "/a", "/b"]  # append: a.json again, b.json
     assert "Delta's checkpoint after the commit could not be written" in " ".join(out.split()), out
     assert "Is a directory" in out, out  # the error's own words, all of them
+
+
+TWO_OUTPUTS = """\
+name: two
+sources:
+  calls:
+    format: json
+    path: incoming
+    schema: head_service STRING, response_ms DOUBLE
+steps:
+  first:
+    sql: select head_service, response_ms from {{ source('calls') }}
+  second:
+    sql: select head_service, count(*) as calls from {{ source('calls') }} group by head_service
+outputs:
+  first: {mode: append}
+  second: {mode: overwrite}
+"""
+
+
+def _block_version(table: Path, version: int) -> Path:
+    """A folder where the table's commit of `version` would go: delta-rs cannot write that commit
+    (what a storage outage does to every write), and fails after its retries."""
+    blocked = table / "_delta_log" / f"{version:020d}.json"
+    blocked.mkdir()
+    return blocked
+
+
+def test_a_commit_its_failed_run_could_not_restore_is_said_and_restored_by_the_next_run(spark, cli, project):
+    """A run commits its outputs in turn and restores those already committed when a later commit
+    fails. When that restore fails too (the same outage), the output was reported 'rolled back'
+    while it held the failed run's rows, and no later run undid them: a rerun with new input then
+    appended on top of them. Now its line says it was not rolled back, at which version, and the
+    next run of the pipeline restores it before it runs."""
+    from deltalake import DeltaTable
+
+    write(project / "pipelines" / "two.yaml", TWO_OUTPUTS)
+    write(project / "incoming" / "a.json", '{"head_service": "/a", "response_ms": 1.5}\n')
+    assert cli("run", "two")[0] == 0
+    first, second = project / "warehouse" / "first", project / "warehouse" / "second"
+    assert DeltaTable(str(first)).version() == 0
+
+    write(project / "incoming" / "b.json", '{"head_service": "/b", "response_ms": 2.5}\n')
+    outage = [_block_version(second, 1), _block_version(first, 2)]  # second's commit, then first's restore
+    code, out, err = cli("run", "two")
+    assert code == 1, out + err
+    said = " ".join(out.split())
+    assert DeltaTable(str(first)).version() == 1  # the failed run's commit: its restore failed
+    assert "not rolled back" in said and "still at version 1" in said, out
+    assert "rolled back" not in said.replace("not rolled back", ""), out
+
+    for blocked in outage:  # the outage is over
+        blocked.rmdir()
+    write(project / "incoming" / "c.json", '{"head_service": "/c", "response_ms": 3.5}\n')
+    code, out, err = cli("run", "two")
+    assert code == 0, out + err
+    # the first run's rows, then this run's: nothing of the failed run
+    assert sorted(r["head_service"] for r in delta_rows(first)) == ["/a", "/a", "/b", "/c"]
+    assert "restored" in " ".join(out.split()), out

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from framework.engine.context import RunContext
+from framework.errors import TributaryError
 from framework.operators import kinds
 
 
@@ -19,6 +20,12 @@ def _task_failure() -> re.Pattern[str] | None:
 
 
 _TASK_FAILURE = _task_failure()
+
+
+def one_line(error: BaseException) -> str:
+    """An error as one line: Tributary's own as said, another with its type and first line."""
+    text = str(error).strip() or type(error).__name__
+    return text if isinstance(error, TributaryError) else f"{type(error).__name__}: {text.splitlines()[0]}"
 
 
 def is_spark_error(error: BaseException) -> bool:

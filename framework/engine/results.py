@@ -37,6 +37,8 @@ class OutputStatus(StrEnum):
     NOT_COMMITTED = "not committed"  # staged by a run that then failed: nothing reached the table
     FAILED = "failed"
     ROLLED_BACK = "rolled back"
+    #: committed by a run that then failed, and its restore failed too: the next run restores it
+    NOT_ROLLED_BACK = "not rolled back"
 
 
 class CheckOutcome(StrEnum):
@@ -87,6 +89,7 @@ _TONES: dict[str, Tone] = {
     OutputStatus.WRITTEN: Tone.PASS,
     OutputStatus.SKIPPED: Tone.WARN,
     OutputStatus.ROLLED_BACK: Tone.FAIL,
+    OutputStatus.NOT_ROLLED_BACK: Tone.FAIL,
     OutputStatus.NOT_COMMITTED: Tone.FAIL,
     CheckOutcome.PASS: Tone.PASS,
     CheckOutcome.WARN: Tone.WARN,

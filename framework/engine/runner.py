@@ -28,7 +28,7 @@ from framework.engine import connect_server, preload
 from framework.engine.batch import run_batch
 from framework.engine.context import Reporter, RunContext, Silent
 from framework.engine.events import EventLog, record_result
-from framework.engine.failures import is_spark_error, spark_failure
+from framework.engine.failures import is_spark_error, one_line, spark_failure
 from framework.engine.frames import Frames, static_frames
 from framework.engine.lock import RunLock
 from framework.engine.results import OutputStatus, RunResult, RunStatus, new_run_id
@@ -213,11 +213,6 @@ def check_inputs_exist(plan: RunPlan, profile: Profile, per_interval: tuple[str,
 
 def show_rows(store: DeltaStore, table: str, limit: int) -> pa.Table:
     return store.query(table, f"SELECT * FROM t LIMIT {int(limit)}")
-
-
-def one_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return text if isinstance(error, TributaryError) else f"{type(error).__name__}: {text.splitlines()[0]}"
 
 
 def _fingerprint_inputs(run: RunContext) -> None:

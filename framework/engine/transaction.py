@@ -30,7 +30,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from framework.engine.context import RunContext, quietly
-from framework.engine.failures import is_spark_error, spark_failure
+from framework.engine.failures import is_spark_error, one_line, spark_failure
 from framework.engine.frames import Frames
 from framework.engine.results import OutputResult, OutputStatus, Progress
 from framework.engine.task_progress import task_progress
@@ -229,14 +229,32 @@ def commit_all(run: RunContext, staged: list[Staged]) -> None:
         except BaseException:
             result.status = OutputStatus.FAILED
             for done in reversed(committed):
-                quietly(partial(run.store.restore, done.table, done.previous_version))
-                done.status = OutputStatus.ROLLED_BACK
+                _roll_back(run, done)
             raise
         result.version = outcome.version
         result.status = OutputStatus.SKIPPED if outcome.skipped else OutputStatus.WRITTEN
         committed.append(result)
         said = f"version {outcome.version}" + (f"; {outcome.note}" if outcome.note else "")
         run.reporter.update("output", result.name, result.status, said)
+
+
+def _roll_back(run: RunContext, done: OutputResult) -> None:
+    """Restore an output this failed run committed. When the restore fails too (the outage that
+    failed the run's next commit), the output says so and keeps its version in the run log, and
+    the next run of the pipeline restores it (framework.engine.recovery)."""
+    try:
+        run.store.restore(done.table, done.previous_version)
+    except Exception as e:  # noqa: BLE001 - the run's own error is raised after this; this one is said
+        done.status = OutputStatus.NOT_ROLLED_BACK
+        run.reporter.update(
+            "output",
+            done.name,
+            done.status,
+            f"still at version {done.version}, this run's commit: restoring version {done.previous_version} failed "
+            f"({one_line(e)}); the next run of the pipeline restores it",
+        )
+        return
+    done.status = OutputStatus.ROLLED_BACK
 
 
 def discard(run: RunContext, staged: list[Staged]) -> None:

@@ -47,9 +47,9 @@ from framework import cluster_auth
 from framework.engine import leftover_tasks
 from framework.engine.context import quietly
 from framework.engine.events import EventLog
+from framework.engine.failures import one_line
 from framework.engine.lock import LockBusy, RunLock, lock_file
 from framework.engine.results import RunResult, RunStatus, new_run_id
-from framework.engine.runner import one_line
 from framework.errors import BadInput, TributaryError
 from framework.io.delta import local_store
 from framework.io.locations import EVENTS_TABLE, Warehouse
