@@ -288,3 +288,28 @@ def test_a_commit_its_failed_run_could_not_restore_is_said_and_restored_by_the_n
     # the first run's rows, then this run's: nothing of the failed run
     assert sorted(r["head_service"] for r in delta_rows(first)) == ["/a", "/a", "/b", "/c"]
     assert "restored" in " ".join(out.split()), out
+
+
+def test_a_restore_that_landed_before_deltas_checkpoint_failed_is_rolled_back(spark, cli, project):
+    """The restore of a failed run's commit is a commit too, and delta-rs raises when the checkpoint
+    after it fails, though the restore landed: the output must say rolled back (it is), not that
+    it still holds the failed run's rows."""
+    from deltalake import DeltaTable
+
+    write(project / "pipelines" / "two.yaml", TWO_OUTPUTS)
+    write(project / "incoming" / "a.json", '{"head_service": "/a", "response_ms": 1.5}\n')
+    assert cli("run", "two")[0] == 0
+    first, second = project / "warehouse" / "first", project / "warehouse" / "second"
+    DeltaTable(str(first)).alter.set_table_properties({"delta.checkpointInterval": "1"})  # every commit (version 1)
+    last_checkpoint = first / "_delta_log" / "_last_checkpoint"
+    last_checkpoint.unlink()
+    last_checkpoint.mkdir()  # every checkpoint of first fails from now on
+
+    write(project / "incoming" / "b.json", '{"head_service": "/b", "response_ms": 2.5}\n')
+    _block_version(second, 1)  # second's commit fails: first's is restored
+    code, out, err = cli("run", "two")
+    assert code == 1, out + err
+    said = " ".join(out.split())
+    assert DeltaTable(str(first)).version() == 3  # the run's commit (2), its restore (3)
+    assert sorted(r["head_service"] for r in delta_rows(first)) == ["/a"]
+    assert "not rolled back" not in said and "rolled back" in said, out

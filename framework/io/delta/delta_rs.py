@@ -283,8 +283,19 @@ class DeltaRsStore(DeltaStore):
             staging_files.remove_tree(table)
             return
         dt = self._table(table)
-        if dt is not None and dt.version() != version:
+        if dt is None or dt.version() == version:
+            return
+        before = dt.version()
+        try:
             dt.restore(version)
+        except Exception as e:
+            # as in `commit`: a restore is a commit, and delta-rs raises when the checkpoint it
+            # writes after it fails, though the restore landed
+            after = self._table(table)
+            last = after.history(1)[0] if after is not None and after.version() == before + 1 else {}
+            if _commit(last).restored_to != version:
+                raise
+            log.warning("%s: restored version %s; Delta's checkpoint after it failed: %s", table, version, _one_line(e))
 
     def empty(self, table: str, schema: StructType, partition_by: list[str]) -> None:
         from deltalake import write_deltalake
