@@ -136,12 +136,8 @@ class DeltaRsStore(DeltaStore):
                 if landed is None:
                     raise
                 said = _one_line(e)
-                log.warning(
-                    "%s: version %s committed; Delta's checkpoint after it failed: %s", staged.table, landed.version, said
-                )
-                return replace(
-                    landed, note=f"Delta's checkpoint after the commit could not be written ({said}); the commit stands"
-                )
+                log.warning("%s: version %s committed, then delta-rs failed: %s", staged.table, landed.version, said)
+                return replace(landed, note=f"the commit landed, then delta-rs failed ({said}): the commit stands")
 
     def _landed(self, staged: StagedWrite, app_id: str, txn_version: int) -> CommitResult | None:
         """The commit, when delta-rs raised after it had landed, else None.
@@ -295,7 +291,7 @@ class DeltaRsStore(DeltaStore):
             last = after.history(1)[0] if after is not None and after.version() == before + 1 else {}
             if _commit(last).restored_to != version:
                 raise
-            log.warning("%s: restored version %s; Delta's checkpoint after it failed: %s", table, version, _one_line(e))
+            log.warning("%s: restored version %s, then delta-rs failed: %s", table, version, _one_line(e))
 
     def empty(self, table: str, schema: StructType, partition_by: list[str]) -> None:
         from deltalake import write_deltalake
