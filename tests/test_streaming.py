@@ -824,6 +824,29 @@ def test_a_full_refresh_that_fails_leaves_the_outputs_as_they_were_and_the_next_
     assert sorted(map(str, delta_rows(table))) == before and delta_version(table) > version
 
 
+
+def test_a_failed_refresh_whose_restore_fails_too_says_so_and_the_next_run_refreshes(spark, cli, project):
+    """The refresh emptied the output, the run failed, and putting the output back failed too (the
+    same outage): the output was reported 'rolled back' while it was empty. Now it says it was not,
+    and the next run finishes the refresh."""
+    table, before, version = _streamed_once(cli, project)
+    pipeline = project / "pipelines" / "clicks.yaml"
+    good = pipeline.read_text()
+    write(pipeline, good.replace("select user, ts, page, ms, _source", "select user, ts, page, cast(page as int) as ms, _source"))
+    blocked = table / "_delta_log" / f"{version + 2:020d}.json"  # the refresh empties (+1), the restore (+2) cannot commit
+    blocked.mkdir()
+    code, out, err = cli("run", "clicks", "--full-refresh", "--yes")
+    assert code == 1, out + err
+    said = " ".join(out.split())
+    assert "not rolled back" in said and "the next run starts the refresh over" in said, out
+    assert "rolled back" not in said.replace("not rolled back", ""), out
+    assert delta_rows(table) == []  # emptied by the refresh, as the line says
+    blocked.rmdir()
+    write(pipeline, good)
+    code, out, err = cli("run", "clicks")  # finishes the refresh the failed run began
+    assert code == 0, out + err
+    assert sorted(map(str, delta_rows(table))) == before
+
 TWO_OUTPUTS = """\
 name: spend
 mode: streaming

@@ -27,13 +27,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from framework.engine.chain_outputs import OUTPUT_SIDE as _OUTPUT_SIDE
 from framework.engine.chain_outputs import ChainFeedsOutputs
-from framework.engine.context import RunContext, quietly
-from framework.engine.failures import is_spark_error, raised_in_python, spark_failure
+from framework.engine.context import RunContext
+from framework.engine.failures import is_spark_error, one_line, raised_in_python, spark_failure
 from framework.engine.frames import Frames, StreamReading, build_frames, missing_columns
 from framework.engine.output_checks import check_outputs
 from framework.engine.results import OutputResult, OutputStatus, Progress, StepStatus
@@ -259,10 +258,21 @@ class StreamingRun:
         refresh marker, so the next run starts the refresh over (its checkpoints go again)."""
         run, before = self.run, self.refreshed_from or {}
         self._mark_refreshing()
+        failed: dict[str, str] = {}  # table -> why its restore failed too (the outage that failed the run)
         for table, version in before.items():
-            quietly(partial(run.store.restore, table, version))
+            try:
+                run.store.restore(table, version)
+            except Exception as e:  # noqa: BLE001 - the run's own error is raised after this; this one is said
+                failed[table] = one_line(e)
         for result in run.result.outputs:
-            if result.table in before:
+            if result.table in failed:
+                result.status, result.version = OutputStatus.NOT_ROLLED_BACK, None  # not read: the store failed
+                said = (
+                    f"the refresh failed, and restoring version {before[result.table]} failed too ({failed[result.table]}): "
+                    "emptied by the refresh; the next run starts the refresh over"
+                )
+                run.reporter.update("output", result.name, result.status, said)
+            elif result.table in before:
                 result.status, result.version = OutputStatus.ROLLED_BACK, before[result.table]
                 run.reporter.update(
                     "output", result.name, OutputStatus.ROLLED_BACK, "the refresh failed: back at its version before it"
