@@ -352,6 +352,30 @@ def test_a_changed_window_step_is_refused_until_the_stream_starts_over(spark, cl
     assert code == 0, out + err
 
 
+
+def test_a_run_after_a_stream_uses_the_processs_session_not_the_streams(spark, cli, project):
+    """A micro-batch that makes a DataFrame (an SWA stream's first state) made the stream's own
+    session PySpark's active one in every thread, so the next run in the same process (in-process
+    runs one after another, `tributary test`) ran on the stream's session: the `partitions:` it had
+    set and none of the confs set on the process's session since (a run with a TIMESTAMP
+    partition in another time zone was not refused after one)."""
+    from framework.engine.session import spark_session
+    from framework.profiles import Profile
+
+    for path, text in _batch_files(5, files=2, rows=5):
+        write(project / path, text)
+    swa = STREAM.format(mode="streaming", per_trigger=1).replace(
+        "outputs:\n",
+        "  sessions:\n    swa:\n      input: both\n      key: [user]\n      event_time: ts\n      size: 3\n"
+        "      timeout: 10m\n      partitions: 3\n      aggregates: {total_ms: sum(ms)}\noutputs:\n  sessions:\n    mode: append\n",
+    )
+    write(project / "pipelines" / "clicks.yaml", swa)
+    code, out, err = cli("run", "clicks")
+    assert code == 0, out + err
+    after = spark_session(Profile())
+    assert after._jsparkSession.equals(spark._jsparkSession)
+    assert after.conf.get("spark.sql.shuffle.partitions") == spark.conf.get("spark.sql.shuffle.partitions") == "2"
+
 def test_a_file_copied_in_with_an_old_time_is_read_by_the_stream(spark, cli, project):
     """Spark's file source skips a file more than a week older than the newest it has read: one
     copied in with its old time (cp -p, rsync -t) was never read, with nothing said."""

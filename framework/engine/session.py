@@ -77,6 +77,25 @@ def default_log_file() -> Path:
     return Path(tempfile.gettempdir()) / "tributary-logs" / f"spark-{os.getpid()}.log"
 
 
+def _this_threads_session() -> SparkSession | None:
+    """The session this thread made active, as the JVM keeps it per thread.
+
+    PySpark's `getActiveSession()` answers with the session any thread made active last in
+    Python: `createDataFrame` makes its session active, and a stream's micro-batch that makes a
+    DataFrame (an SWA stream's first state) does so on the stream's own session, in a thread of
+    Spark's. The next run in this process then got that session, with the confs the stream set
+    (`partitions:`) and without those set on this thread's session since."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is None or not hasattr(active, "_jsparkSession"):  # none, or Spark Connect's (one per thread)
+        return active
+    kept = SparkSession._get_j_spark_session_class(active._jvm).getActiveSession()
+    if not kept.isDefined() or active._jsparkSession.equals(kept.get()):
+        return active
+    return SparkSession(active.sparkContext, kept.get())
+
+
 def spark_session(profile: Profile, log_file: Path | None = None, java_options: str = "") -> SparkSession:
     """Start (or reuse) the session. Python workers use this interpreter, not `python3` on PATH.
 
@@ -88,7 +107,7 @@ def spark_session(profile: Profile, log_file: Path | None = None, java_options: 
     from pyspark.sql import SparkSession
 
     global started_here
-    active = SparkSession.getActiveSession()
+    active = _this_threads_session()
     if active is not None:
         return active
     builder = SparkSession.builder.appName(profile.spark.app_name)
