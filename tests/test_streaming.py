@@ -352,7 +352,6 @@ def test_a_changed_window_step_is_refused_until_the_stream_starts_over(spark, cl
     assert code == 0, out + err
 
 
-
 def test_a_run_after_a_stream_uses_the_processs_session_not_the_streams(spark, cli, project):
     """A micro-batch that makes a DataFrame (an SWA stream's first state) made the stream's own
     session PySpark's active one in every thread, so the next run in the same process (in-process
@@ -375,6 +374,7 @@ def test_a_run_after_a_stream_uses_the_processs_session_not_the_streams(spark, c
     after = spark_session(Profile())
     assert after._jsparkSession.equals(spark._jsparkSession)
     assert after.conf.get("spark.sql.shuffle.partitions") == spark.conf.get("spark.sql.shuffle.partitions") == "2"
+
 
 def test_a_file_copied_in_with_an_old_time_is_read_by_the_stream(spark, cli, project):
     """Spark's file source skips a file more than a week older than the newest it has read: one
@@ -848,7 +848,6 @@ def test_a_full_refresh_that_fails_leaves_the_outputs_as_they_were_and_the_next_
     assert sorted(map(str, delta_rows(table))) == before and delta_version(table) > version
 
 
-
 def test_a_failed_refresh_whose_restore_fails_too_says_so_and_the_next_run_refreshes(spark, cli, project):
     """The refresh emptied the output, the run failed, and putting the output back failed too (the
     same outage): the output was reported 'rolled back' while it was empty. Now it says it was not,
@@ -870,6 +869,7 @@ def test_a_failed_refresh_whose_restore_fails_too_says_so_and_the_next_run_refre
     code, out, err = cli("run", "clicks")  # finishes the refresh the failed run began
     assert code == 0, out + err
     assert sorted(map(str, delta_rows(table))) == before
+
 
 TWO_OUTPUTS = """\
 name: spend
