@@ -11,19 +11,27 @@ from pathlib import Path
 
 from tests.conftest import REPO, delta_rows, write
 
-PIPELINE = """\
-name: failing
+CALLS = """\
 sources:
   calls:
     format: json
     path: incoming
     schema: head_service STRING, response_ms DOUBLE
+"""
+
+PIPELINE = (
+    """\
+name: failing
+"""
+    + CALLS
+    + """\
 steps:
   parsed:
     sql: parsed.sql
 outputs:
   parsed: {mode: overwrite}
 """
+)
 
 TEMPLATE = """\
 -- one row per call
@@ -204,13 +212,12 @@ def test_a_commit_that_landed_stands_when_deltas_checkpoint_after_it_fails(spark
     commit itself, and raises when that fails (a full disk, a storage error). The commit had landed:
     the run said it failed (exit 1) while the table held its rows, so a failed run left a table
     changed. The commit stands, as Delta's own writers treat a failed checkpoint, and the run says
-    the checkpoint failed; a rerun finds the run's transaction and writes nothing twice."""
+    what failed after it; a rerun finds the run's transaction and writes nothing twice."""
     from deltalake import DeltaTable
 
     write(
         project / "pipelines" / "calls.yaml",
-        "name: calls\nsources:\n  calls:\n    format: json\n    path: incoming\n"
-        "    schema: head_service STRING, response_ms DOUBLE\nsteps:\n  kept:\n"
+        "name: calls\n" + CALLS + "steps:\n  kept:\n"
         "    sql: select head_service, response_ms from {{ source('calls') }}\noutputs:\n  kept: {mode: append}\n",
     )
     write(project / "incoming" / "a.json", '{"head_service": "/a", "response_ms": 1.5}\n')
@@ -229,15 +236,17 @@ def test_a_commit_that_landed_stands_when_deltas_checkpoint_after_it_fails(spark
     assert sorted(r["head_service"] for r in delta_rows(table)) == ["/a", "/a", "/b"]  # append: a.json again, b.json
     assert "the commit landed, then delta-rs failed" in " ".join(out.split()), out
     assert "Is a directory" in out, out  # the error's own words, all of them
+    code, out, err = cli("run", "calls")  # the same inputs again
+    assert code == 0, out + err
+    assert DeltaTable(str(table)).version() == version + 1 and len(delta_rows(table)) == 3
 
 
-TWO_OUTPUTS = """\
+TWO_OUTPUTS = (
+    """\
 name: two
-sources:
-  calls:
-    format: json
-    path: incoming
-    schema: head_service STRING, response_ms DOUBLE
+"""
+    + CALLS
+    + """\
 steps:
   first:
     sql: select head_service, response_ms from {{ source('calls') }}
@@ -247,6 +256,7 @@ outputs:
   first: {mode: append}
   second: {mode: overwrite}
 """
+)
 
 
 def _block_version(table: Path, version: int) -> Path:

@@ -325,17 +325,22 @@ def test_a_stateless_step_made_stateful_is_refused_until_the_stream_starts_over(
     assert "pipelines/clicks.yaml:" in err and "MISSING_STATE_DIRECTORY" in err
 
 
+def _swa_stream() -> str:
+    """The clicks stream with an SWA step (`sessions`, size 3) written by an append output."""
+    return STREAM.format(mode="streaming", per_trigger=1).replace(
+        "outputs:\n",
+        "  sessions:\n    swa:\n      input: both\n      key: [user]\n      event_time: ts\n      size: 3\n"
+        "      timeout: 10m\n      aggregates: {total_ms: sum(ms)}\noutputs:\n  sessions:\n    mode: append\n",
+    )
+
+
 def test_a_changed_window_step_is_refused_until_the_stream_starts_over(spark, cli, project):
     """SWA holds each key's tuples of the windows still open between micro-batches: with `size`
     changed from 3 to 4 the held tuples went on into size-4 windows after size-3 ones were
     emitted (exit 0), windows no run of either size makes. `partitions:` may change (rescale)."""
     for path, text in _batch_files(5, files=2, rows=5):
         write(project / path, text)
-    swa = STREAM.format(mode="streaming", per_trigger=1).replace(
-        "outputs:\n",
-        "  sessions:\n    swa:\n      input: both\n      key: [user]\n      event_time: ts\n      size: 3\n"
-        "      timeout: 10m\n      aggregates: {total_ms: sum(ms)}\noutputs:\n  sessions:\n    mode: append\n",
-    )
+    swa = _swa_stream()
     pipeline = project / "pipelines" / "clicks.yaml"
     write(pipeline, swa)
     code, out, err = cli("run", "clicks")
@@ -363,12 +368,7 @@ def test_a_run_after_a_stream_uses_the_processs_session_not_the_streams(spark, c
 
     for path, text in _batch_files(5, files=2, rows=5):
         write(project / path, text)
-    swa = STREAM.format(mode="streaming", per_trigger=1).replace(
-        "outputs:\n",
-        "  sessions:\n    swa:\n      input: both\n      key: [user]\n      event_time: ts\n      size: 3\n"
-        "      timeout: 10m\n      partitions: 3\n      aggregates: {total_ms: sum(ms)}\noutputs:\n  sessions:\n    mode: append\n",
-    )
-    write(project / "pipelines" / "clicks.yaml", swa)
+    write(project / "pipelines" / "clicks.yaml", _swa_stream().replace("      size: 3\n", "      size: 3\n      partitions: 3\n"))
     code, out, err = cli("run", "clicks")
     assert code == 0, out + err
     after = spark_session(Profile())
