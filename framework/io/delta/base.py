@@ -182,7 +182,7 @@ class StagedWrite:
 class CommitResult:
     version: int | None  # table version after the commit (None: skipped and table absent)
     skipped: bool = False  # the same run's transaction was already in the table
-    #: what went wrong after the commit landed (Delta's checkpoint could not be written), for the user
+    #: what failed after the commit landed (e.g. the checkpoint delta-rs writes after it), for the user
     note: str = ""
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -387,8 +388,6 @@ def _writing(table: str) -> Iterator[None]:
 
 def _one_line(error: Exception) -> str:
     """delta-rs' error as one line: its chain of causes (lines marked ↳, coloured) joined."""
-    import re
-
     parts = [re.sub(r"\x1b\[[0-9;]*m|↳", "", line).strip() for line in str(error).splitlines()]
     return f"{type(error).__name__}: " + ": ".join(p for p in parts if p)
 
